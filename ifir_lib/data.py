@@ -1,0 +1,212 @@
+"""Seed instances: the schema, loading with precise errors, the bundled set, Promptriever rows.
+
+A seed is one instruction-following training instance (REFERENCE.md §1/§3)::
+
+    {"id", "query", "instruction", "instruction_type", "domain"?,
+     "positive": {"id", "text"},
+     "instruction_negatives": [{"id", "text"}, ...],   # 1-3: on topic, excluded by the instruction
+     "hard_negatives": [{"id", "text"}, ...],          # 2+: topical, not relevant to the query
+     "reference_reversal"?: str}                       # the authors' complementary instruction
+
+Not handled here: synthesis output rows (``synthesize``), training examples (``trainsets``) and
+the FollowIR evaluation layout (``followir``).
+"""
+from __future__ import annotations
+
+import collections
+import re
+from pathlib import Path
+from typing import Iterable
+
+from .config import FOLLOWIR_DIR, SEEDS_PATH
+from .errors import DataError, read_jsonl
+
+REQUIRED_FIELDS = ("id", "query", "instruction", "positive", "instruction_negatives", "hard_negatives", "instruction_type")
+INSTRUCTION_TYPES = ("exclusion", "required_attribute", "timeframe", "geography", "audience", "format", "methodology", "stance")
+
+
+def _check_passage(path, n, field, p):
+    if not isinstance(p, dict):
+        raise DataError(path, n, "expected an object with 'id' and 'text'", field)
+    for key in ("id", "text"):
+        if not isinstance(p.get(key), str) or not p[key].strip():
+            raise DataError(path, n, f"missing or empty '{key}'", field)
+
+
+def validate_seed(row: dict, path: str | Path = "<seeds>", n: int | None = None, min_hard_negatives: int = 2) -> dict:
+    """Check one seed row against the schema; raise ``DataError`` naming file, line and field."""
+    for f in REQUIRED_FIELDS:
+        if f not in row:
+            raise DataError(path, n, "missing", f)
+    for f in ("id", "query", "instruction", "instruction_type"):
+        if not isinstance(row[f], str) or not row[f].strip():
+            raise DataError(path, n, "must be a non-empty string", f)
+    _check_passage(path, n, "positive", row["positive"])
+    for f, lo, hi in (("instruction_negatives", 1, 3), ("hard_negatives", min_hard_negatives, None)):
+        lst = row[f]
+        if not isinstance(lst, list):
+            raise DataError(path, n, "must be a list", f)
+        if len(lst) < lo or (hi is not None and len(lst) > hi):
+            raise DataError(path, n, f"has {len(lst)} passages, expected {lo}{'-' + str(hi) if hi else '+'}", f)
+        for i, p in enumerate(lst):
+            _check_passage(path, n, f"{f}[{i}]", p)
+    if "reference_reversal" in row and row["reference_reversal"] is not None and not isinstance(row["reference_reversal"], str):
+        raise DataError(path, n, "must be a string or null", "reference_reversal")
+    return row
+
+
+def load_seeds(path: str | Path = SEEDS_PATH, limit: int | None = None) -> list[dict]:
+    """Read and validate a seed JSONL file; duplicate ids are an error.
+
+    Every row is checked before anything is returned, so a bad line 900 fails before line 1 is
+    sent to an LLM.
+    """
+    seeds, seen = [], {}
+    for n, row in read_jsonl(path):
+        validate_seed(row, path, n)
+        if row["id"] in seen:
+            raise DataError(path, n, f"duplicate id {row['id']!r} (first on line {seen[row['id']]})", "id")
+        seen[row["id"]] = n
+        seeds.append(row)
+    if not seeds:
+        raise DataError(path, None, "no seed rows")
+    return seeds[:limit] if limit else seeds
+
+
+def counterpart(seed: dict) -> dict:
+    """The non-instruction counterpart of a seed (REFERENCE.md §3, Promptriever's `only_query`).
+
+    The bare query keeps the positive; the instruction negatives are *dropped*, not used as
+    negatives, because without the instruction they are relevant too.
+    """
+    return {"id": seed["id"] + "::q", "query": seed["query"], "instruction": "", "positive": seed["positive"],
+            "negatives": list(seed["hard_negatives"])}
+
+
+# --------------------------------------------------------------------------------------------
+# Promptriever (samaya-ai/msmarco-w-instructions) -> seed schema
+
+
+def promptriever_to_seed(row: dict, max_hard_negatives: int = 30) -> dict | None:
+    """Map one Promptriever row to a seed, or ``None`` when it has no instruction negative.
+
+    Promptriever stores ``query`` as query+instruction and ``only_instruction`` separately;
+    ``new_negatives`` are the instruction negatives (REFERENCE.md §3). Rows without an
+    instruction or without instruction negatives cannot seed a reversal (the paper skips them).
+    """
+    if not row.get("has_instruction") or not row.get("new_negatives") or not row.get("positive_passages"):
+        return None
+    def passage(p):
+        title = (p.get("title") or "").strip()
+        return {"id": str(p["docid"]), "text": (title + " " if title else "") + p["text"].strip()}
+    query = (row.get("only_query") or row["query"]).strip()
+    return {
+        "id": str(row["query_id"]),
+        "query": query,
+        "instruction": (row.get("only_instruction") or "").strip(),
+        "positive": passage(row["positive_passages"][0]),
+        "instruction_negatives": [passage(p) for p in row["new_negatives"][:3]],
+        "hard_negatives": [passage(p) for p in row.get("negative_passages", [])[:max_hard_negatives]],
+        "instruction_type": "unknown",
+        "domain": "msmarco",
+        "reference_reversal": None,
+    }
+
+
+def load_promptriever(source: str | Path = "samaya-ai/msmarco-w-instructions", split: str = "train",
+                      limit: int | None = None, streaming: bool = False) -> list[dict]:
+    """Load Promptriever rows as seeds, from a local JSONL/Parquet file or (when asked) the hub.
+
+    A local path is read with ``datasets`` in the same schema; a hub name needs network access
+    (``HF_DATASETS_OFFLINE=1`` makes it fail fast offline).
+    """
+    import datasets
+
+    src = Path(source)
+    if src.exists():
+        kind = "parquet" if src.suffix == ".parquet" else "json"
+        ds = datasets.load_dataset(kind, data_files=str(src), split="train", streaming=streaming)
+    else:
+        ds = datasets.load_dataset(str(source), split=split, streaming=streaming)
+    seeds = []
+    for row in ds:
+        s = promptriever_to_seed(row)
+        if s is not None:
+            seeds.append(validate_seed(s, source, None, min_hard_negatives=0))
+            if limit and len(seeds) >= limit:
+                break
+    return seeds
+
+
+# --------------------------------------------------------------------------------------------
+# Bundled data: statistics and validation (run in the tests)
+
+_WORD = re.compile(r"\S+")
+
+
+def passages_of(seed: dict) -> Iterable[dict]:
+    yield seed["positive"]
+    yield from seed["instruction_negatives"]
+    yield from seed["hard_negatives"]
+
+
+def data_stats(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = FOLLOWIR_DIR) -> dict:
+    """Counts for ``ifir data stats``: seeds, types, domains, passages, eval queries and docs."""
+    from .followir import load_followir
+
+    seeds = load_seeds(seeds_path)
+    ev = load_followir(followir_dir)
+    words = [len(_WORD.findall(p["text"])) for s in seeds for p in passages_of(s)]
+    return {
+        "seeds": len(seeds),
+        "instruction_types": dict(sorted(collections.Counter(s["instruction_type"] for s in seeds).items())),
+        "domains": dict(sorted(collections.Counter(s.get("domain", "unknown") for s in seeds).items())),
+        "passages": len(words),
+        "passage_words": {"min": min(words), "mean": round(sum(words) / len(words), 1), "max": max(words)},
+        "instruction_negatives": sum(len(s["instruction_negatives"]) for s in seeds),
+        "with_reference_reversal": sum(1 for s in seeds if s.get("reference_reversal")),
+        "counterparts": len(seeds),
+        "eval_queries": len(ev.queries),
+        "eval_documents": len(ev.corpus),
+        "eval_changed_documents": sum(len(v) for v in ev.qrel_diff.values()),
+        "eval_min_pool": min(len(v) for v in ev.top_ranked.values()),
+    }
+
+
+def validate_bundle(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = FOLLOWIR_DIR,
+                    min_words: int = 40, max_words: int = 120) -> list[str]:
+    """Check the bundled data; return a list of problems (empty means valid).
+
+    Checks: the seed schema, unique seed and passage ids, passage lengths, at least 3 hard
+    negatives and a reference reversal per seed (what the DV and All-* configs need), and no
+    passage text shared between the training seeds and the evaluation corpus.
+    """
+    from .followir import load_followir
+
+    problems = []
+    seeds = load_seeds(seeds_path)  # schema + unique seed ids (raises on the first problem)
+    pids: dict[str, str] = {}
+    texts = set()
+    for s in seeds:
+        if len(s["hard_negatives"]) < 3:
+            problems.append(f"{s['id']}: {len(s['hard_negatives'])} hard negatives (< 3)")
+        if not s.get("reference_reversal"):
+            problems.append(f"{s['id']}: no reference_reversal")
+        if s["instruction_type"] not in INSTRUCTION_TYPES:
+            problems.append(f"{s['id']}: unknown instruction_type {s['instruction_type']!r}")
+        for p in passages_of(s):
+            if p["id"] in pids:
+                problems.append(f"{s['id']}: passage id {p['id']} also in {pids[p['id']]}")
+            pids[p["id"]] = s["id"]
+            n = len(_WORD.findall(p["text"]))
+            if not min_words <= n <= max_words:
+                problems.append(f"{s['id']}: passage {p['id']} has {n} words (want {min_words}-{max_words})")
+            texts.add(p["text"].strip())
+    ev = load_followir(followir_dir)
+    for did, doc in ev.corpus.items():
+        if doc["text"].strip() in texts:
+            problems.append(f"eval doc {did} repeats a training passage")
+        if did in pids:
+            problems.append(f"eval doc id {did} collides with training passage id")
+    problems += ev.problems
+    return problems

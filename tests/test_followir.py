@@ -1,0 +1,81 @@
+"""FollowIR-format folders: round trip, the synthetic generator, bad input (warn + exclude, or fail with file:line)."""
+import json
+import logging
+
+import pytest
+
+from ifir_lib.errors import DataError
+from ifir_lib.followir import load_followir, synthetic_followir, write_followir
+
+
+def test_synthetic_set_round_trips(tmp_path):
+    data = synthetic_followir(3, 30, 20, seed=1)
+    back = load_followir(write_followir(data, tmp_path / "fir"))
+    assert back.problems == []
+    assert back.queries == data.queries and back.corpus == data.corpus
+    assert back.top_ranked == data.top_ranked and back.qrel_diff == data.qrel_diff
+    assert all(len(c) == 20 for c in back.top_ranked.values())
+    # every query has changed documents, all of them among its candidates
+    assert set(back.qrel_diff) == set(back.queries)
+    assert all(set(d) <= set(back.top_ranked[q]) for q, d in back.qrel_diff.items())
+
+
+def test_synthetic_set_is_deterministic_and_scales():
+    assert synthetic_followir(2, 20, seed=5).corpus == synthetic_followir(2, 20, seed=5).corpus
+    big = synthetic_followir(20, 2000, 300, seed=0, sentences=[f"Sentence number {i}." for i in range(50)])
+    assert len(big.corpus) == 2000 and all(len(c) == 300 for c in big.top_ranked.values())
+    assert len({d["text"] for d in big.corpus.values()}) > 1900   # recombined, nearly all distinct
+
+
+def _rewrite(path, fn):
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in fn(rows)))
+
+
+@pytest.fixture
+def fir(tmp_path):
+    return write_followir(synthetic_followir(4, 40, 20, seed=2), tmp_path / "fir")
+
+
+def test_qrels_naming_unknown_documents_exclude_the_query(fir, caplog):
+    _rewrite(fir / "qrels_og" / "test.jsonl", lambda r: r + [{"query-id": "q2", "corpus-id": "nope", "score": 1},
+                                                          {"query-id": "q2", "corpus-id": "nope2", "score": 1}])
+    with caplog.at_level(logging.WARNING):
+        data = load_followir(fir)
+    assert "q2" not in data.queries and set(data.queries) == {"q1", "q3", "q4"}
+    assert "2 qrels name documents not in the corpus (in 1 queries)" in caplog.text
+    kept = load_followir(fir, unknown_qrels="keep")
+    assert kept.qrels_og["q2"]["nope"] == 1 and "q2" in kept.queries
+
+
+def test_query_without_changed_instruction_is_excluded(fir, caplog):
+    _rewrite(fir / "queries.jsonl", lambda r: [{**x, "instruction_changed": ""} if x["_id"] == "q3" else x for x in r])
+    data = load_followir(fir)
+    assert "q3" not in data.queries
+    assert any("1 queries have no changed instruction" in p and "q3" in p for p in data.problems)
+    assert "q3" in caplog.text
+
+
+def test_empty_candidate_list_is_excluded_and_unknown_candidates_are_reported(fir):
+    _rewrite(fir / "top_ranked.jsonl", lambda r: [x for x in r if x["qid"] != "q1"] + [{"qid": "q4", "pid": "ghost"}])
+    data = load_followir(fir)
+    assert "q1" not in data.queries
+    assert any("empty candidate list" in p for p in data.problems)
+    assert any("1 candidates in top_ranked are not in the corpus" in p for p in data.problems)
+    assert "ghost" not in data.top_ranked["q4"]
+
+
+def test_malformed_line_names_file_and_line(fir):
+    path = fir / "qrels_changed" / "test.jsonl"
+    lines = path.read_text().splitlines()
+    lines[2] = '{"query-id": "q1", "corpus-id": '
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"qrels_changed/test.jsonl:3: invalid JSON"):
+        load_followir(fir)
+
+
+def test_non_numeric_score_names_field(fir):
+    path = fir / "qrels_og" / "test.jsonl"
+    path.write_text(path.read_text() + json.dumps({"query-id": "q1", "corpus-id": "d01", "score": "high"}) + "\n")
+    with pytest.raises(DataError, match=r"test.jsonl:\d+: field 'score': not a number"):
+        load_followir(fir)

@@ -1,0 +1,105 @@
+"""RelationInfoNCELoss against hand-computed cases and against plain MNRL on a dual-view batch."""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from ifir_lib.relation_loss import NonFiniteLossError, RelationInfoNCELoss
+
+
+class FixedEmbedder(nn.Module):
+    """Stands in for a SentenceTransformer: feature 'x' *is* the embedding, so cases are exact."""
+
+    def forward(self, features):
+        return {"sentence_embedding": features["x"]}
+
+
+def features(*cols):
+    return [{"x": c.clone().requires_grad_(True)} for c in cols]
+
+
+def test_relation_matrix_dedups_dual_view_pair():
+    # example 0: positive doc 7, negative doc 8; example 1 (its twin): positive 8, negative 7
+    first, rel = RelationInfoNCELoss.relation_matrix(torch.tensor([[7, 8], [8, 7]]))
+    assert rel.tolist() == [[1, -1], [-1, 1]]        # two document columns, not four
+    assert first.tolist() == [0, 1]                   # doc 7 first seen at flat 0, doc 8 at flat 1
+
+
+def test_loss_matches_hand_computation():
+    # one query, positive at cosine 1, negative at cosine 0, temperature 0.5
+    q = torch.tensor([[1.0, 0.0]])
+    pos = torch.tensor([[1.0, 0.0]])
+    neg = torch.tensor([[0.0, 1.0]])
+    labels = torch.tensor([[0, 0, 10, 11]])
+    loss = RelationInfoNCELoss(FixedEmbedder(), temperature=0.5)(features(q, pos, neg), labels)
+    expected = -math.log(math.exp(1 / 0.5) / (math.exp(1 / 0.5) + math.exp(0 / 0.5)))
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_in_batch_negatives_switch():
+    # two unrelated queries; query 0's docs are orthogonal to query 1's
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    pos = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    neg = torch.tensor([[0.6, 0.8], [0.8, 0.6]])
+    labels = torch.tensor([[0, 0, 1, 2], [1, 1, 3, 4]])
+    off = RelationInfoNCELoss(FixedEmbedder(), temperature=1.0)(features(q, pos, neg), labels).item()
+    on = RelationInfoNCELoss(FixedEmbedder(), temperature=1.0, in_batch_negatives=True)(features(q, pos, neg), labels).item()
+    # off: each query sees its own positive + negative; on: also the other query's two docs
+    e = math.exp
+    expected_off = -math.log(e(1) / (e(1) + e(0.6)))        # same for both queries by symmetry? q1: pos 1, neg .6
+    expected_on_q0 = -math.log(e(1) / (e(1) + e(0.6) + e(0) + e(0.8)))
+    assert off == pytest.approx(expected_off, rel=1e-6)
+    assert on == pytest.approx(expected_on_q0, rel=1e-6)
+
+
+def test_dual_view_batch_plain_mnrl_is_stuck_where_relation_loss_is_not():
+    """The batch the paper's dedup is for: P+ is view 1's positive and view 2's negative.
+
+    With perfect embeddings (each view's query equals its positive, orthogonal to the other),
+    RelationInfoNCE goes to ~0. Plain MNRL sees P+ twice in one softmax (as view 1's positive
+    column and as view 2's negative column), so the target probability is at most 1/2 and the
+    loss cannot drop below log 2, however good the model is.
+    """
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    p_plus, n_star = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    q = torch.stack([p_plus, n_star])          # view 1: q+I ~ P+ ; view 2: q+I' ~ N*
+    pos = torch.stack([p_plus, n_star])
+    neg = torch.stack([n_star, p_plus])        # each view's negative is the other's positive
+    labels = torch.tensor([[0, 0, 100, 101], [0, 1, 101, 100]])
+    ours = RelationInfoNCELoss(FixedEmbedder(), temperature=0.02)(features(q, pos, neg), labels).item()
+
+    class FakeST(FixedEmbedder):
+        pass
+    mnrl = MultipleNegativesRankingLoss(FakeST(), scale=50.0)(features(q, pos, neg), None).item()
+    assert ours < 1e-6
+    assert mnrl == pytest.approx(math.log(2), abs=1e-5) or mnrl > math.log(2)
+
+    # MNRL is stuck, not converged: its loss is log 2 yet the gradient on the positives is zero,
+    # because the pull on P+ as view 1's positive and the push on the same P+ as view 2's
+    # negative cancel. The model gets no signal from this batch.
+    f = features(q, pos, neg)
+    MultipleNegativesRankingLoss(FakeST(), scale=50.0)(f, None).backward()
+    assert f[1]["x"].grad.abs().max() < 1e-12
+
+
+def test_cached_equals_uncached():
+    torch.manual_seed(0)
+    q, pos, n1, n2 = (torch.randn(6, 8) for _ in range(4))
+    labels = torch.tensor([[i // 2, i, 10 + i, 20 + i, 30 + i] for i in range(6)])
+    plain = RelationInfoNCELoss(FixedEmbedder(), temperature=0.05)
+    cached = RelationInfoNCELoss(FixedEmbedder(), temperature=0.05, mini_batch_size=2)
+    fa, fb = features(q, pos, n1, n2), features(q, pos, n1, n2)
+    la, lb = plain(fa, labels), cached(fb, labels)
+    la.backward()
+    lb.backward()
+    assert la.item() == pytest.approx(lb.item(), rel=1e-5)
+    for a, b in zip(fa, fb):
+        assert torch.allclose(a["x"].grad, b["x"].grad, atol=1e-6)
+
+
+def test_non_finite_loss_raises():
+    q = torch.tensor([[float("nan"), 0.0]])
+    with pytest.raises(NonFiniteLossError):
+        RelationInfoNCELoss(FixedEmbedder())(features(q, q, q), torch.tensor([[0, 0, 1, 2]]))

@@ -1,0 +1,271 @@
+"""Synthesis through the real ``openai`` client against a local OpenAI-compatible server.
+
+No mocks: ifir_lib/local_openai_server.py speaks HTTP on 127.0.0.1 and injects 429 / 500 / slow replies /
+dropped connections / tagless / declined answers; the CLI runs in-process or as a subprocess.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ifir_lib import cli
+from ifir_lib import synthesize as syn
+from ifir_lib.local_openai_server import DEFAULT_MODEL, FakeOpenAIServer, free_port, make_seed, write_seeds
+
+KEY = "sk-test-ZX81-d1stinct1ve-k3y-0042"
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def _server():
+    srv = FakeOpenAIServer().start()
+    import openai  # warm up: the client's first request builds its pydantic models (~0.2 s)
+    openai.OpenAI(api_key="x", base_url=srv.url, max_retries=0).chat.completions.create(
+        model=DEFAULT_MODEL, messages=[{"role": "user", "content": "hi"}])
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def server(_server, monkeypatch, tmp_path):
+    """The shared server, reset; a fresh cache under tmp_path; the distinctive fake key in the env."""
+    _server.reset()
+    _server.latency_s, _server.slow_s, _server.retry_after, _server.api_key = 0.0, 3.0, "1", None
+    _server.models = {DEFAULT_MODEL}
+    monkeypatch.setenv("IFIR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    return _server
+
+
+def cfg(server, **kw):
+    base = dict(backend="openai", model=DEFAULT_MODEL, base_url=server.url, concurrency=4, backoff_base_s=0.02,
+                backoff_max_s=0.5, max_retries=3, timeout_s=5.0, progress=False)
+    return syn.SynthesisConfig(**{**base, **kw})
+
+
+def keys(path):
+    return [json.loads(line)["key"] for line in Path(path).read_text().splitlines()]
+
+
+def test_rows_schema_usage_and_template_version(server, tmp_path):
+    seeds = [make_seed(i) for i in range(3)]
+    s = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server, negative="all", prices={DEFAULT_MODEL: (1.0, 2.0)}))
+    rows = syn.load_synthesis(tmp_path / "o.jsonl")
+    assert sorted(r["key"] for r in rows) == sorted(f"{s['id']}#{j}" for s in seeds for j in (0, 1))
+    assert server.requests == 6 and s.requests == 6 and s.accepted == 6
+    r = rows[0]
+    assert r["status"] == "accepted" and r["reversal"].startswith("Only include documents centred on")
+    assert r["reasoning"] == "The chosen document differs from the other one in its focus."
+    assert r["template"] == "reversal_prompt" and r["template_version"] == syn.load_template("reversal_prompt.j2").full_version
+    assert r["usage"]["prompt_tokens"] > 0 and r["attempts"] == 1 and r["cached"] is False
+    assert r["cost_usd"] == pytest.approx((r["usage"]["prompt_tokens"] * 1.0 + r["usage"]["completion_tokens"] * 2.0) / 1e6)
+    assert s.cost_usd == pytest.approx(sum(x["cost_usd"] for x in rows))
+    assert s.prompt_tokens == sum(x["usage"]["prompt_tokens"] for x in rows)
+    # decoding params reach the server
+    assert server.bodies[0]["temperature"] == 0.7 and server.bodies[0]["max_tokens"] == 2048
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "slow", "drop"])
+def test_fault_recovered_by_retry(server, tmp_path, fault):
+    server.faults = [fault]
+    server.slow_s, server.retry_after = 2.0, "0.5"
+    t0 = time.monotonic()
+    s = syn.synthesize([make_seed(0)], tmp_path / "o.jsonl", cfg(server, timeout_s=0.8))
+    elapsed = time.monotonic() - t0
+    [row] = syn.load_synthesis(tmp_path / "o.jsonl")
+    assert row["status"] == "accepted" and row["attempts"] == 2
+    assert server.requests == 2 and s.retries == 1
+    if fault == "429":
+        assert elapsed >= 0.5  # Retry-After honoured although our backoff base is 0.02 s
+
+
+def test_persistent_faults_recorded_as_failed_then_retried_on_rerun(server, tmp_path):
+    seeds = [make_seed(i) for i in range(3)]
+    server.rules = {seeds[0]["query"]: "500", seeds[1]["query"]: "slow"}
+    server.slow_s = 2.0
+    s = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server, max_retries=2, timeout_s=0.5))
+    by = {r["key"]: r for r in syn.load_synthesis(tmp_path / "o.jsonl")}
+    assert by["seed-0000"]["status"] == "failed" and by["seed-0000"]["reason"] == "HTTP 500 after 3 attempts"
+    assert by["seed-0001"]["status"] == "failed" and by["seed-0001"]["reason"] == "timeout after 3 attempts"
+    assert by["seed-0000"]["attempts"] == 3 and by["seed-0002"]["status"] == "accepted"
+    assert (s.failed, s.accepted, s.fail_reasons) == (2, 1, {"HTTP 500": 1, "timeout": 1})
+    # the server recovers; the same call retries only the failed keys and keeps one row per key
+    server.rules, server.requests = {}, 0
+    s2 = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server))
+    assert (s2.skipped, s2.written, server.requests) == (1, 2, 2)
+    assert sorted(keys(tmp_path / "o.jsonl")) == [s["id"] for s in seeds]
+    assert all(r["status"] == "accepted" for r in syn.load_synthesis(tmp_path / "o.jsonl"))
+
+
+def test_tagless_declined_garbled_replies(server, tmp_path):
+    seeds = [make_seed(i) for i in range(4)]
+    server.rules = {seeds[0]["query"]: "tagless", seeds[1]["query"]: "none", seeds[2]["query"]: "garbled"}
+    s = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server))
+    by = {r["key"]: r for r in syn.load_synthesis(tmp_path / "o.jsonl")}
+    assert (by["seed-0000"]["status"], by["seed-0000"]["reason"]) == ("rejected", "missing <answer> tag")
+    assert by["seed-0000"]["raw"].startswith("I think")
+    assert (by["seed-0001"]["status"], by["seed-0001"]["reason"], by["seed-0001"]["reversal"]) == ("declined", None, None)
+    assert by["seed-0001"]["reasoning"].startswith("No attribute")
+    assert by["seed-0002"]["status"] == "rejected" and by["seed-0002"]["reason"].startswith("garbled tags")
+    assert by["seed-0003"]["status"] == "accepted"
+    assert (s.rejected, s.declined, s.accepted, server.requests) == (2, 1, 1, 4)  # not retried: answers are answers
+
+
+def test_cache_hit_means_zero_requests(server, tmp_path):
+    seeds = [make_seed(i) for i in range(5)]
+    syn.synthesize(seeds, tmp_path / "a.jsonl", cfg(server))
+    assert server.requests == 5
+    # a different output file, same prompts: all from the cache
+    s = syn.synthesize(seeds, tmp_path / "b.jsonl", cfg(server))
+    assert server.requests == 5 and s.requests == 0 and s.cached == 5
+    rows = syn.load_synthesis(tmp_path / "b.jsonl")
+    assert all(r["cached"] and r["attempts"] == 0 for r in rows)
+    assert [r["reversal"] for r in rows] == [r["reversal"] for r in syn.load_synthesis(tmp_path / "a.jsonl")]
+    # same output file: nothing to do at all
+    s = syn.synthesize(seeds, tmp_path / "b.jsonl", cfg(server))
+    assert (s.written, s.skipped, server.requests) == (0, 5, 5)
+    # another decoding setting is another key
+    syn.synthesize(seeds[:1], tmp_path / "c.jsonl", cfg(server, temperature=0.0))
+    assert server.requests == 6
+    cache_files = list((tmp_path / "cache" / "llm").rglob("*.json"))
+    assert len(cache_files) == 6
+
+
+def test_concurrency_is_bounded_and_used(server, tmp_path):
+    server.latency_s = 0.2
+    t0 = time.monotonic()
+    syn.synthesize([make_seed(i) for i in range(8)], tmp_path / "o.jsonl", cfg(server, concurrency=8))
+    assert time.monotonic() - t0 < 0.2 * 8 / 2  # 8 x 200 ms in parallel, far from sequential 1.6 s
+
+
+def test_bad_seed_file_fails_before_any_request(server, tmp_path, capsys):
+    p = tmp_path / "seeds.jsonl"
+    rows = [make_seed(i) for i in range(3)]
+    del rows[2]["positive"]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rc = cli.main(["synthesize", "--seeds", str(p), "--out", str(tmp_path / "o.jsonl"), "--backend", "openai",
+                   "--model", DEFAULT_MODEL, "--base-url", server.url, "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and server.requests == 0
+    assert f"{p}:3: field 'positive': missing" in err and "Traceback" not in err
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("case", ["unreachable", "bad_key", "unknown_model"])
+def test_fatal_errors_exit_2_with_one_line(server, tmp_path, capsys, case):
+    write_seeds(tmp_path / "seeds.jsonl", 3)
+    url, model = server.url, DEFAULT_MODEL
+    if case == "unreachable":
+        url = f"http://127.0.0.1:{free_port()}/v1"
+    elif case == "bad_key":
+        server.api_key = "sk-the-right-one"  # our KEY is wrong; the server echoes it back in the 401
+    else:
+        model = "no-such-model"
+    rc = cli.main(["synthesize", "--seeds", str(tmp_path / "seeds.jsonl"), "--out", str(tmp_path / "o.jsonl"),
+                   "--backend", "openai", "--model", model, "--base-url", url, "--backoff", "0.01", "--no-progress"])
+    out, err = capsys.readouterr()
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("ifir synthesize: error: "), err
+    assert "Traceback" not in err and KEY not in err + out
+    expect = {"unreachable": "cannot connect", "bad_key": "refused the API key from $OPENAI_API_KEY (HTTP 401",
+              "unknown_model": "HTTP 404"}[case]
+    assert expect in lines[0]
+    if case == "bad_key":
+        assert server.auth_headers[0] == f"Bearer {KEY}" and "***" in lines[0]  # echoed key redacted
+
+
+def _cli_env(tmp_path, **extra):
+    env = dict(os.environ, OPENAI_API_KEY=KEY, IFIR_CACHE=str(tmp_path / "cache"), HF_HUB_OFFLINE="1",
+               PYTHONPATH=str(REPO), **extra)
+    return env
+
+
+def test_api_key_never_written_or_printed(server, tmp_path):
+    write_seeds(tmp_path / "seeds.jsonl", 6)
+    server.api_key = KEY
+    server.faults = ["429", "500", "drop", "tagless"]
+    server.retry_after = "0.1"
+    cmd = [sys.executable, "-m", "ifir_lib", "-v", "synthesize", "--seeds", str(tmp_path / "seeds.jsonl"),
+           "--out", str(tmp_path / "out" / "o.jsonl"), "--backend", "openai", "--model", DEFAULT_MODEL,
+           "--base-url", server.url, "--backoff", "0.01", "--concurrency", "2", "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_cli_env(tmp_path), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert set(server.auth_headers) == {f"Bearer {KEY}"}  # the key was used...
+    assert "retry" in r.stderr  # (-v logs the retries)
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "seeds.jsonl"]
+    assert len(files) >= 8  # output, its config, cache entries
+    for text in [r.stdout, r.stderr] + [p.read_text(errors="replace") for p in files]:
+        assert KEY not in text and KEY[8:20] not in text  # ...and never written or printed
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["written"] == 6 and summary["retries"] == 3
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill(server, tmp_path):
+    n = 40
+    write_seeds(tmp_path / "seeds.jsonl", n)
+    server.latency_s = 0.08
+    out = tmp_path / "o.jsonl"
+    cmd = [sys.executable, "-m", "ifir_lib", "synthesize", "--seeds", str(tmp_path / "seeds.jsonl"), "--out", str(out),
+           "--backend", "openai", "--model", DEFAULT_MODEL, "--base-url", server.url, "--concurrency", "3",
+           "--no-progress"]
+    proc = subprocess.Popen(cmd, env=_cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 8):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    written = len(out.read_bytes().splitlines())
+    assert 8 <= written < n, "the kill should land mid-run"
+    with out.open("ab") as fh:  # what a kill during a write leaves behind
+        fh.write(b'{"key": "seed-0039", "seed_id": "seed-00')
+    first_requests = server.requests
+    r = subprocess.run(cmd, env=_cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    ks = keys(out)
+    assert len(ks) == n and len(set(ks)) == n  # exactly one row per seed
+    assert sorted(ks) == [f"seed-{i:04d}" for i in range(n)]
+    assert all(row["status"] == "accepted" for row in syn.load_synthesis(out))  # none lost
+    # only the rows not on disk were asked for again (answers cached before the kill were free);
+    # the server saw at most the 3 requests in flight at the kill twice
+    assert server.requests - first_requests <= n - written
+    assert server.requests <= n + 3
+    assert f"{written} already done" in r.stdout
+
+
+def test_shards_then_merge_cli(server, tmp_path, capsys):
+    write_seeds(tmp_path / "seeds.jsonl", 9)
+    base = ["--seeds", str(tmp_path / "seeds.jsonl"), "--backend", "openai", "--model", DEFAULT_MODEL,
+            "--base-url", server.url, "--no-progress", "--negative", "all"]
+    outs = []
+    for i in range(3):
+        outs.append(str(tmp_path / f"shard{i}.jsonl"))
+        assert cli.main(["synthesize", "--out", outs[-1], "--shard", f"{i}/3", *base]) == 0
+    assert server.requests == 18
+    per = [len(keys(o)) for o in outs]
+    assert sum(per) == 18 and all(per)
+    # a re-run shard overlapping another's output (e.g. a copied file): merge de-duplicates
+    Path(outs[2]).write_text(Path(outs[2]).read_text() + Path(outs[0]).read_text().splitlines(True)[0])
+    capsys.readouterr()
+    rc = cli.main(["synthesize-merge", *outs, "--out", str(tmp_path / "all.jsonl"), "--seeds", str(tmp_path / "seeds.jsonl")])
+    assert rc == 0 and "18 rows, 1 duplicates dropped" in capsys.readouterr().out
+    assert len(set(keys(tmp_path / "all.jsonl"))) == 18
+    rc = cli.main(["synthesize-merge", *outs[:2], "--out", str(tmp_path / "part.jsonl"), "--seeds", str(tmp_path / "seeds.jsonl")])
+    o = capsys.readouterr()
+    assert rc == 1 and "missing keys: seed-" in o.err
+
+
+def test_cli_summary_and_failed_exit_code(server, tmp_path, capsys):
+    write_seeds(tmp_path / "seeds.jsonl", 2)
+    server.rules = {make_seed(1)["query"]: "500"}
+    rc = cli.main(["synthesize", "--seeds", str(tmp_path / "seeds.jsonl"), "--out", str(tmp_path / "o.jsonl"),
+                   "--backend", "openai", "--model", DEFAULT_MODEL, "--base-url", server.url, "--no-progress",
+                   "--max-retries", "1", "--backoff", "0.01", "--price", "0.5,1.5"])
+    o = capsys.readouterr()
+    assert rc == 1 and "1 accepted, 0 declined, 0 rejected, 1 failed" in o.out
+    assert "failed: HTTP 500 x1" in o.out and "rerun the same command" in o.err

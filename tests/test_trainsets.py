@@ -1,0 +1,84 @@
+"""Matched-budget training sets: views, budgets, exclusions, curation."""
+import json
+
+import pytest
+
+from ifir_lib.errors import DataError
+from ifir_lib.trainsets import build_trainset, load_curation, load_reversals, load_trainset, save_trainset
+
+
+def test_budgets_are_matched(bundled_seeds):
+    budget = 40
+    sets = {m: build_trainset(m, bundled_seeds, budget=budget, num_negatives=5) for m in ("ins-orig", "ins-dv", "all-orig", "all-dv")}
+    # Ins-* pairs at B examples, All-* pairs at 2B (the paper's 480k vs ~880k)
+    assert {m: len(s.examples) for m, s in sets.items()} == {"ins-orig": 40, "ins-dv": 40, "all-orig": 80, "all-dv": 80}
+    assert sets["ins-orig"].counts["views"] == {"orig": 40, "dv": 0, "query": 0}
+    assert sets["ins-dv"].counts["views"] == {"orig": 20, "dv": 20, "query": 0}
+    assert sets["all-orig"].counts["views"] == {"orig": 40, "dv": 0, "query": 40}
+    assert sets["all-dv"].counts["views"] == {"orig": 40, "dv": 40, "query": 0}
+    # the All-* configs use the same seeds, so they differ only in the second view
+    groups = lambda s: sorted({e["group"] for e in s.examples})
+    assert groups(sets["all-orig"]) == groups(sets["all-dv"]) == groups(sets["ins-orig"])
+    assert set(groups(sets["ins-dv"])) < set(groups(sets["ins-orig"]))
+
+
+def test_dual_view_swaps_labels(bundled_seeds):
+    seed = bundled_seeds[0]
+    ts = build_trainset("all-dv", bundled_seeds, num_negatives=5)
+    orig = next(e for e in ts.examples if e["id"] == seed["id"] + "::orig")
+    dv = next(e for e in ts.examples if e["id"] == seed["id"] + "::dv")
+    n_star = seed["instruction_negatives"][0]
+    assert orig["positive"] == seed["positive"] and n_star in orig["negatives"]
+    assert dv["positive"] == n_star and dv["negatives"][0] == seed["positive"]
+    assert dv["query"] == orig["query"] and dv["instruction"] == seed["reference_reversal"]
+    assert all(len(e["negatives"]) == 5 for e in ts.examples)
+
+
+def test_counterpart_never_uses_instruction_negatives_as_negatives(bundled_seeds):
+    ts = build_trainset("all-orig", bundled_seeds, budget=20, num_negatives=6)
+    by_seed = {s["id"]: s for s in bundled_seeds}
+    for e in ts.examples:
+        if e["view"] == "query":
+            ins_neg = {p["id"] for p in by_seed[e["group"]]["instruction_negatives"]}
+            assert e["instruction"] == "" and not ins_neg & {p["id"] for p in e["negatives"]}
+
+
+def test_declined_rejected_and_curated_are_excluded_and_counted(bundled_seeds, tmp_path):
+    seeds = bundled_seeds[:10]
+    syn = tmp_path / "syn.jsonl"
+    rows = [{"seed_id": s["id"], "status": "accepted", "reversal": "Find X.", "negative_index": 0} for s in seeds[:6]]
+    rows += [{"seed_id": seeds[6]["id"], "status": "declined", "reversal": None},
+             {"seed_id": seeds[7]["id"], "status": "rejected", "reversal": None, "reason": "near-copy"}]
+    syn.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    counts = {}
+    revs = load_reversals(syn, counts)
+    assert counts == {"reversals_declined": 1, "reversals_rejected": 1} and len(revs) == 6
+    cur = tmp_path / "cur.jsonl"
+    cur.write_text(json.dumps({"key": seeds[0]["id"], "decision": "reject"}) + "\n"
+                   + json.dumps({"key": seeds[1]["id"], "decision": "reject"}) + "\n"
+                   + json.dumps({"key": seeds[1]["id"], "decision": "accept"}) + "\n"   # last decision wins
+                   + json.dumps({"key": seeds[1]["id"], "decision": None, "comment": "ok"}) + "\n")
+    ts = build_trainset("ins-dv", seeds, revs, num_negatives=3, curation=load_curation(cur))
+    assert ts.counts["curated_out"] == 1 and ts.counts["no_reversal"] == 4
+    assert ts.counts["seeds_used"] == 5 and seeds[0]["id"] not in {e["group"] for e in ts.examples}
+    with pytest.raises(ValueError, match="only 5 usable"):
+        build_trainset("ins-dv", seeds, revs, budget=12, num_negatives=3, curation=load_curation(cur))
+
+
+def test_training_file_errors_name_file_and_line(tmp_path, bundled_seeds):
+    ts = build_trainset("ins-orig", bundled_seeds, budget=4, num_negatives=3)
+    path = save_trainset(ts, tmp_path / "train.jsonl")
+    assert len(load_trainset(path)) == 4
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[2])
+    del bad["positive"]
+    lines[2] = json.dumps(bad)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"train\.jsonl:3: field 'positive': missing"):
+        load_trainset(path)
+    bad = json.loads(lines[0])
+    bad["negatives"] = []
+    lines[2] = json.dumps(bad)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"train\.jsonl:3: field 'negatives'"):
+        load_trainset(path)
