@@ -24,7 +24,7 @@ class DemoConfig:
     preset: str = "cpu"
     base_model: str | None = None          # None = the preset's (MiniLM for 'cpu')
     modes: tuple[str, ...] = C.MODES
-    budget: int | None = 104               # examples per config, matched across configs
+    budget: int | None = 80                # Ins-* examples (All-* hold twice as many), matched per pair
     seeds: tuple[int, ...] = (0,)
     backend: str = "reference"             # synthesis backend for the reversals
     max_steps: int | None = None
@@ -124,7 +124,8 @@ def run_demo(out_dir: str | Path = "out/demo", cfg: DemoConfig | None = None, *,
         print(f"[4/5] evaluate the trained models on {Path(followir_dir).name}")
         for mode, res in runs.items():
             models[mode if len(cfg.seeds) == 1 else f"{mode}/seed{seed}"] = res.run_dir
-            _evaluate_into(results_csv, str(res.run_dir), label=f"{base}+{mode}", config=mode, seed=seed,
+            # the table names a trained model by its run folder, whose ifir_run.json records the backbone
+            _evaluate_into(results_csv, str(res.run_dir), label=str(res.run_dir), config=mode, seed=seed,
                            followir_dir=Path(followir_dir), bootstrap=cfg.bootstrap)
 
     print(f"[5/5] figures -> {figures_dir}")

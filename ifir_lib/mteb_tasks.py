@@ -15,6 +15,7 @@ Not handled here: our own evaluation (``evaluate``) and metric definitions (``me
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -75,89 +76,85 @@ def _base_metadata(name: str, folder: Path, kind: str):
                          deep=True)
 
 
-def _make_task(cls, name: str, folder: Path, kind: str, **attrs):
-    # metadata must be a class attribute: mteb's ``unload_data`` drops instance-level metadata
-    sub = type(f"Local_{name}".replace("-", "_"), (cls,), {"metadata": _base_metadata(name, folder, kind), **attrs})
-    return sub()
-
-
-def _load_local(self, num_proc=None, **kwargs):
-    if not self.data_loaded:
-        self.dataset = {"default": {"test": self._build_split()}}
-        self.data_loaded = True
-
-
-def _followir_split(self):
+@functools.cache
+def _task_classes():
+    """The two task classes, built on first use so that importing this module doesn't import mteb."""
     from datasets import Dataset
-
-    from .followir import FollowIRData, load_followir
-
-    data = self._data if isinstance(self._data, FollowIRData) else load_followir(self._data)
-    corpus = Dataset.from_dict({"id": list(data.corpus), "title": [d["title"] for d in data.corpus.values()],
-                                "text": [d["text"] for d in data.corpus.values()]})
-    ids, texts, instr, qrels, top = [], [], [], {}, {}
-    for qid, q in data.queries.items():
-        for suffix, key, qr in (("-og", "instruction_og", data.qrels_og), ("-changed", "instruction_changed", data.qrels_changed)):
-            ids.append(qid + suffix)
-            texts.append(q["text"])
-            instr.append(q[key])
-            qrels[qid + suffix] = dict(qr.get(qid, {}))
-            top[qid + suffix] = list(data.top_ranked[qid])
-    self.qrel_diff = data.qrel_diff
-    return {"corpus": corpus, "queries": Dataset.from_dict({"id": ids, "text": texts, "instruction": instr}),
-            "relevant_docs": qrels, "top_ranked": top}
-
-
-def _followir_task_scores(self, scores, qrels, results, hf_split, hf_subset):
-    # the same call as mteb's Robust04/News21/Core17InstructionRetrieval.task_specific_scores
     from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change
-
-    self.last_run = results
-    return evaluate_p_mrr_change(qrels, results, self.qrel_diff, self.k_values)
-
-
-def _beir_split(self):
-    from datasets import Dataset
+    from mteb.abstasks import AbsTaskRetrieval
 
     from .evaluate import load_beir
+    from .followir import FollowIRData, load_followir
 
-    corpus, queries, qrels = load_beir(self._data)
-    return {"corpus": Dataset.from_dict({"id": list(corpus), "title": [d["title"] for d in corpus.values()],
-                                         "text": [d["text"] for d in corpus.values()]}),
-            "queries": Dataset.from_dict({"id": list(queries), "text": list(queries.values())}),
-            "relevant_docs": qrels, "top_ranked": None}
+    def corpus_dataset(corpus):
+        return Dataset.from_dict({"id": list(corpus), "title": [d["title"] for d in corpus.values()],
+                                  "text": [d["text"] for d in corpus.values()]})
+
+    class LocalFollowIRTask(AbsTaskRetrieval):
+        """FollowIR folder in mteb 2.x's schema; subclasses set ``metadata`` and ``source``."""
+        source = None
+
+        def load_data(self, num_proc=None, **kwargs):
+            if self.data_loaded:
+                return
+            data = self.source if isinstance(self.source, FollowIRData) else load_followir(self.source)
+            ids, texts, instr, qrels, top = [], [], [], {}, {}
+            for qid, q in data.queries.items():
+                for suffix, key, qr in (("-og", "instruction_og", data.qrels_og),
+                                        ("-changed", "instruction_changed", data.qrels_changed)):
+                    ids.append(qid + suffix)
+                    texts.append(q["text"])
+                    instr.append(q[key])          # mteb appends it: query + " " + instruction
+                    qrels[qid + suffix] = dict(qr.get(qid, {}))
+                    top[qid + suffix] = list(data.top_ranked[qid])
+            self.qrel_diff = data.qrel_diff
+            queries = Dataset.from_dict({"id": ids, "text": texts, "instruction": instr})
+            self.dataset = {"default": {"test": {"corpus": corpus_dataset(data.corpus), "queries": queries,
+                                                 "relevant_docs": qrels, "top_ranked": top}}}
+            self.data_loaded = True
+
+        def task_specific_scores(self, scores, qrels, results, hf_split, hf_subset):
+            # the same call as mteb's Robust04/News21/Core17InstructionRetrieval.task_specific_scores
+            return evaluate_p_mrr_change(qrels, results, self.qrel_diff, self.k_values)
+
+    class LocalRetrievalTask(AbsTaskRetrieval):
+        """BEIR-style folder (full-corpus retrieval); subclasses set ``metadata`` and ``source``."""
+        source = None
+
+        def load_data(self, num_proc=None, **kwargs):
+            if self.data_loaded:
+                return
+            corpus, queries, qrels = load_beir(self.source)
+            queries = Dataset.from_dict({"id": list(queries), "text": list(queries.values())})
+            self.dataset = {"default": {"test": {"corpus": corpus_dataset(corpus), "queries": queries,
+                                                 "relevant_docs": qrels, "top_ranked": None}}}
+            self.data_loaded = True
+
+    return LocalFollowIRTask, LocalRetrievalTask
 
 
-def _beir_task_scores(self, scores, qrels, results, hf_split, hf_subset):
-    self.last_run = results
-    return {}
+def _make_task(base, name: str, folder: Path, kind: str, source):
+    # metadata must be a class attribute: mteb's ``unload_data`` drops instance-level metadata
+    sub = type(f"Local_{name}", (base,), {"metadata": _base_metadata(name, folder, kind), "source": source})
+    return sub()
 
 
 def local_followir_task(data, name: str | None = None):
     """An mteb ``AbsTaskRetrieval`` (type InstructionReranking, main score p-MRR) over a FollowIR folder.
 
     ``data`` is a folder path or a loaded ``FollowIRData``; the task is named after the folder
-    (as ``evaluate_followir`` names its result), unless ``name`` is given. After ``mteb.evaluate`` the task
-    keeps mteb's run in ``task.last_run`` (``{"<qid>-og" | "<qid>-changed": {doc: score}}``).
+    (as ``evaluate_followir`` names its result), unless ``name`` is given.
     """
-    from mteb.abstasks import AbsTaskRetrieval
-
     from .followir import FollowIRData
 
     folder = Path(data.name) if isinstance(data, FollowIRData) else Path(data)
-    return _make_task(AbsTaskRetrieval, name or folder.name, folder, "followir",
-                      _data=data, _build_split=_followir_split, load_data=_load_local,
-                      task_specific_scores=_followir_task_scores)
+    return _make_task(_task_classes()[0], name or folder.name, folder, "followir", data)
 
 
 def local_retrieval_task(folder: str | Path, name: str | None = None):
     """An mteb ``AbsTaskRetrieval`` (full-corpus retrieval, main score nDCG@10) over a BEIR-style folder."""
-    from mteb.abstasks import AbsTaskRetrieval
-
     folder = Path(folder)
-    return _make_task(AbsTaskRetrieval, name or folder.name, folder, "beir",
-                      _data=folder, _build_split=_beir_split, load_data=_load_local,
-                      task_specific_scores=_beir_task_scores)
+    return _make_task(_task_classes()[1], name or folder.name, folder, "beir", folder)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -382,7 +382,8 @@ def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, *, mode: 
         max_steps=cfg.max_steps if cfg.max_steps > 0 else -1, num_train_epochs=cfg.epochs,
         learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps, lr_scheduler_type="linear",
         weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, bf16=bf16,
-        gradient_checkpointing=cfg.gradient_checkpointing and torch.cuda.is_available(),
+        # only passed when on: the argument itself triggers a deprecation warning in transformers 5
+        **({"gradient_checkpointing": True} if cfg.gradient_checkpointing and torch.cuda.is_available() else {}),
         seed=cfg.seed, data_seed=cfg.seed, batch_sampler=sampler, prompts=prompts,
         save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.save_total_limit,
         logging_steps=cfg.logging_steps, report_to="none", dataloader_num_workers=0, dataloader_pin_memory=torch.cuda.is_available(),

@@ -53,6 +53,7 @@ def encode_log(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 def test_followir_metrics_intervals_and_runs(result):
     res = result
     assert set(res.metrics) == {"p_mrr", "map_at_1000", "ndcg_at_5", "score"}
@@ -66,6 +67,7 @@ def test_followir_metrics_intervals_and_runs(result):
     assert res.metrics["p_mrr"] > 0
 
 
+@pytest.mark.slow
 def test_each_text_encoded_once_then_cached(minilm, fir, result, encode_log):
     first = E.evaluate_followir(minilm, fir, bootstrap=0)
     assert first.metrics == pytest.approx(result.metrics, abs=1e-6)      # cache on = cache off
@@ -125,6 +127,7 @@ def test_compare_results_marks_significance():
     assert row["significant"] and row["delta"] == pytest.approx(sum(better) / 30 - sum(base) / 30)
 
 
+@pytest.mark.slow
 def test_beir_ndcg_at_10(minilm, beir):
     res = E.evaluate_beir(minilm, beir, bootstrap=100)
     assert set(res.metrics) == {"ndcg_at_10"} and res.n_queries["ndcg_at_10"] == 4
@@ -143,6 +146,7 @@ def test_beir_bad_input(beir, caplog):
         E.load_beir(beir)
 
 
+@pytest.mark.slow
 def test_cli_json_contract_and_table(fir, tmp_path, capsys):
     from ifir_lib.cli import main
 

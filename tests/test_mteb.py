@@ -25,6 +25,7 @@ def model(request, minilm):
     minilm.prompts = saved
 
 
+@pytest.mark.slow
 def test_ours_equals_mteb_on_local_followir(model, tmp_path):
     folder = write_followir(synthetic_followir(4, 40, 20, seed=7), tmp_path / "fir")
     ours = E.evaluate_followir(model, folder, bootstrap=0)
@@ -48,6 +49,7 @@ def test_ours_equals_mteb_on_local_followir(model, tmp_path):
             assert max(abs(s - theirs.runs[which][q][d]) for d, s in run.items()) < 1e-5
 
 
+@pytest.mark.slow
 def test_ours_equals_mteb_on_local_beir(minilm, tmp_path):
     data = synthetic_followir(3, 30, seed=9)
     root = tmp_path / "beir"
