@@ -23,7 +23,6 @@ import logging
 import math
 import os
 import random
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,14 +230,6 @@ def build_model(name: str, cfg: TrainConfig, device: str | None = None):
     return model
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, timeout=5).stdout.strip() or "unknown"
-    except Exception:
-        return "unknown"
-
-
 # ---------------------------------------------------------------------------------------------
 # Dry run: steps, tokens, memory without a GPU
 
@@ -337,6 +328,7 @@ def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, *, mode: 
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers import TrainerCallback
 
+    from .evaluate import git_commit
     from .relation_loss import NonFiniteLossError, RelationInfoNCELoss
 
     cfg.validate()
