@@ -1,12 +1,16 @@
-"""Paths and names shared by every stage.
+"""Paths, names and provenance shared by every stage.
 
-Only constants live here: where the bundled data is, which model alias means what, and the
-query/document format that training and evaluation agree on. Stage settings live in each
-stage's own frozen dataclass (see ``train.TrainConfig``, ``synthesize.SynthesisConfig``).
+Only constants and environment look-ups live here: where the bundled data is, the modes, the
+query/document format that training and evaluation agree on, the smoke switch, and the git
+commit recorded next to every artifact. Stage settings live in each stage's own frozen dataclass
+(``synthesize.SynthesisConfig``, ``train.TrainConfig``, ``demo.DemoConfig``), each with
+``.preset(name)``. Not handled here: reading or writing files (``jsonl``).
 """
+
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -28,7 +32,10 @@ QUERY_INSTRUCTION_SEP = " "
 QUERY_PROMPT_NAME = "query"
 DOCUMENT_PROMPT_NAME = "document"
 
+# A *mode* is a data configuration (arXiv 2604.18845, §4.1; docs/method.md). "base" labels an
+# untrained model in the results table.
 MODES = ("ins-orig", "ins-dv", "all-orig", "all-dv")
+BASE_MODE = "base"
 
 
 def cache_dir() -> Path:
@@ -38,4 +45,30 @@ def cache_dir() -> Path:
 
 def smoke_mode() -> bool:
     """True when ``IFIR_SMOKE`` (or CI) asks every notebook and demo to finish in seconds."""
-    return os.environ.get("IFIR_SMOKE", "") not in ("", "0") or os.environ.get("CI", "") not in ("", "0", "false")
+    return os.environ.get("IFIR_SMOKE", "") not in ("", "0") or os.environ.get("CI", "") not in (
+        "",
+        "0",
+        "false",
+    )
+
+
+def git_commit() -> str:
+    """Short HEAD commit of the checkout, ``+dirty`` when tracked files changed; ``'unknown'`` outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO_DIR), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_DIR), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+        return head.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

@@ -11,6 +11,7 @@ concurrent runs and interrupted runs never leave a half-written entry that would
 Not handled here: eviction (delete the folder), and models whose output is not a fixed-size
 float vector.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def text_key(text: str, kind: str) -> str:
     """``text_key('solar', 'query')`` -> 32 hex chars of sha256(``'query\\0solar'``)."""
-    return hashlib.sha256(f"{kind}\0{text}".encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(f"{kind}\0{text}".encode()).hexdigest()[:32]
 
 
 class EmbeddingCache:
@@ -38,8 +39,8 @@ class EmbeddingCache:
     def __init__(self, fingerprint: str, root: str | Path | None = None):
         self.fingerprint = fingerprint
         self.dir = Path(root) if root is not None else cache_dir() / "emb" / fingerprint
-        self._index: dict[str, tuple[int, int]] | None = None   # key -> (shard no., row)
-        self._shards: list[np.ndarray] = []                      # memory-mapped (n, dim) float32
+        self._index: dict[str, tuple[int, int]] | None = None  # key -> (shard no., row)
+        self._shards: list[np.ndarray] = []  # memory-mapped (n, dim) float32
 
     def _load_index(self) -> dict[str, tuple[int, int]]:
         if self._index is None:
@@ -95,7 +96,7 @@ class EmbeddingCache:
         name = uuid.uuid4().hex
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)
         karr = np.array([k.encode("ascii") for k in keys], dtype="S32")
-        for suffix, arr in ((".vecs.npy", vecs), (".keys.npy", karr)):   # keys last: they publish the shard
+        for suffix, arr in ((".vecs.npy", vecs), (".keys.npy", karr)):  # keys last: they publish the shard
             tmp = self.dir / f".{name}{suffix}.tmp"
             with open(tmp, "wb") as fh:
                 np.save(fh, arr)
@@ -111,7 +112,11 @@ def _token_lengths(model, texts: list[str], kind: str) -> np.ndarray | None:
         return None
     prompt = (getattr(model, "prompts", None) or {}).get(prompt_name(model, kind)) or ""
     try:
-        ids = tok([prompt + t for t in texts], truncation=True, max_length=getattr(model, "max_seq_length", None) or 512)
+        ids = tok(
+            [prompt + t for t in texts],
+            truncation=True,
+            max_length=getattr(model, "max_seq_length", None) or 512,
+        )
         return np.fromiter((len(x) for x in ids["input_ids"]), dtype=np.int64, count=len(texts))
     except Exception:  # a tokenizer that does not take this call: fall back to one encode call
         return None
@@ -131,16 +136,25 @@ def encode_by_length(model, texts: list[str], kind: str, *, batch_size: int = 32
     order = np.argsort(-lens, kind="stable")
     out = None
     for start in range(0, len(texts), batch_size):
-        idx = order[start:start + batch_size]
-        vecs = np.asarray(encode(model, [texts[i] for i in idx], kind, batch_size=batch_size), dtype=np.float32)
+        idx = order[start : start + batch_size]
+        vecs = np.asarray(
+            encode(model, [texts[i] for i in idx], kind, batch_size=batch_size), dtype=np.float32
+        )
         if out is None:
             out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
         out[idx] = vecs
     return out
 
 
-def encode_cached(model, texts: list[str], kind: str, *, batch_size: int = 32,
-                  cache: bool | EmbeddingCache = True, fingerprint: str | None = None) -> np.ndarray:
+def encode_cached(
+    model,
+    texts: list[str],
+    kind: str,
+    *,
+    batch_size: int = 32,
+    cache: bool | EmbeddingCache = True,
+    fingerprint: str | None = None,
+) -> np.ndarray:
     """Encode ``texts`` (L2-normalised, (n, dim) float32), each unique text once.
 
     Duplicates are encoded once and copied; with ``cache`` on, texts seen before by the same
@@ -153,7 +167,11 @@ def encode_cached(model, texts: list[str], kind: str, *, batch_size: int = 32,
     if cache is False or cache is None:
         vecs = encode_by_length(model, uniq, kind, batch_size=batch_size)
     else:
-        store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(fingerprint or model_fingerprint(model))
+        store = (
+            cache
+            if isinstance(cache, EmbeddingCache)
+            else EmbeddingCache(fingerprint or model_fingerprint(model))
+        )
         keys = [text_key(t, kind) for t in uniq]
         vecs, missing = store.get(keys)
         if missing:
@@ -162,8 +180,13 @@ def encode_cached(model, texts: list[str], kind: str, *, batch_size: int = 32,
                 vecs = np.zeros((len(uniq), new.shape[1]), dtype=np.float32)
             vecs[missing] = new
             store.put([keys[i] for i in missing], new)
-        log.info("embeddings (%s): %d unique texts, %d from cache, %d encoded",
-                 kind, len(uniq), len(uniq) - len(missing), len(missing))
+        log.info(
+            "embeddings (%s): %d unique texts, %d from cache, %d encoded",
+            kind,
+            len(uniq),
+            len(uniq) - len(missing),
+            len(missing),
+        )
     if len(uniq) == len(texts):
         return vecs
     return vecs[[pos[t] for t in texts]]

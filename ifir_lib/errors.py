@@ -1,12 +1,24 @@
-"""Errors that name the file, line and field, so a user can fix bad input without a debugger."""
+"""The project's errors. Every one derives from ``IfirError``, which the CLI turns into one line.
+
+``DataError`` names the file, line and field, so a user can fix bad input without a debugger.
+Anything that is *not* an ``IfirError`` is a bug and keeps its traceback. Not handled here:
+reading files (``jsonl``).
+"""
+
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Iterator
 
 
-class DataError(ValueError):
+class IfirError(Exception):
+    """Base class: an error the user can fix (bad input, settings, an unreachable resource)."""
+
+
+class ConfigError(IfirError, ValueError):
+    """A config dataclass got a value it cannot run with (raised in ``__post_init__``)."""
+
+
+class DataError(IfirError, ValueError):
     """Bad input file. ``str(err)`` reads ``path:line: field 'x': what is wrong``."""
 
     def __init__(self, path: str | Path, line: int | None, message: str, field: str | None = None):
@@ -16,22 +28,25 @@ class DataError(ValueError):
         super().__init__(f"{where}: {what}")
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, object)`` for each non-blank line; bad JSON raises ``DataError``.
+class DatasetUnavailable(DataError):
+    """A hub dataset is neither cached nor reachable (offline); the message says how to fetch it."""
 
-    >>> # a file whose 2nd line is '{"a": 1' raises DataError('f.jsonl:2: invalid JSON ...')
-    """
-    path = Path(path)
-    if not path.exists():
-        raise DataError(path, None, "file not found")
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(path, n, f"invalid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict):
-                raise DataError(path, n, f"expected a JSON object, got {type(obj).__name__}")
-            yield n, obj
+
+class BackendError(IfirError, RuntimeError):
+    """The LLM backend cannot be used at all (bad key, unknown model, unreachable): the run stops."""
+
+
+class RequestFailed(IfirError, RuntimeError):
+    """One request failed for good after its retries; the row is written as ``failed``."""
+
+    def __init__(self, reason: str, attempts: int = 1):
+        super().__init__(reason)
+        self.reason, self.attempts = reason, attempts
+
+
+class NonFiniteLossError(IfirError, FloatingPointError):
+    """The training loss became NaN or inf; the message names the last good checkpoint."""
+
+
+class FigureExportError(IfirError, RuntimeError):
+    """Static (PNG/SVG) figure export needs a Chrome that kaleido can find."""

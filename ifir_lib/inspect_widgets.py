@@ -7,34 +7,51 @@ Pure parts (unit-tested without a browser):
 - ``filter_examples(df, ...)`` by instruction type, backend, status, verification, decision, text;
 - ``word_diff_html(a, b)`` marks the words the reversal removed (``<del>``) and added (``<ins>``);
 - ``view_scores(model, ...)`` cosine scores of P+ and N* under both instructions, and the flip;
-- ``CurationStore`` the append-only JSONL of decisions ``{"key", "decision", "comment", "time"}``
-  that ``trainsets.load_curation`` reads (last decision wins; a null decision is a comment).
+- decisions go to a ``curation.CurationStore`` (the one module that reads and writes them).
 
 ``Explorer`` wires them into ipywidgets; tests drive it by setting ``.value`` and calling
 ``.click()``. Not handled here: producing or verifying reversals (``synthesize``, ``verify``),
-applying decisions to a training set (``trainsets``), and concurrent writers to one curation
-file (appends of one line are atomic enough for one curator; two curators need two files).
+applying decisions to a training set (``trainsets``), the curation file itself (``curation``).
 """
+
 from __future__ import annotations
 
-import datetime as _dt
 import difflib
 import html
-import json
-import os
 from pathlib import Path
 
 import pandas as pd
 
-from .errors import DataError, read_jsonl
+from .curation import CurationStore
+from .seeds import load_seeds
+from .synthesis_io import load_synthesis
 
 ALL = "(all)"
 STATUSES = ("accepted", "declined", "rejected", "failed")
 VERIFY_CHOICES = (ALL, "passed", "failed", "unverified")
 DECISION_CHOICES = (ALL, "undecided", "accept", "reject")
-COLUMNS = ("key", "seed_id", "query", "instruction", "reversal", "instruction_type", "domain", "backend", "model",
-           "status", "reason", "reasoning", "negative_index", "positive_id", "positive", "negative_id", "negative",
-           "reference_reversal", "verify_flip", "verify_judge")
+COLUMNS = (
+    "key",
+    "seed_id",
+    "query",
+    "instruction",
+    "reversal",
+    "instruction_type",
+    "domain",
+    "backend",
+    "model",
+    "status",
+    "reason",
+    "reasoning",
+    "negative_index",
+    "positive_id",
+    "positive",
+    "negative_id",
+    "negative",
+    "reference_reversal",
+    "verify_flip",
+    "verify_judge",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -53,35 +70,71 @@ def build_examples(seeds: list[dict], rows: list[dict] | None = None) -> pd.Data
     by_id = {s["id"]: s for s in seeds}
     out = []
     if rows is None:
-        rows = [{"key": s["id"], "seed_id": s["id"], "negative_index": 0, "backend": "reference", "model": None,
-                 "status": "accepted", "reason": None, "reversal": s["reference_reversal"], "reasoning": None}
-                for s in seeds if s.get("reference_reversal")]
+        rows = [
+            {
+                "key": s["id"],
+                "seed_id": s["id"],
+                "negative_index": 0,
+                "backend": "reference",
+                "model": None,
+                "status": "accepted",
+                "reason": None,
+                "reversal": s["reference_reversal"],
+                "reasoning": None,
+            }
+            for s in seeds
+            if s.get("reference_reversal")
+        ]
     for r in rows:
         seed = by_id.get(r.get("seed_id"))
         if seed is None:
-            raise ValueError(f"synthesis row {r.get('key')!r} names seed {r.get('seed_id')!r}, not among the {len(seeds)} seeds given")
+            raise ValueError(
+                f"synthesis row {r.get('key')!r} names seed {r.get('seed_id')!r}, not among the {len(seeds)} seeds given"
+            )
         j = int(r.get("negative_index") or 0)
         negs = seed["instruction_negatives"]
         if not 0 <= j < len(negs):
-            raise ValueError(f"synthesis row {r.get('key')!r} names instruction negative {j}; seed {seed['id']} has {len(negs)}")
-        out.append({
-            "key": str(r.get("key") or (seed["id"] if j == 0 else f"{seed['id']}#{j}")),
-            "seed_id": seed["id"], "query": seed["query"], "instruction": seed["instruction"],
-            "reversal": r.get("reversal"), "instruction_type": r.get("instruction_type") or seed.get("instruction_type"),
-            "domain": seed.get("domain"), "backend": r.get("backend") or "unknown", "model": r.get("model"),
-            "status": r.get("status") or "unknown", "reason": r.get("reason"), "reasoning": r.get("reasoning"),
-            "negative_index": j, "positive_id": seed["positive"]["id"], "positive": seed["positive"]["text"],
-            "negative_id": negs[j]["id"], "negative": negs[j]["text"],
-            "reference_reversal": seed.get("reference_reversal"),
-            "verify_flip": r.get("verify_flip"), "verify_judge": r.get("verify_judge"),
-        })
+            raise ValueError(
+                f"synthesis row {r.get('key')!r} names instruction negative {j}; seed {seed['id']} has {len(negs)}"
+            )
+        out.append(
+            {
+                "key": str(r.get("key") or (seed["id"] if j == 0 else f"{seed['id']}#{j}")),
+                "seed_id": seed["id"],
+                "query": seed["query"],
+                "instruction": seed["instruction"],
+                "reversal": r.get("reversal"),
+                "instruction_type": r.get("instruction_type") or seed.get("instruction_type"),
+                "domain": seed.get("domain"),
+                "backend": r.get("backend") or "unknown",
+                "model": r.get("model"),
+                "status": r.get("status") or "unknown",
+                "reason": r.get("reason"),
+                "reasoning": r.get("reasoning"),
+                "negative_index": j,
+                "positive_id": seed["positive"]["id"],
+                "positive": seed["positive"]["text"],
+                "negative_id": negs[j]["id"],
+                "negative": negs[j]["text"],
+                "reference_reversal": seed.get("reference_reversal"),
+                "verify_flip": r.get("verify_flip"),
+                "verify_judge": r.get("verify_judge"),
+            }
+        )
     # object dtype: verify columns hold True/False/None, and pandas would turn None into NaN
     return pd.DataFrame(out, columns=list(COLUMNS), dtype=object)
 
 
-def filter_examples(df: pd.DataFrame, instruction_type: str | None = None, backend: str | None = None,
-                    status: str | None = None, verify: str | None = None, search: str | None = None,
-                    decision: str | None = None, decisions: dict[str, str] | None = None) -> pd.DataFrame:
+def filter_examples(
+    df: pd.DataFrame,
+    instruction_type: str | None = None,
+    backend: str | None = None,
+    status: str | None = None,
+    verify: str | None = None,
+    search: str | None = None,
+    decision: str | None = None,
+    decisions: dict[str, str] | None = None,
+) -> pd.DataFrame:
     """The examples matching every given filter (``None`` or ``"(all)"`` = no filter).
 
     ``verify``: ``passed`` (verify_flip true), ``failed`` (false), ``unverified`` (missing).
@@ -105,7 +158,12 @@ def filter_examples(df: pd.DataFrame, instruction_type: str | None = None, backe
         m &= got == decision
     if search and search.strip():
         needle = search.strip().lower()
-        text = df[["key", "query", "instruction", "reversal", "positive", "negative"]].fillna("").astype(str).agg(" ".join, axis=1)
+        text = (
+            df[["key", "query", "instruction", "reversal", "positive", "negative"]]
+            .fillna("")
+            .astype(str)
+            .agg(" ".join, axis=1)
+        )
         m &= text.str.lower().str.contains(needle, regex=False)
     return df[m]
 
@@ -164,9 +222,12 @@ def view_scores(model, query: str, instruction: str, reversal: str, positive: st
     from .models import encode, format_query
 
     q = encode(model, [format_query(query, instruction), format_query(query, reversal)], "query")  # (2, dim)
-    d = encode(model, [positive, negative], "document")                                           # (2, dim)
+    d = encode(model, [positive, negative], "document")  # (2, dim)
     s = q @ d.T  # (2 views, 2 docs), cosine: both sides are L2-normalised
-    out = {"orig": {"pos": float(s[0, 0]), "neg": float(s[0, 1])}, "rev": {"pos": float(s[1, 0]), "neg": float(s[1, 1])}}
+    out = {
+        "orig": {"pos": float(s[0, 0]), "neg": float(s[0, 1])},
+        "rev": {"pos": float(s[1, 0]), "neg": float(s[1, 1])},
+    }
     out["flips"] = out["orig"]["pos"] > out["orig"]["neg"] and out["rev"]["neg"] > out["rev"]["pos"]
     return out
 
@@ -179,8 +240,13 @@ _OK = '<span style="color:#14532d;font-weight:bold">relevant</span>'
 _NO = '<span style="color:#8a1c1c">not relevant</span>'
 
 
-def render_example(ex: dict, scores: dict | None = None, decision: str | None = None, comments: list[str] | None = None,
-                   score_note: str | None = None) -> str:
+def render_example(
+    ex: dict,
+    scores: dict | None = None,
+    decision: str | None = None,
+    comments: list[str] | None = None,
+    score_note: str | None = None,
+) -> str:
     """The HTML of one example: query, instruction diff, P+ and N* side by side with labels."""
     rev = ex.get("reversal")
     has_rev = isinstance(rev, str) and rev.strip()
@@ -189,17 +255,22 @@ def render_example(ex: dict, scores: dict | None = None, decision: str | None = 
     else:
         orig_html = _esc(ex["instruction"])
         rev_html = f'<i style="color:#666">no reversal ({_esc(ex.get("status"))}: {_esc(ex.get("reason")) or "no reason given"})</i>'
-    meta = " · ".join(f"{k}: <b>{_esc(ex.get(k))}</b>" for k in ("key", "instruction_type", "backend", "model", "status")
-                      if ex.get(k) is not None)
+    meta = " · ".join(
+        f"{k}: <b>{_esc(ex.get(k))}</b>"
+        for k in ("key", "instruction_type", "backend", "model", "status")
+        if ex.get(k) is not None
+    )
     verify = ex.get("verify_flip")
     if verify is not None and not _isnan(verify):
         meta += f" · verify_flip: <b>{_esc(verify)}</b>"
     if ex.get("verify_judge") is not None and not _isnan(ex.get("verify_judge")):
         meta += f" · verify_judge: <b>{_esc(ex.get('verify_judge'))}</b>"
-    parts = [f'<div style="font-size:12px;color:#444">{meta}</div>',
-             f'<p><b>Query:</b> {_esc(ex["query"])}</p>',
-             f'<p><b>Original instruction I:</b> {orig_html}</p>',
-             f'<p><b>Reversal I\':</b> {rev_html}</p>']
+    parts = [
+        f'<div style="font-size:12px;color:#444">{meta}</div>',
+        f"<p><b>Query:</b> {_esc(ex['query'])}</p>",
+        f"<p><b>Original instruction I:</b> {orig_html}</p>",
+        f"<p><b>Reversal I':</b> {rev_html}</p>",
+    ]
     if ex.get("reason") and has_rev:
         parts.append(f'<p style="color:#666"><b>Reason:</b> {_esc(ex["reason"])}</p>')
     ref = ex.get("reference_reversal")
@@ -209,89 +280,46 @@ def render_example(ex: dict, scores: dict | None = None, decision: str | None = 
     def cell(which):
         pos = which == "pos"
         label_o, label_r = (_OK, _NO) if pos else (_NO, _OK)
-        lines = [f"<div style='white-space:pre-wrap'>{_esc(ex['positive' if pos else 'negative'])}</div>",
-                 "<hr style='margin:4px 0'>",
-                 f"under I: {label_o}" + (f" · score {scores['orig'][which]:.3f}" if scores else ""),
-                 "<br>" + (f"under I': {label_r}" + (f" · score {scores['rev'][which]:.3f}" if scores else "") if has_rev else "under I': -")]
+        lines = [
+            f"<div style='white-space:pre-wrap'>{_esc(ex['positive' if pos else 'negative'])}</div>",
+            "<hr style='margin:4px 0'>",
+            f"under I: {label_o}" + (f" · score {scores['orig'][which]:.3f}" if scores else ""),
+            "<br>"
+            + (
+                f"under I': {label_r}" + (f" · score {scores['rev'][which]:.3f}" if scores else "")
+                if has_rev
+                else "under I': -"
+            ),
+        ]
         return "".join(lines)
 
-    head = ("<th style='width:50%;text-align:left'>P+ ({}) </th><th style='text-align:left'>N* ({}, negative {})</th>"
-            .format(_esc(ex["positive_id"]), _esc(ex["negative_id"]), _esc(ex["negative_index"])))
-    parts.append("<table style='width:100%;border-collapse:collapse;table-layout:fixed'>"
-                 f"<tr>{head}</tr><tr><td style='vertical-align:top;padding:4px;border:1px solid #ddd'>{cell('pos')}</td>"
-                 f"<td style='vertical-align:top;padding:4px;border:1px solid #ddd'>{cell('neg')}</td></tr></table>")
+    head = "<th style='width:50%;text-align:left'>P+ ({}) </th><th style='text-align:left'>N* ({}, negative {})</th>".format(
+        _esc(ex["positive_id"]), _esc(ex["negative_id"]), _esc(ex["negative_index"])
+    )
+    parts.append(
+        "<table style='width:100%;border-collapse:collapse;table-layout:fixed'>"
+        f"<tr>{head}</tr><tr><td style='vertical-align:top;padding:4px;border:1px solid #ddd'>{cell('pos')}</td>"
+        f"<td style='vertical-align:top;padding:4px;border:1px solid #ddd'>{cell('neg')}</td></tr></table>"
+    )
     if scores:
         flip = scores["flips"]
-        parts.append(f"<p><b>Model flips:</b> {'yes' if flip else 'no'} "
-                     f"(I: P+ {'>' if scores['orig']['pos'] > scores['orig']['neg'] else '<='} N*; "
-                     f"I': N* {'>' if scores['rev']['neg'] > scores['rev']['pos'] else '<='} P+)</p>")
+        parts.append(
+            f"<p><b>Model flips:</b> {'yes' if flip else 'no'} "
+            f"(I: P+ {'>' if scores['orig']['pos'] > scores['orig']['neg'] else '<='} N*; "
+            f"I': N* {'>' if scores['rev']['neg'] > scores['rev']['pos'] else '<='} P+)</p>"
+        )
     elif score_note:
         parts.append(f"<p style='color:#666'>{_esc(score_note)}</p>")
     if ex.get("reasoning"):
-        parts.append(f"<details><summary>LLM reasoning</summary><div style='white-space:pre-wrap'>{_esc(ex['reasoning'])}</div></details>")
+        parts.append(
+            f"<details><summary>LLM reasoning</summary><div style='white-space:pre-wrap'>{_esc(ex['reasoning'])}</div></details>"
+        )
     parts.append(f"<p><b>Decision:</b> {_esc(decision) if decision else 'none yet'}</p>")
     if comments:
-        parts.append("<p><b>Comments:</b></p><ul>" + "".join(f"<li>{_esc(c)}</li>" for c in comments) + "</ul>")
+        parts.append(
+            "<p><b>Comments:</b></p><ul>" + "".join(f"<li>{_esc(c)}</li>" for c in comments) + "</ul>"
+        )
     return "\n".join(parts)
-
-
-# ---------------------------------------------------------------------------------------------
-# Curation file
-
-
-class CurationStore:
-    """Append-only curation log; state is rebuilt from the file, so it survives restarts.
-
-    Each call to ``record`` appends ``{"key", "decision", "comment", "time"}`` and flushes it to
-    disk before returning. ``decisions[key]`` is the last non-null decision (what
-    ``trainsets.load_curation`` returns); ``comments[key]`` lists every comment in order.
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.decisions: dict[str, str] = {}
-        self.comments: dict[str, list[str]] = {}
-        if self.path.exists():
-            for n, row in read_jsonl(self.path):
-                self._apply(row, n)
-
-    def _apply(self, row: dict, n: int | None = None) -> None:
-        if "key" not in row:
-            raise DataError(self.path, n, "missing", "key")
-        d = row.get("decision")
-        if d not in (None, "accept", "reject"):
-            raise DataError(self.path, n, f"must be 'accept', 'reject' or null, got {d!r}", "decision")
-        key = str(row["key"])
-        if d is not None:
-            self.decisions[key] = d
-        if row.get("comment"):
-            self.comments.setdefault(key, []).append(str(row["comment"]))
-
-    def record(self, key: str, decision: str | None = None, comment: str | None = None) -> dict:
-        """Append one row; ``decision=None`` with a comment leaves the decision unchanged."""
-        comment = (comment or "").strip() or None
-        if decision is None and comment is None:
-            raise ValueError("record needs a decision or a comment")
-        row = {"key": str(key), "decision": decision, "comment": comment,
-               "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        self._apply(row)  # validates before anything is written
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())  # a kernel crash right after a click must not lose it
-        return row
-
-    def summary(self) -> dict[str, int]:
-        """``{"accept": n, "reject": m, "commented": k}``."""
-        vals = list(self.decisions.values())
-        return {"accept": vals.count("accept"), "reject": vals.count("reject"), "commented": len(self.comments)}
-
-    def rows(self) -> pd.DataFrame:
-        """The file as a table (for display)."""
-        if not self.path.exists():
-            return pd.DataFrame(columns=["key", "decision", "comment", "time"])
-        return pd.DataFrame([r for _, r in read_jsonl(self.path)], columns=["key", "decision", "comment", "time"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,8 +336,14 @@ class Explorer:
     (``auto_advance``); "comment" appends the text box's content without a decision.
     """
 
-    def __init__(self, seeds: list[dict], rows: list[dict] | None = None,
-                 curation_path: str | Path = "out/curation.jsonl", model=None, auto_advance: bool = True):
+    def __init__(
+        self,
+        seeds: list[dict],
+        rows: list[dict] | None = None,
+        curation_path: str | Path = "out/curation.jsonl",
+        model=None,
+        auto_advance: bool = True,
+    ):
         import ipywidgets as W
 
         self.examples = build_examples(seeds, rows)
@@ -328,8 +362,12 @@ class Explorer:
         self.verify_filter = W.Dropdown(options=list(VERIFY_CHOICES), value=ALL, description="verified")
         self.decision_filter = W.Dropdown(options=list(DECISION_CHOICES), value=ALL, description="decision")
         self.search_box = W.Text(value="", placeholder="search text or key", description="search")
-        self.model_box = W.Text(value=model if isinstance(model, str) else ("(given)" if model is not None else ""),
-                                placeholder="e.g. minilm", description="model", disabled=self._model_obj is not None)
+        self.model_box = W.Text(
+            value=model if isinstance(model, str) else ("(given)" if model is not None else ""),
+            placeholder="e.g. minilm",
+            description="model",
+            disabled=self._model_obj is not None,
+        )
         self.prev_button = W.Button(description="◀ previous")
         self.next_button = W.Button(description="next ▶")
         self.position_label = W.Label(value="")
@@ -340,8 +378,14 @@ class Explorer:
         self.detail = W.HTML(value="")
         self.status_line = W.Label(value="")
 
-        for w in (self.type_filter, self.backend_filter, self.status_filter, self.verify_filter,
-                  self.decision_filter, self.search_box):
+        for w in (
+            self.type_filter,
+            self.backend_filter,
+            self.status_filter,
+            self.verify_filter,
+            self.decision_filter,
+            self.search_box,
+        ):
             w.observe(lambda _change: self.apply_filters(), names="value")
         self.model_box.observe(lambda _change: self.show(), names="value")
         self.prev_button.on_click(lambda _b: self.go(-1))
@@ -350,14 +394,16 @@ class Explorer:
         self.reject_button.on_click(lambda _b: self.decide("reject"))
         self.comment_button.on_click(lambda _b: self.comment())
 
-        self.widget = W.VBox([
-            W.HBox([self.type_filter, self.backend_filter, self.status_filter]),
-            W.HBox([self.verify_filter, self.decision_filter, self.search_box]),
-            W.HBox([self.prev_button, self.position_label, self.next_button, self.model_box]),
-            self.detail,
-            W.HBox([self.accept_button, self.reject_button, self.comment_box, self.comment_button]),
-            self.status_line,
-        ])
+        self.widget = W.VBox(
+            [
+                W.HBox([self.type_filter, self.backend_filter, self.status_filter]),
+                W.HBox([self.verify_filter, self.decision_filter, self.search_box]),
+                W.HBox([self.prev_button, self.position_label, self.next_button, self.model_box]),
+                self.detail,
+                W.HBox([self.accept_button, self.reject_button, self.comment_box, self.comment_button]),
+                self.status_line,
+            ]
+        )
         self.apply_filters()
 
     # -- state ---------------------------------------------------------------------------------
@@ -372,9 +418,18 @@ class Explorer:
         """Re-filter; keep the example on screen if it still matches, else go to the first."""
         keep = self.filtered.index[self.position] if len(self.filtered) else None
         self.filtered = filter_examples(
-            self.examples, self.type_filter.value, self.backend_filter.value, self.status_filter.value,
-            self.verify_filter.value, self.search_box.value, self.decision_filter.value, self.store.decisions)
-        self.position = int(self.filtered.index.get_loc(keep)) if keep is not None and keep in self.filtered.index else 0
+            self.examples,
+            self.type_filter.value,
+            self.backend_filter.value,
+            self.status_filter.value,
+            self.verify_filter.value,
+            self.search_box.value,
+            self.decision_filter.value,
+            self.store.decisions,
+        )
+        self.position = (
+            int(self.filtered.index.get_loc(keep)) if keep is not None and keep in self.filtered.index else 0
+        )
         self.show()
 
     def go(self, step: int) -> None:
@@ -413,6 +468,7 @@ class Explorer:
             return None
         if name != self._loaded_name:
             from .models import load_model
+
             self._model_obj, self._loaded_name = load_model(name), name
         return self._model_obj
 
@@ -429,7 +485,9 @@ class Explorer:
             return None, "type a model name (e.g. minilm) to see its scores"
         key = (id(model), ex["key"], ex["backend"], rev)
         if key not in self._score_cache:
-            self._score_cache[key] = view_scores(model, ex["query"], ex["instruction"], rev, ex["positive"], ex["negative"])
+            self._score_cache[key] = view_scores(
+                model, ex["query"], ex["instruction"], rev, ex["positive"], ex["negative"]
+            )
         return self._score_cache[key], None
 
     # -- display -------------------------------------------------------------------------------
@@ -445,20 +503,24 @@ class Explorer:
             self.detail.value = "<p><i>No example matches the filters.</i></p>"
             return
         scores, note = self.scores(ex)
-        self.detail.value = render_example(ex, scores, self.store.decisions.get(ex["key"]),
-                                           self.store.comments.get(ex["key"]), note)
+        self.detail.value = render_example(
+            ex, scores, self.store.decisions.get(ex["key"]), self.store.comments.get(ex["key"]), note
+        )
 
 
 def load_for_inspection(seeds_path: str | Path, synthesis_path=None) -> tuple[list[dict], list[dict] | None]:
     """``(seeds, rows)`` for the explorer. ``synthesis_path`` is one synthesis output or a list
     (runs of several backends); ``rows`` is None when none exists, so the explorer falls back
     to the seeds' reference reversals."""
-    from .data import load_seeds
-
     seeds = load_seeds(seeds_path)
-    paths = [] if synthesis_path is None else [synthesis_path] if isinstance(synthesis_path, (str, Path)) else list(synthesis_path)
+    paths = (
+        []
+        if synthesis_path is None
+        else [synthesis_path]
+        if isinstance(synthesis_path, (str, Path))
+        else list(synthesis_path)
+    )
     paths = [p for p in paths if Path(p).exists()]
     if not paths:
         return seeds, None
-    from .synthesize import load_synthesis
     return seeds, [r for p in paths for r in load_synthesis(p)]

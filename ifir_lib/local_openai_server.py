@@ -23,6 +23,7 @@ it, ``POST /_stats`` also resets it); ``server.auth_headers`` records each Autho
 
 Not handled: streaming, tools, the judge's reasoning (judge prompts get a fixed yes/no reply).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,9 +45,11 @@ def default_reversal(prompt: str) -> str:
     """A deterministic, well-formed reply: reasoning, then a reversal built from N*'s first words."""
     words = re.findall(r"[A-Za-z][A-Za-z'-]+", _tag(prompt, "specific_instruction_negative"))[:6]
     topic = " ".join(words) or "the opposite attribute"
-    return (f"The chosen document differs from the other one in its focus.\n"
-            f"<answer><new_instruction>Only include documents centred on {topic}; "
-            f"exclude anything that lacks this focus.</new_instruction></answer>")
+    return (
+        f"The chosen document differs from the other one in its focus.\n"
+        f"<answer><new_instruction>Only include documents centred on {topic}; "
+        f"exclude anything that lacks this focus.</new_instruction></answer>"
+    )
 
 
 class FakeOpenAIServer:
@@ -92,16 +95,37 @@ class FakeOpenAIServer:
             await asyncio.sleep(self.latency_s)
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             given = auth.removeprefix("Bearer ")
-            return web.json_response({"error": {"message": f"Incorrect API key provided: {given}",
-                                                "type": "invalid_request_error", "code": "invalid_api_key"}}, status=401)
+            return web.json_response(
+                {
+                    "error": {
+                        "message": f"Incorrect API key provided: {given}",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+                status=401,
+            )
         if body.get("model") not in self.models:
-            return web.json_response({"error": {"message": f"The model `{body.get('model')}` does not exist",
-                                                "type": "invalid_request_error", "code": "model_not_found"}}, status=404)
+            return web.json_response(
+                {
+                    "error": {
+                        "message": f"The model `{body.get('model')}` does not exist",
+                        "type": "invalid_request_error",
+                        "code": "model_not_found",
+                    }
+                },
+                status=404,
+            )
         if fault == "429":
-            return web.json_response({"error": {"message": "Rate limit reached", "type": "rate_limit"}}, status=429,
-                                     headers={"Retry-After": self.retry_after})
+            return web.json_response(
+                {"error": {"message": "Rate limit reached", "type": "rate_limit"}},
+                status=429,
+                headers={"Retry-After": self.retry_after},
+            )
         if fault == "500":
-            return web.json_response({"error": {"message": "internal error", "type": "server_error"}}, status=500)
+            return web.json_response(
+                {"error": {"message": "internal error", "type": "server_error"}}, status=500
+            )
         if fault == "drop":
             request.transport.close()  # the client sees the connection die mid-request
             return web.Response(status=500)  # never reaches the client: the transport is closed
@@ -117,14 +141,22 @@ class FakeOpenAIServer:
             text = "<answer><new_instruction>Only recent reports</answer>"
         else:
             text = default_reversal(prompt)
-        return web.json_response({
-            "id": f"chatcmpl-{self.requests}", "object": "chat.completion", "created": 0,
-            "model": body.get("model"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(text) // 4,
-                      "total_tokens": len(prompt) // 4 + len(text) // 4},
-        })
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{self.requests}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model"),
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                ],
+                "usage": {
+                    "prompt_tokens": len(prompt) // 4,
+                    "completion_tokens": len(text) // 4,
+                    "total_tokens": len(prompt) // 4 + len(text) // 4,
+                },
+            }
+        )
 
     async def _stats(self, request: web.Request) -> web.Response:
         """For a server in another process (the benchmark): the request count, reset on POST."""
@@ -135,10 +167,12 @@ class FakeOpenAIServer:
         return web.json_response({"requests": n})
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in sorted(self.models)]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": m, "object": "model"} for m in sorted(self.models)]}
+        )
 
     # ---- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
@@ -172,8 +206,18 @@ class FakeOpenAIServer:
             self._thread.join(10)
 
 
-TOPICS = ["solar panels", "migraine treatment", "coral reefs", "urban cycling", "sourdough baking", "lithium mining",
-          "sleep apnea", "glacier retreat", "jazz history", "wildfire smoke"]
+TOPICS = [
+    "solar panels",
+    "migraine treatment",
+    "coral reefs",
+    "urban cycling",
+    "sourdough baking",
+    "lithium mining",
+    "sleep apnea",
+    "glacier retreat",
+    "jazz history",
+    "wildfire smoke",
+]
 PLACES = ["Germany", "Spain", "Kenya", "Chile", "Japan", "Canada"]
 
 
@@ -182,12 +226,25 @@ def make_seed(i: int, negatives: int = 2, reference: bool = True) -> dict:
     topic = TOPICS[i % len(TOPICS)]
     place = lambda k: PLACES[(i + k) % len(PLACES)]  # noqa: E731
     seed = {
-        "id": f"seed-{i:04d}", "query": f"{topic} research {i}",
-        "instruction": f"Only consider studies conducted in {place(0)}.", "instruction_type": "geography",
-        "positive": {"id": f"pos-{i:04d}", "text": f"A field study in {place(0)} examined {topic} over five years."},
-        "instruction_negatives": [{"id": f"neg-{i:04d}-{k}", "text": f"Researchers in {place(k + 1)} report new findings on {topic}."}
-                                  for k in range(negatives)],
-        "hard_negatives": [{"id": f"hard-{i:04d}-{k}", "text": f"An unrelated note number {k} about kitchen tiles."} for k in range(2)],
+        "id": f"seed-{i:04d}",
+        "query": f"{topic} research {i}",
+        "instruction": f"Only consider studies conducted in {place(0)}.",
+        "instruction_type": "geography",
+        "positive": {
+            "id": f"pos-{i:04d}",
+            "text": f"A field study in {place(0)} examined {topic} over five years.",
+        },
+        "instruction_negatives": [
+            {
+                "id": f"neg-{i:04d}-{k}",
+                "text": f"Researchers in {place(k + 1)} report new findings on {topic}.",
+            }
+            for k in range(negatives)
+        ],
+        "hard_negatives": [
+            {"id": f"hard-{i:04d}-{k}", "text": f"An unrelated note number {k} about kitchen tiles."}
+            for k in range(2)
+        ],
     }
     if reference:
         seed["reference_reversal"] = f"Focus on work from {place(1)}; leave out studies from {place(0)}."
@@ -196,6 +253,7 @@ def make_seed(i: int, negatives: int = 2, reference: bool = True) -> dict:
 
 def write_seeds(path, n: int, **kw):
     import json
+
     with open(path, "w", encoding="utf-8") as fh:
         for i in range(n):
             fh.write(json.dumps(make_seed(i, **kw)) + "\n")
@@ -209,8 +267,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-if __name__ == "__main__":  # python -m ifir_lib.local_openai_server [latency_s]: prints its URL, serves until killed
+if (
+    __name__ == "__main__"
+):  # python -m ifir_lib.local_openai_server [latency_s]: prints its URL, serves until killed
     import sys
+
     srv = FakeOpenAIServer(latency_s=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0).start()
     print(srv.url, flush=True)
     threading.Event().wait()

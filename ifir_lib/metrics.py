@@ -12,10 +12,11 @@ skipped with a warning that gives counts, never scored as zero.
 
 Not handled here: encoding, reranking (``evaluate``) and confidence intervals (``stats``).
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,9 @@ def rank_score(og_rank: int, new_rank: int) -> float:
     return 1 - (1 / new_rank) / (1 / og_rank)
 
 
-def p_mrr_per_doc(og_run: Run, changed_run: Run, qrel_diff: Mapping[str, Iterable[str]]) -> dict[str, dict[str, float]]:
+def p_mrr_per_doc(
+    og_run: Run, changed_run: Run, qrel_diff: Mapping[str, Iterable[str]]
+) -> dict[str, dict[str, float]]:
     """``{qid: {doc_id: rank_score}}`` for every changed (qrel-diff) document.
 
     A document missing from a run gets rank ``len(run[qid]) + 1``, as in mteb. A query absent
@@ -72,12 +75,18 @@ def p_mrr_per_doc(og_run: Run, changed_run: Run, qrel_diff: Mapping[str, Iterabl
         n_og, n_new = len(og_run[qid]) + 1, len(changed_run[qid]) + 1
         out[qid] = {d: rank_score(r_og.get(d, n_og), r_new.get(d, n_new)) for d in docs}
     if missing:
-        log.warning("p-MRR: %d of %d queries with changed documents are missing from a run and are skipped: %s",
-                    len(missing), len(qrel_diff), _preview(missing))
+        log.warning(
+            "p-MRR: %d of %d queries with changed documents are missing from a run and are skipped: %s",
+            len(missing),
+            len(qrel_diff),
+            _preview(missing),
+        )
     return out
 
 
-def p_mrr_per_query(og_run: Run, changed_run: Run, qrel_diff: Mapping[str, Iterable[str]]) -> dict[str, float]:
+def p_mrr_per_query(
+    og_run: Run, changed_run: Run, qrel_diff: Mapping[str, Iterable[str]]
+) -> dict[str, float]:
     """Per-query p-MRR: the mean ``rank_score`` over the query's changed documents."""
     return {q: sum(v.values()) / len(v) for q, v in p_mrr_per_doc(og_run, changed_run, qrel_diff).items()}
 
@@ -94,7 +103,9 @@ def p_mrr(og_run: Run, changed_run: Run, qrel_diff: Mapping[str, Iterable[str]])
     return sum(per_q.values()) / len(per_q)
 
 
-def trec_per_query(run: Run, qrels: Qrels, metrics: Iterable[str] = ("map_at_1000", "ndcg_at_5")) -> dict[str, dict[str, float]]:
+def trec_per_query(
+    run: Run, qrels: Qrels, metrics: Iterable[str] = ("map_at_1000", "ndcg_at_5")
+) -> dict[str, dict[str, float]]:
     """``{metric: {qid: value}}`` from pytrec_eval for metric names in ``TREC_MEASURES``.
 
     Scored queries are those in both ``run`` and ``qrels`` (trec_eval's rule, and mteb's);
@@ -110,8 +121,12 @@ def trec_per_query(run: Run, qrels: Qrels, metrics: Iterable[str] = ("map_at_100
     run_ = {q: {d: float(s) for d, s in docs.items()} for q, docs in run.items() if q in qrels_ and docs}
     missing = set(qrels_) - set(run_)
     if missing:
-        log.warning("%d of %d judged queries have no results in the run and are skipped: %s",
-                    len(missing), len(qrels_), _preview(missing))
+        log.warning(
+            "%d of %d judged queries have no results in the run and are skipped: %s",
+            len(missing),
+            len(qrels_),
+            _preview(missing),
+        )
     if not run_:
         return {m: {} for m in metrics}
     scores = pytrec_eval.RelevanceEvaluator(qrels_, measures).evaluate(run_)

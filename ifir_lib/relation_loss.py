@@ -2,25 +2,29 @@
 
 Not handled here: building examples (``trainsets``), batching (``train.DualViewBatchSampler``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch import Tensor, nn
-
 from sentence_transformers.base.losses.gradcache import CachedLossMixin
 from sentence_transformers.base.losses.merged_forward import embed_columns
+from torch import Tensor, nn
 
-
-class NonFiniteLossError(FloatingPointError):
-    """Raised when the loss becomes NaN or inf, so training stops before a bad step is taken."""
+from .errors import NonFiniteLossError
 
 
 class RelationInfoNCELoss(CachedLossMixin, nn.Module):
-    def __init__(self, model, temperature: float = 0.02, in_batch_negatives: bool = False,
-                 mini_batch_size: int | None = None, show_progress_bar: bool = False) -> None:
+    def __init__(
+        self,
+        model,
+        temperature: float = 0.02,
+        in_batch_negatives: bool = False,
+        mini_batch_size: int | None = None,
+        show_progress_bar: bool = False,
+    ) -> None:
         """InfoNCE over a query x document *relation matrix*, as in ArcticTraining's bi-encoder
         trainer used by Dual-View Training (Zeng et al., arXiv 2604.18845, §3).
 
@@ -71,27 +75,33 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         ``R=[[+1, -1], [-1, +1]]``: two columns, not four.
         """
         b, c = doc_ids.shape
-        flat = doc_ids.T.reshape(-1)                      # column-major, matching torch.cat(columns)
+        flat = doc_ids.T.reshape(-1)  # column-major, matching torch.cat(columns)
         uniq, inverse = torch.unique(flat, return_inverse=True)
         # position of the first occurrence of each unique id in ``flat``
         first = torch.full((len(uniq),), flat.numel(), dtype=torch.long, device=flat.device)
         first.scatter_reduce_(0, inverse, torch.arange(flat.numel(), device=flat.device), reduce="amin")
-        inv = inverse.view(c, b).T                        # (B, 1+k): unique column of each doc
+        inv = inverse.view(c, b).T  # (B, 1+k): unique column of each doc
         rel = torch.zeros(b, len(uniq), dtype=torch.long, device=flat.device)
         rows = torch.arange(b, device=flat.device)
-        for j in range(c - 1, 0, -1):                     # negatives first, so a positive wins a clash
+        for j in range(c - 1, 0, -1):  # negatives first, so a positive wins a clash
             rel[rows, inv[:, j]] = -1
         rel[rows, inv[:, 0]] = 1
         return first, rel
 
-    def calculate_loss(self, reps: list[list[Tensor]], labels: Tensor | None = None, *, with_backward: bool = False) -> Tensor:
-        queries = torch.cat(reps[0])                                   # (B, dim)
-        docs = torch.cat([torch.cat(r) for r in reps[1:]])             # ((1+k) * B, dim), column-major
-        doc_ids = labels[:, 2:].to(queries.device)                     # (B, 1+k)
+    def calculate_loss(
+        self, reps: list[list[Tensor]], labels: Tensor | None = None, *, with_backward: bool = False
+    ) -> Tensor:
+        queries = torch.cat(reps[0])  # (B, dim)
+        docs = torch.cat([torch.cat(r) for r in reps[1:]])  # ((1+k) * B, dim), column-major
+        doc_ids = labels[:, 2:].to(queries.device)  # (B, 1+k)
         first, rel = self.relation_matrix(doc_ids)
-        docs_u = docs[first]                                           # (U, dim) one row per document id
+        docs_u = docs[first]  # (U, dim) one row per document id
         # cosine similarity, as in the paper's InfoNCE; (B, U)
-        scores = nn.functional.normalize(queries, dim=-1) @ nn.functional.normalize(docs_u, dim=-1).T / self.temperature
+        scores = (
+            nn.functional.normalize(queries, dim=-1)
+            @ nn.functional.normalize(docs_u, dim=-1).T
+            / self.temperature
+        )
         candidate = rel != 0
         if self.in_batch_negatives:
             candidate = torch.ones_like(candidate)
@@ -99,7 +109,7 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         neg_mask = candidate & (rel != 1)
         neg_scores = scores.masked_fill(~neg_mask, float("-inf"))
         pos_rows, pos_cols = (rel == 1).nonzero(as_tuple=True)
-        pos = scores[pos_rows, pos_cols]                               # (P,)
+        pos = scores[pos_rows, pos_cols]  # (P,)
         denom = torch.logaddexp(pos, torch.logsumexp(neg_scores[pos_rows], dim=1))
         loss = (denom - pos).mean()
         if not torch.isfinite(loss):
@@ -117,8 +127,11 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         return self.calculate_loss([[e] for e in embeddings], labels)
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "in_batch_negatives": self.in_batch_negatives,
-                "mini_batch_size": self.mini_batch_size or None}
+        return {
+            "temperature": self.temperature,
+            "in_batch_negatives": self.in_batch_negatives,
+            "mini_batch_size": self.mini_batch_size or None,
+        }
 
     @property
     def citation(self) -> str:

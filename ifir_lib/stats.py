@@ -13,11 +13,12 @@ News21, Core17) is formed, so its interval respects the three collections' sizes
 
 Not handled here: computing per-query scores (``metrics``, ``evaluate``) and file I/O.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -43,13 +44,19 @@ def _boot_means(v: np.ndarray, groups: list[np.ndarray], n_boot: int, rng: np.ra
     """(n_boot,) bootstrap replicates of the stratified mean; resampling within each stratum."""
     total = np.zeros(n_boot)
     for ix in groups:
-        draw = rng.integers(0, len(ix), size=(n_boot, len(ix)))   # (n_boot, n_stratum)
+        draw = rng.integers(0, len(ix), size=(n_boot, len(ix)))  # (n_boot, n_stratum)
         total += v[ix][draw].mean(axis=1)
     return total / len(groups)
 
 
-def bootstrap_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
-                 strata: Sequence[str] | None = None) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float],
+    *,
+    n_boot: int = 1000,
+    rng_seed: int = 0,
+    alpha: float = 0.05,
+    strata: Sequence[str] | None = None,
+) -> tuple[float, float]:
     """Percentile bootstrap ``(low, high)`` interval of the (stratified) mean over queries.
 
     Efron & Tibshirani 1993, ch. 13. One query gives a zero-width interval; no queries give
@@ -58,17 +65,20 @@ def bootstrap_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0, 
     v = np.asarray(values, dtype=float)
     if v.size == 0 or n_boot <= 0:
         return float("nan"), float("nan")
-    reps = _boot_means(v, _strata_index(strata, len(v)), n_boot, np.random.default_rng(seed))
+    reps = _boot_means(v, _strata_index(strata, len(v)), n_boot, np.random.default_rng(rng_seed))
     lo, hi = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
 
 
 def _paired(a: Mapping[str, float], b: Mapping[str, float], strata: Mapping[str, str] | None):
     common = sorted(set(a) & set(b))
-    only = (set(a) ^ set(b))
+    only = set(a) ^ set(b)
     if only:
-        log.warning("paired comparison: %d queries are scored in only one run and are left out (%d compared)",
-                    len(only), len(common))
+        log.warning(
+            "paired comparison: %d queries are scored in only one run and are left out (%d compared)",
+            len(only),
+            len(common),
+        )
     if not common:
         raise ValueError("paired comparison: the two runs share no queries")
     d = np.array([a[q] - b[q] for q in common], dtype=float)
@@ -79,6 +89,7 @@ def _paired(a: Mapping[str, float], b: Mapping[str, float], strata: Mapping[str,
 @dataclass(frozen=True)
 class PairedTest:
     """``a - b`` over shared queries: mean difference, its bootstrap interval, two p-values."""
+
     n: int
     diff: float
     ci_low: float
@@ -90,8 +101,15 @@ class PairedTest:
         return (self.p_permutation if test == "permutation" else self.p_bootstrap) < alpha
 
 
-def paired_bootstrap(a: Mapping[str, float], b: Mapping[str, float], *, n_boot: int = 10000, seed: int = 0,
-                     alpha: float = 0.05, strata: Mapping[str, str] | None = None) -> tuple[float, float, float, float]:
+def paired_bootstrap(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    *,
+    n_boot: int = 10000,
+    rng_seed: int = 0,
+    alpha: float = 0.05,
+    strata: Mapping[str, str] | None = None,
+) -> tuple[float, float, float, float]:
     """Paired bootstrap on per-query differences: ``(diff, ci_low, ci_high, p_value)``.
 
     The two-sided p-value is the share of replicates of the centred difference at least as far
@@ -100,14 +118,20 @@ def paired_bootstrap(a: Mapping[str, float], b: Mapping[str, float], *, n_boot: 
     _, d, s = _paired(a, b, strata)
     groups = _strata_index(s, len(d))
     obs = stratified_mean(d, s)
-    reps = _boot_means(d, groups, n_boot, np.random.default_rng(seed))
+    reps = _boot_means(d, groups, n_boot, np.random.default_rng(rng_seed))
     lo, hi = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
     p = (np.sum(np.abs(reps - obs) >= abs(obs) - 1e-12) + 1) / (n_boot + 1)
     return float(obs), float(lo), float(hi), float(min(1.0, p))
 
 
-def permutation_test(a: Mapping[str, float], b: Mapping[str, float], *, n_perm: int = 10000, seed: int = 0,
-                     strata: Mapping[str, str] | None = None) -> float:
+def permutation_test(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    *,
+    n_perm: int = 10000,
+    rng_seed: int = 0,
+    strata: Mapping[str, str] | None = None,
+) -> float:
     """Two-sided paired randomization test (Fisher; Smucker et al. 2007): swap each query's pair at random.
 
     Swapping a pair flips the sign of its difference; p is the share of ``n_perm`` random sign
@@ -117,21 +141,28 @@ def permutation_test(a: Mapping[str, float], b: Mapping[str, float], *, n_perm: 
     _, d, s = _paired(a, b, strata)
     groups = _strata_index(s, len(d))
     obs = abs(stratified_mean(d, s))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(rng_seed)
     total = np.zeros(n_perm)
     for ix in groups:
-        signs = rng.choice(np.array([-1.0, 1.0]), size=(n_perm, len(ix)))   # (n_perm, n_stratum)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(n_perm, len(ix)))  # (n_perm, n_stratum)
         total += (signs * d[ix]).mean(axis=1)
     stat = np.abs(total / len(groups))
     return float((np.sum(stat >= obs - 1e-12) + 1) / (n_perm + 1))
 
 
-def compare(a: Mapping[str, float], b: Mapping[str, float], *, n: int = 10000, seed: int = 0, alpha: float = 0.05,
-            strata: Mapping[str, str] | None = None) -> PairedTest:
+def compare(
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    *,
+    n: int = 10000,
+    rng_seed: int = 0,
+    alpha: float = 0.05,
+    strata: Mapping[str, str] | None = None,
+) -> PairedTest:
     """Compare run ``a`` with run ``b`` on the same queries with both paired tests."""
     common, _, _ = _paired(a, b, strata)
-    diff, lo, hi, p_boot = paired_bootstrap(a, b, n_boot=n, seed=seed, alpha=alpha, strata=strata)
-    p_perm = permutation_test(a, b, n_perm=n, seed=seed, strata=strata)
+    diff, lo, hi, p_boot = paired_bootstrap(a, b, n_boot=n, rng_seed=rng_seed, alpha=alpha, strata=strata)
+    p_perm = permutation_test(a, b, n_perm=n, rng_seed=rng_seed, strata=strata)
     return PairedTest(len(common), diff, lo, hi, p_boot, p_perm)
 
 
@@ -154,12 +185,21 @@ def strata_of(query_ids: Sequence[str]) -> dict[str, str] | None:
     return {q: q.split("/", 1)[0] for q in query_ids}
 
 
-def results_table(summary, per_query, *, baseline: str, metrics: Sequence[str] | None = None,
-                  alpha: float = 0.05, test: str = "permutation", n: int = 10000, seed: int = 0,
-                  adjust: str | None = "holm"):
+def results_table(
+    summary,
+    per_query,
+    *,
+    baseline: str,
+    metrics: Sequence[str] | None = None,
+    alpha: float = 0.05,
+    test: str = "permutation",
+    n: int = 10000,
+    rng_seed: int = 0,
+    adjust: str | None = "holm",
+):
     """Compare every run with ``baseline`` per dataset and metric: a tidy ``DataFrame``.
 
-    ``summary`` has the results-table columns (``run_id, model, config, seed, dataset, metric,
+    ``summary`` has the results-table columns (``run_id, model, mode, rng_seed, dataset, metric,
     value, ci_low, ci_high, n_queries, ...``); ``per_query`` has ``run_id, dataset, metric,
     query_id, value``. Added columns: ``delta`` (run - baseline), ``delta_ci_low/high`` (paired
     bootstrap), ``p_value`` (``test``: ``"permutation"`` or ``"bootstrap"``), ``p_adjusted``
@@ -173,8 +213,12 @@ def results_table(summary, per_query, *, baseline: str, metrics: Sequence[str] |
     if metrics is not None:
         df = df[df["metric"].isin(list(metrics))]
     if baseline not in set(df["run_id"]):
-        raise ValueError(f"baseline run_id {baseline!r} is not in the results ({sorted(set(df['run_id']))[:10]})")
-    pq = {k: dict(zip(g["query_id"], g["value"])) for k, g in per_query.groupby(["run_id", "dataset", "metric"])}
+        raise ValueError(
+            f"baseline run_id {baseline!r} is not in the results ({sorted(set(df['run_id']))[:10]})"
+        )
+    pq = {
+        k: dict(zip(g["query_id"], g["value"])) for k, g in per_query.groupby(["run_id", "dataset", "metric"])
+    }
     cols = {c: [] for c in ("delta", "delta_ci_low", "delta_ci_high", "p_value")}
     for row in df.itertuples(index=False):
         key, base_key = (row.run_id, row.dataset, row.metric), (baseline, row.dataset, row.metric)
@@ -182,7 +226,7 @@ def results_table(summary, per_query, *, baseline: str, metrics: Sequence[str] |
             vals = (0.0, 0.0, 0.0, float("nan")) if row.run_id == baseline else (float("nan"),) * 4
         else:
             a, b = pq[key], pq[base_key]
-            t = compare(a, b, n=n, seed=seed, alpha=alpha, strata=strata_of(list(a)))
+            t = compare(a, b, n=n, rng_seed=rng_seed, alpha=alpha, strata=strata_of(list(a)))
             vals = (t.diff, t.ci_low, t.ci_high, t.p_permutation if test == "permutation" else t.p_bootstrap)
         for c, v in zip(cols, vals):
             cols[c].append(v)
@@ -197,5 +241,6 @@ def results_table(summary, per_query, *, baseline: str, metrics: Sequence[str] |
     def show(r):
         ci = "" if pd.isna(r["ci_low"]) else f" [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
         return f"{r['value']:.2f}{ci}{' *' if r['significant'] else ''}"
+
     df["display"] = df.apply(show, axis=1) if len(df) else []
     return df.reset_index(drop=True)

@@ -25,6 +25,7 @@ paper's All-* sets differ because Promptriever's instruction and non-instruction
 Seeds whose reversal was declined, rejected, or rejected by a curator are excluded from the DV
 half and counted. Not handled here: tokenisation, batching (``train``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,8 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import MODES
-from .data import counterpart, load_seeds
-from .errors import DataError, read_jsonl
+from .errors import ConfigError, DataError
+from .jsonl import read_jsonl, write_jsonl
+from .seeds import counterpart, load_seeds
 
 
 @dataclass
@@ -53,9 +55,16 @@ class TrainSet:
 
 
 def reversals_from_reference(seeds: list[dict]) -> dict[str, dict]:
-    """``{seed_id: {"reversal", "negative_index"}}`` from the bundled reference reversals (N* = first)."""
-    return {s["id"]: {"reversal": s["reference_reversal"], "negative_index": 0}
-            for s in seeds if s.get("reference_reversal")}
+    """``{seed_id: {"reversal", "negative_index"}}`` from the seeds' reference reversals; N* is the
+    negative each seed names in ``reference_negative_index`` (0 when absent)."""
+    return {
+        s["id"]: {
+            "reversal": s["reference_reversal"],
+            "negative_index": int(s.get("reference_negative_index") or 0),
+        }
+        for s in seeds
+        if s.get("reference_reversal")
+    }
 
 
 def load_reversals(path: str | Path, counts: dict | None = None) -> dict[str, dict]:
@@ -74,29 +83,15 @@ def load_reversals(path: str | Path, counts: dict | None = None) -> dict[str, di
             continue
         if not row.get("reversal"):
             raise DataError(path, n, "accepted row without a reversal", "reversal")
-        out.setdefault(row["seed_id"], {"reversal": row["reversal"], "negative_index": int(row.get("negative_index", 0))})
+        out.setdefault(
+            row["seed_id"], {"reversal": row["reversal"], "negative_index": int(row.get("negative_index", 0))}
+        )
     return out
 
 
-def load_curation(path: str | Path) -> dict[str, str]:
-    """Last decision per key from the inspection notebook's append-only curation file.
-
-    Rows are ``{"key", "decision": "accept" | "reject" | null, "comment", "time"}``; a row with
-    a null decision only carries a comment and does not change the decision.
-    """
-    decisions = {}
-    for n, row in read_jsonl(path):
-        if "key" not in row:
-            raise DataError(path, n, "missing", "key")
-        d = row.get("decision")
-        if d not in (None, "accept", "reject"):
-            raise DataError(path, n, f"must be 'accept', 'reject' or null, got {d!r}", "decision")
-        if d is not None:
-            decisions[str(row["key"])] = d
-    return decisions
-
-
-def _fill(negatives: list[dict], k: int, pool: list[dict], exclude: set[str], rng: random.Random) -> list[dict]:
+def _fill(
+    negatives: list[dict], k: int, pool: list[dict], exclude: set[str], rng: random.Random
+) -> list[dict]:
     """Cut or pad ``negatives`` to exactly ``k``: listed ones first, then random corpus passages.
 
     Instruction negatives come first in ``negatives`` so cutting keeps them (the paper keeps 1-3
@@ -118,42 +113,70 @@ def _fill(negatives: list[dict], k: int, pool: list[dict], exclude: set[str], rn
 
 def _orig(seed, k, pool, rng):
     negs = list(seed["instruction_negatives"]) + list(seed["hard_negatives"])
-    return {"id": seed["id"] + "::orig", "group": seed["id"], "view": "orig", "query": seed["query"],
-            "instruction": seed["instruction"], "positive": seed["positive"],
-            "negatives": _fill(negs, k, pool, {seed["positive"]["id"]}, rng)}
+    return {
+        "id": seed["id"] + "::orig",
+        "group": seed["id"],
+        "view": "orig",
+        "query": seed["query"],
+        "instruction": seed["instruction"],
+        "positive": seed["positive"],
+        "negatives": _fill(negs, k, pool, {seed["positive"]["id"]}, rng),
+    }
 
 
 def _dv(seed, rev, k, pool, rng):
     idx = rev.get("negative_index", 0)
     if not 0 <= idx < len(seed["instruction_negatives"]):
-        raise ValueError(f"seed {seed['id']}: reversal names instruction negative {idx}, seed has {len(seed['instruction_negatives'])}")
+        raise ValueError(
+            f"seed {seed['id']}: reversal names instruction negative {idx}, seed has {len(seed['instruction_negatives'])}"
+        )
     n_star = seed["instruction_negatives"][idx]
     others = [p for i, p in enumerate(seed["instruction_negatives"]) if i != idx]
     negs = [seed["positive"]] + others + list(seed["hard_negatives"])
-    return {"id": seed["id"] + "::dv", "group": seed["id"], "view": "dv", "query": seed["query"],
-            "instruction": rev["reversal"], "positive": n_star,
-            "negatives": _fill(negs, k, pool, {n_star["id"]}, rng)}
+    return {
+        "id": seed["id"] + "::dv",
+        "group": seed["id"],
+        "view": "dv",
+        "query": seed["query"],
+        "instruction": rev["reversal"],
+        "positive": n_star,
+        "negatives": _fill(negs, k, pool, {n_star["id"]}, rng),
+    }
 
 
 def _query(seed, k, pool, rng):
     c = counterpart(seed)
     # the instruction negatives are relevant to the bare query: never sample them as negatives
     exclude = {seed["positive"]["id"]} | {p["id"] for p in seed["instruction_negatives"]}
-    return {"id": c["id"], "group": seed["id"], "view": "query", "query": c["query"], "instruction": "",
-            "positive": c["positive"], "negatives": _fill(c["negatives"], k, pool, exclude, rng)}
+    return {
+        "id": c["id"],
+        "group": seed["id"],
+        "view": "query",
+        "query": c["query"],
+        "instruction": "",
+        "positive": c["positive"],
+        "negatives": _fill(c["negatives"], k, pool, exclude, rng),
+    }
 
 
-def build_trainset(mode: str, seeds: list[dict] | str | Path, reversals: dict[str, dict] | None = None, *,
-                   budget: int | None = None, num_negatives: int = 30, curation: dict[str, str] | None = None,
-                   seed: int = 0) -> TrainSet:
+def build_trainset(
+    mode: str,
+    seeds: list[dict] | str | Path,
+    reversals: dict[str, dict] | None = None,
+    *,
+    budget: int | None = None,
+    num_negatives: int = 30,
+    curation: dict[str, str] | None = None,
+    rng_seed: int = 0,
+) -> TrainSet:
     """Build the examples for one ``mode`` at a matched ``budget`` (default: as many as the data allows).
 
     Example: 200 seeds, all with reversals, ``budget=100`` -> ins-orig: 100 seeds x 1 view;
     ins-dv: 50 seeds x 2 views; all-orig and all-dv: the same 100 seeds x 2 views. The seed
-    order is drawn with ``seed``.
+    order is drawn with ``rng_seed``.
     """
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     if not isinstance(seeds, list):
         seeds = load_seeds(seeds)
     if reversals is None:
@@ -170,20 +193,26 @@ def build_trainset(mode: str, seeds: list[dict] | str | Path, reversals: dict[st
             counts["no_reversal"] = counts.get("no_reversal", 0) + 1
         else:
             usable.append(s)
-    rng = random.Random(seed)
+    rng = random.Random(rng_seed)
     pool = [p for s in seeds for p in (s["positive"], *s["hard_negatives"])]
     n_max = len(seeds) if mode == "ins-orig" else len(usable)
     if budget is None:  # as much as the data allows
         budget = n_max * 2 if mode == "ins-dv" else n_max
     n_seeds = budget // 2 if mode == "ins-dv" else budget
     if n_seeds > n_max:
-        raise ValueError(f"budget {budget} needs {n_seeds} seeds for {mode}, only {n_max} usable "
-                         f"({counts.get('no_reversal', 0)} without an accepted reversal, {counts.get('curated_out', 0)} curated out)")
+        raise ConfigError(
+            f"budget {budget} needs {n_seeds} seeds for {mode}, only {n_max} usable "
+            f"({counts.get('no_reversal', 0)} without an accepted reversal, {counts.get('curated_out', 0)} curated out)"
+        )
+
     # one seeded order shared by every mode, so smaller budgets are prefixes of larger ones
     def order(ss):
-        return sorted(ss, key=lambda s: hashlib.sha256(f"{seed}:{s['id']}".encode()).hexdigest())
+        return sorted(ss, key=lambda s: hashlib.sha256(f"{rng_seed}:{s['id']}".encode()).hexdigest())
+
     ids = {s["id"] for s in usable}
-    chosen = (order(usable) + (order(s for s in seeds if s["id"] not in ids) if mode == "ins-orig" else []))[:n_seeds]
+    chosen = (order(usable) + (order(s for s in seeds if s["id"] not in ids) if mode == "ins-orig" else []))[
+        :n_seeds
+    ]
     examples = []
     for s in chosen:
         examples.append(_orig(s, num_negatives, pool, rng))
@@ -191,18 +220,19 @@ def build_trainset(mode: str, seeds: list[dict] | str | Path, reversals: dict[st
             examples.append(_dv(s, reversals[s["id"]], num_negatives, pool, rng))
         elif mode == "all-orig":
             examples.append(_query(s, num_negatives, pool, rng))
-    counts.update({"budget": budget, "seeds_used": len(chosen),
-                   "views": {v: sum(1 for e in examples if e["view"] == v) for v in ("orig", "dv", "query")}})
+    counts.update(
+        {
+            "budget": budget,
+            "seeds_used": len(chosen),
+            "views": {v: sum(1 for e in examples if e["view"] == v) for v in ("orig", "dv", "query")},
+        }
+    )
     return TrainSet(mode, examples, counts)
 
 
 def save_trainset(ts: TrainSet, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        for ex in ts.examples:
-            fh.write(json.dumps(ex, ensure_ascii=False) + "\n")
-    return path
+    """Write the examples as JSONL (atomically), one per line."""
+    return write_jsonl(path, ts.examples, fsync=False)
 
 
 def load_trainset(path: str | Path) -> list[dict]:

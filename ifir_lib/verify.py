@@ -5,7 +5,7 @@
     ``verify_margin_og = s(q+I, P+) - s(q+I, N*)``, ``verify_margin_rev = s(q+I', N*) - s(q+I', P+)``
     and ``verify_flip = both > 0``. An off-the-shelf embedder often fails the *original* side
     (that is the paper's point), so read the margins, not only the flag.
-(b) LLM judge (optional, through the ``synthesize`` backends and cache): under I', is N*
+(b) LLM judge (optional, through the ``llm`` backends and cache): under I', is N*
     relevant and P+ not? Columns ``verify_judge`` (bool) and ``verify_judge_reason``. The two
     documents are shown as A/B in an order drawn from the row key, against position bias.
 
@@ -13,20 +13,30 @@ Rows that are not ``accepted`` get None in every column. Not handled here: produ
 (``synthesize``), and filtering the training set by these columns (``trainsets``; the paper
 applied no filter).
 """
+
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backends import RequestFailed, atomic_write_text, run_sync
-from .data import load_seeds
-from .errors import DataError
+from .errors import DataError, RequestFailed
+from .jsonl import atomic_write_text, dumps
+from .llm import run_sync
+from .prompts import load_template
+from .seeds import load_seeds
+from .synthesis_io import load_synthesis
+from .synthesize import build_llm
 
-VERIFY_COLUMNS = ("verify_flip", "verify_margin_og", "verify_margin_rev", "verify_judge", "verify_judge_reason")
+VERIFY_COLUMNS = (
+    "verify_flip",
+    "verify_margin_og",
+    "verify_margin_rev",
+    "verify_judge",
+    "verify_judge_reason",
+)
 
 
 def _pairs(rows: list[dict], seeds: list[dict]) -> list[tuple[int, dict, str, str]]:
@@ -38,16 +48,30 @@ def _pairs(rows: list[dict], seeds: list[dict]) -> list[tuple[int, dict, str, st
             continue
         s = by_id.get(r["seed_id"])
         if s is None:
-            raise DataError("<rows>", None, f"row {r['key']!r} names seed {r['seed_id']!r}, not in the seed set", "seed_id")
+            raise DataError(
+                "<rows>",
+                None,
+                f"row {r['key']!r} names seed {r['seed_id']!r}, not in the seed set",
+                "seed_id",
+            )
         j = int(r.get("negative_index", 0))
         if not 0 <= j < len(s["instruction_negatives"]):
-            raise DataError("<rows>", None, f"row {r['key']!r}: seed has no instruction negative {j}", "negative_index")
+            raise DataError(
+                "<rows>", None, f"row {r['key']!r}: seed has no instruction negative {j}", "negative_index"
+            )
         out.append((i, s, s["positive"]["text"], s["instruction_negatives"][j]["text"]))
     return out
 
 
-def flip_margins(model, queries: list[str], instructions: list[str], reversals: list[str], positives: list[str],
-                 negatives: list[str], batch_size: int = 64) -> list[tuple[float, float]]:
+def flip_margins(
+    model,
+    queries: list[str],
+    instructions: list[str],
+    reversals: list[str],
+    positives: list[str],
+    negatives: list[str],
+    batch_size: int = 64,
+) -> list[tuple[float, float]]:
     """``[(margin_og, margin_rev)]`` per example; both > 0 means the embedder sees the flip.
 
     Example: cosine scores s(q+I,P+)=.8, s(q+I,N*)=.5, s(q+I',N*)=.7, s(q+I',P+)=.6 -> (.3, .1).
@@ -57,10 +81,14 @@ def flip_margins(model, queries: list[str], instructions: list[str], reversals: 
     m = len(queries)
     if not m:
         return []
-    q = [format_query(a, b) for a, b in zip(queries, instructions)] + [format_query(a, b) for a, b in zip(queries, reversals)]
-    Q = encode(model, q, "query", batch_size=batch_size)                          # (2m, dim): q+I then q+I'
-    D = encode(model, list(positives) + list(negatives), "document", batch_size=batch_size)  # (2m, dim): P+ then N*
-    og_pos, og_neg = (Q[:m] * D[:m]).sum(1), (Q[:m] * D[m:]).sum(1)              # (m,) cosine (normalised)
+    q = [format_query(a, b) for a, b in zip(queries, instructions)] + [
+        format_query(a, b) for a, b in zip(queries, reversals)
+    ]
+    Q = encode(model, q, "query", batch_size=batch_size)  # (2m, dim): q+I then q+I'
+    D = encode(
+        model, list(positives) + list(negatives), "document", batch_size=batch_size
+    )  # (2m, dim): P+ then N*
+    og_pos, og_neg = (Q[:m] * D[:m]).sum(1), (Q[:m] * D[m:]).sum(1)  # (m,) cosine (normalised)
     rev_pos, rev_neg = (Q[m:] * D[:m]).sum(1), (Q[m:] * D[m:]).sum(1)
     return [(float(a), float(b)) for a, b in zip(og_pos - og_neg, rev_neg - rev_pos)]
 
@@ -81,14 +109,20 @@ def parse_judge(raw: str, nstar_is_a: bool) -> tuple[bool | None, str]:
         return None, "unparseable judge answer"
     a, b = (x.lower() == "yes" for x in m[-1].groups())
     nstar, pos = (a, b) if nstar_is_a else (b, a)
-    return (nstar and not pos), f"N* relevant: {'yes' if nstar else 'no'}, P+ relevant: {'yes' if pos else 'no'}"
+    return (
+        nstar and not pos
+    ), f"N* relevant: {'yes' if nstar else 'no'}, P+ relevant: {'yes' if pos else 'no'}"
 
 
 async def _judge_all(llm, rows, pairs, template) -> list[tuple[bool | None, str]]:
     async def one(i, s, pos, neg):
         a_is_n = judge_order(rows[i]["key"])
-        prompt = template.render(query=s["query"], instruction=rows[i]["reversal"],
-                                 doc_a=neg if a_is_n else pos, doc_b=pos if a_is_n else neg)
+        prompt = template.render(
+            query=s["query"],
+            instruction=rows[i]["reversal"],
+            doc_a=neg if a_is_n else pos,
+            doc_b=pos if a_is_n else neg,
+        )
         try:
             c = await llm.complete([{"role": "user", "content": prompt}])
         except RequestFailed as e:
@@ -102,18 +136,24 @@ async def _judge_all(llm, rows, pairs, template) -> list[tuple[bool | None, str]
 
 
 # ---- entry points ---------------------------------------------------------------------------------------
-def verify(rows: list[dict], seeds: list[dict] | str | Path, *, embedder="minilm", judge=None,
-           judge_template: str = "judge_prompt.j2", batch_size: int = 64) -> list[dict]:
+def verify(
+    rows: list[dict],
+    seeds: list[dict] | str | Path,
+    *,
+    embedder="minilm",
+    judge=None,
+    judge_template: str = "judge_prompt.j2",
+    batch_size: int = 64,
+) -> list[dict]:
     """Return copies of ``rows`` with the ``verify_*`` columns filled in.
 
     Args:
-        rows: synthesis rows (``synthesize.load_synthesis``).
+        rows: synthesis rows (``synthesis_io.load_synthesis``).
         seeds: the seeds they came from (rows or a path).
         embedder: a SentenceTransformer, or a name for ``models.load_model`` (None skips (a)).
         judge: a ``SynthesisConfig`` with an LLM backend (openai / transformers) for check (b),
             or None to skip it. Its cache and retries apply.
     """
-    from .synthesize import build_llm, load_template
 
     seeds = load_seeds(seeds) if isinstance(seeds, (str, Path)) else seeds
     out = [{**r, **{c: r.get(c) for c in VERIFY_COLUMNS}} for r in rows]
@@ -122,14 +162,24 @@ def verify(rows: list[dict], seeds: list[dict] | str | Path, *, embedder="minilm
         from .models import load_model
 
         model = load_model(embedder) if isinstance(embedder, str) else embedder
-        margins = flip_margins(model, [s["query"] for _, s, _, _ in pairs], [s["instruction"] for _, s, _, _ in pairs],
-                               [out[i]["reversal"] for i, _, _, _ in pairs], [p for _, _, p, _ in pairs],
-                               [n for _, _, _, n in pairs], batch_size)
+        margins = flip_margins(
+            model,
+            [s["query"] for _, s, _, _ in pairs],
+            [s["instruction"] for _, s, _, _ in pairs],
+            [out[i]["reversal"] for i, _, _, _ in pairs],
+            [p for _, _, p, _ in pairs],
+            [n for _, _, _, n in pairs],
+            batch_size,
+        )
         for (i, _, _, _), (og, rev) in zip(pairs, margins):
-            out[i].update(verify_margin_og=round(og, 6), verify_margin_rev=round(rev, 6), verify_flip=og > 0 and rev > 0)
+            out[i].update(
+                verify_margin_og=round(og, 6), verify_margin_rev=round(rev, 6), verify_flip=og > 0 and rev > 0
+            )
     if judge is not None and pairs:
         if judge.backend not in ("openai", "transformers"):
-            raise ValueError(f"the judge needs an LLM backend (openai or transformers), not {judge.backend!r}")
+            raise ValueError(
+                f"the judge needs an LLM backend (openai or transformers), not {judge.backend!r}"
+            )
         llm = build_llm(judge)
         verdicts = run_sync(_judge_all(llm, out, pairs, load_template(judge_template)))
         for (i, _, _, _), (ok, why) in zip(pairs, verdicts):
@@ -155,17 +205,25 @@ class VerifySummary:
         return s
 
 
-def verify_file(path: str | Path, seeds: list[dict] | str | Path, out: str | Path | None = None, **kwargs) -> VerifySummary:
+def verify_file(
+    path: str | Path, seeds: list[dict] | str | Path, out: str | Path | None = None, **kwargs
+) -> VerifySummary:
     """``verify`` a synthesis JSONL; write to ``out`` or rewrite ``path`` atomically (temp + rename)."""
-    from .synthesize import load_synthesis
 
     rows = verify(load_synthesis(path), seeds, **kwargs)
     target = Path(out or path)
-    atomic_write_text(target, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    checked = [r for r in rows if r.get("verify_flip") is not None or r.get("verify_judge_reason") is not None]
-    return VerifySummary(str(target), len(rows), len(checked), sum(1 for r in rows if r.get("verify_flip")),
-                         sum(1 for r in rows if r.get("verify_judge") is not None),
-                         sum(1 for r in rows if r.get("verify_judge")))
+    atomic_write_text(target, "".join(dumps(r) for r in rows))
+    checked = [
+        r for r in rows if r.get("verify_flip") is not None or r.get("verify_judge_reason") is not None
+    ]
+    return VerifySummary(
+        str(target),
+        len(rows),
+        len(checked),
+        sum(1 for r in rows if r.get("verify_flip")),
+        sum(1 for r in rows if r.get("verify_judge") is not None),
+        sum(1 for r in rows if r.get("verify_judge")),
+    )
 
 
 __all__ = ["verify", "verify_file", "flip_margins", "parse_judge", "judge_order", "VerifySummary"]

@@ -11,35 +11,33 @@ whole FollowIR code path (data schema, prompts, reranking, scoring) without the 
 
 ``LocalRetrievalTask`` does the same for a BEIR-style folder (full-corpus retrieval).
 
+``evaluate_mteb(model, names)`` runs named tasks (``followir`` = Robust04, News21, Core17)
+through ``mteb.evaluate``: the numbers are mteb's own, the intervals come from per-query scores
+of mteb's run. This module depends on ``evaluate`` (the result type), never the reverse.
+
 Not handled here: our own evaluation (``evaluate``) and metric definitions (``metrics``).
 """
+
 from __future__ import annotations
 
 import functools
 import logging
 import os
 import socket
+import time
 import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .errors import DataError
+import numpy as np
+
+from . import metrics as M
+from .corpora import FOLLOWIR_TASKS, FollowIRData, load_beir, load_followir, score_metric_for
+from .errors import DataError, DatasetUnavailable
+from .evaluate import EvalResult, _resolve_model, _with_ci, followir_per_query
+from .stats import stratified_mean
 
 log = logging.getLogger(__name__)
-
-FOLLOWIR_TASKS = ("Robust04InstructionRetrieval", "News21InstructionRetrieval", "Core17InstructionRetrieval")
-# the paper's Score per FollowIR dataset (REFERENCE.md §1): MAP@1000, but nDCG@5 on News21
-SCORE_METRIC = {"Robust04InstructionRetrieval": "map_at_1000", "News21InstructionRetrieval": "ndcg_at_5",
-                "Core17InstructionRetrieval": "map_at_1000"}
-
-
-class DatasetUnavailable(DataError):
-    """An mteb task's dataset is neither in the local HF cache nor downloadable right now."""
-
-
-def score_metric_for(name: str) -> str:
-    """``'News21InstructionRetrieval' -> 'ndcg_at_5'``; any other name (Robust04, Core17, a local set) -> MAP@1000."""
-    return SCORE_METRIC.get(name, "ndcg_at_5" if "news21" in name.lower() else "map_at_1000")
 
 
 def expand_task_names(names: list[str] | str) -> list[str]:
@@ -70,10 +68,18 @@ def _base_metadata(name: str, folder: Path, kind: str):
     else:
         md = mteb.get_task("SciFact").metadata
         desc = f"BEIR-style folder {folder}"
-    return md.model_copy(update={"name": name, "description": desc, "reference": None,
-                                 "dataset": {"path": str(folder), "revision": "local"},
-                                 "bibtex_citation": "", "eval_splits": ["test"], "eval_langs": ["eng-Latn"]},
-                         deep=True)
+    return md.model_copy(
+        update={
+            "name": name,
+            "description": desc,
+            "reference": None,
+            "dataset": {"path": str(folder), "revision": "local"},
+            "bibtex_citation": "",
+            "eval_splits": ["test"],
+            "eval_langs": ["eng-Latn"],
+        },
+        deep=True,
+    )
 
 
 @functools.cache
@@ -83,15 +89,18 @@ def _task_classes():
     from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change
     from mteb.abstasks import AbsTaskRetrieval
 
-    from .evaluate import load_beir
-    from .followir import FollowIRData, load_followir
-
     def corpus_dataset(corpus):
-        return Dataset.from_dict({"id": list(corpus), "title": [d["title"] for d in corpus.values()],
-                                  "text": [d["text"] for d in corpus.values()]})
+        return Dataset.from_dict(
+            {
+                "id": list(corpus),
+                "title": [d["title"] for d in corpus.values()],
+                "text": [d["text"] for d in corpus.values()],
+            }
+        )
 
     class LocalFollowIRTask(AbsTaskRetrieval):
         """FollowIR folder in mteb 2.x's schema; subclasses set ``metadata`` and ``source``."""
+
         source = None
 
         def load_data(self, num_proc=None, **kwargs):
@@ -100,17 +109,27 @@ def _task_classes():
             data = self.source if isinstance(self.source, FollowIRData) else load_followir(self.source)
             ids, texts, instr, qrels, top = [], [], [], {}, {}
             for qid, q in data.queries.items():
-                for suffix, key, qr in (("-og", "instruction_og", data.qrels_og),
-                                        ("-changed", "instruction_changed", data.qrels_changed)):
+                for suffix, key, qr in (
+                    ("-og", "instruction_og", data.qrels_og),
+                    ("-changed", "instruction_changed", data.qrels_changed),
+                ):
                     ids.append(qid + suffix)
                     texts.append(q["text"])
-                    instr.append(q[key])          # mteb appends it: query + " " + instruction
+                    instr.append(q[key])  # mteb appends it: query + " " + instruction
                     qrels[qid + suffix] = dict(qr.get(qid, {}))
                     top[qid + suffix] = list(data.top_ranked[qid])
             self.qrel_diff = data.qrel_diff
             queries = Dataset.from_dict({"id": ids, "text": texts, "instruction": instr})
-            self.dataset = {"default": {"test": {"corpus": corpus_dataset(data.corpus), "queries": queries,
-                                                 "relevant_docs": qrels, "top_ranked": top}}}
+            self.dataset = {
+                "default": {
+                    "test": {
+                        "corpus": corpus_dataset(data.corpus),
+                        "queries": queries,
+                        "relevant_docs": qrels,
+                        "top_ranked": top,
+                    }
+                }
+            }
             self.data_loaded = True
 
         def task_specific_scores(self, scores, qrels, results, hf_split, hf_subset):
@@ -119,6 +138,7 @@ def _task_classes():
 
     class LocalRetrievalTask(AbsTaskRetrieval):
         """BEIR-style folder (full-corpus retrieval); subclasses set ``metadata`` and ``source``."""
+
         source = None
 
         def load_data(self, num_proc=None, **kwargs):
@@ -126,8 +146,16 @@ def _task_classes():
                 return
             corpus, queries, qrels = load_beir(self.source)
             queries = Dataset.from_dict({"id": list(queries), "text": list(queries.values())})
-            self.dataset = {"default": {"test": {"corpus": corpus_dataset(corpus), "queries": queries,
-                                                 "relevant_docs": qrels, "top_ranked": None}}}
+            self.dataset = {
+                "default": {
+                    "test": {
+                        "corpus": corpus_dataset(corpus),
+                        "queries": queries,
+                        "relevant_docs": qrels,
+                        "top_ranked": None,
+                    }
+                }
+            }
             self.data_loaded = True
 
     return LocalFollowIRTask, LocalRetrievalTask
@@ -145,7 +173,6 @@ def local_followir_task(data, name: str | None = None):
     ``data`` is a folder path or a loaded ``FollowIRData``; the task is named after the folder
     (as ``evaluate_followir`` names its result), unless ``name`` is given.
     """
-    from .followir import FollowIRData
 
     folder = Path(data.name) if isinstance(data, FollowIRData) else Path(data)
     return _make_task(_task_classes()[0], name or folder.name, folder, "followir", data)
@@ -213,10 +240,12 @@ def check_task_available(task) -> None:
         datasets.get_dataset_config_names(path, revision=rev)
     except Exception as e:  # ConnectionError, FileNotFoundError, DatasetNotFoundError, ...
         raise DatasetUnavailable(
-            f"{task.metadata.name}", None,
+            f"{task.metadata.name}",
+            None,
             f"dataset {path} (revision {str(rev)[:10]}) is not in the local cache and {why}; "
             f"download it once online (python -c \"import mteb; mteb.get_task('{task.metadata.name}').load_data()\") "
-            f"or point HF_HOME at a cache that has it [{type(e).__name__}]") from None
+            f"or point HF_HOME at a cache that has it [{type(e).__name__}]",
+        ) from None
 
 
 def get_task(name: str):
@@ -252,8 +281,14 @@ def run_mteb(model, task, *, batch_size: int = 32, show_progress_bar: bool = Fal
         # mteb 2.26 calls a sentence-transformers method that 6.x renamed; the FutureWarning is noise
         warnings.filterwarnings("ignore", category=FutureWarning)
         try:
-            res = mteb.evaluate(model, task, cache=None, overwrite_strategy="always", show_progress_bar=show_progress_bar,
-                                encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar})
+            res = mteb.evaluate(
+                model,
+                task,
+                cache=None,
+                overwrite_strategy="always",
+                show_progress_bar=show_progress_bar,
+                encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar},
+            )
         finally:
             del task.task_specific_scores
     if res.exceptions:
@@ -262,3 +297,147 @@ def run_mteb(model, task, *, batch_size: int = 32, show_progress_bar: bool = Fal
     split = "test" if "test" in tr.scores else next(iter(tr.scores))
     scores = tr.scores[split][0]
     return {"scores": scores, "run": captured.get("run"), "qrels": captured.get("qrels")}
+
+
+# --------------------------------------------------------------------------------------------
+# 2. named mteb tasks (and local folders through mteb, for cross-checks)
+
+
+def _split_suffix(run):
+    og = {q[:-3]: d for q, d in run.items() if q.endswith("-og")}
+    ch = {q[:-8]: d for q, d in run.items() if q.endswith("-changed")}
+    return og, ch
+
+
+def _qrel_diff_of(task) -> dict[str, list[str]]:
+    if hasattr(task, "qrel_diff"):
+        return task.qrel_diff
+    from datasets import load_dataset  # the same call mteb's FollowIR tasks make (cached by then)
+
+    md = task.metadata.dataset
+    ds = load_dataset(md["path"], "qrel_diff", split="qrel_diff", revision=md["revision"])
+    return {row["query-id"]: row["corpus-ids"] for row in ds}
+
+
+def evaluate_mteb_task(
+    model, task, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0
+) -> EvalResult:
+    """Run one mteb task (name or task object) through ``mteb.evaluate``; mteb's numbers, our CIs.
+
+    FollowIR-type tasks (p-MRR in mteb's scores) report p_mrr, map_at_1000, ndcg_at_5 (og run vs
+    og qrels) and score; retrieval tasks report ndcg_at_10; other tasks their main score
+    (no interval). Per-query values are recomputed by ``metrics`` on mteb's own run and must
+    agree with mteb's means (to mteb's 5-decimal rounding) or a warning says so.
+    """
+    t0 = time.perf_counter()
+    if isinstance(task, str):
+        task = get_task(task)
+        check_task_available(task)
+    model, mname = _resolve_model(model)
+    out = run_mteb(model, task, batch_size=batch_size)
+    s, run, qrels = out["scores"], out["run"], out["qrels"]
+    tname = task.metadata.name
+    if "p-MRR" in s:
+        sm = score_metric_for(tname)
+        reported = {
+            "p_mrr": 100 * float(s["p-MRR"]),
+            "map_at_1000": 100 * s["og"]["map_at_1000"],
+            "ndcg_at_5": 100 * s["og"]["ndcg_at_5"],
+        }
+        reported["score"] = reported[sm]
+        og, ch = _split_suffix(run)
+        qrels_og, _ = _split_suffix(qrels)
+        diff = _qrel_diff_of(task)
+        pq = followir_per_query(og, ch, qrels_og, diff, sm)
+        res = EvalResult(
+            tname,
+            mname,
+            reported,
+            {},
+            pq,
+            {"og": og, "changed": ch},
+            source="mteb",
+            qrel_diff=diff,
+            score_metric=sm,
+            qrels=qrels_og,
+        )
+    elif run is not None and "ndcg_at_10" in s:
+        pq = {
+            "ndcg_at_10": {
+                q: 100 * v for q, v in M.trec_per_query(run, qrels, ["ndcg_at_10"])["ndcg_at_10"].items()
+            }
+        }
+        res = EvalResult(
+            tname,
+            mname,
+            {"ndcg_at_10": 100 * s["ndcg_at_10"]},
+            {},
+            pq,
+            {"run": run},
+            source="mteb",
+            qrels=qrels,
+        )
+    else:
+        res = EvalResult(
+            tname, mname, {task.metadata.main_score: 100 * float(s["main_score"])}, {}, {}, source="mteb"
+        )
+    for m, pqm in res.per_query.items():
+        if m in res.metrics and pqm and abs(M.mean(pqm) - res.metrics[m]) > 1e-3:
+            log.warning(
+                "%s %s: mteb reports %.4f, per-query mean of its run is %.4f",
+                tname,
+                m,
+                res.metrics[m],
+                M.mean(pqm),
+            )
+    _with_ci(res, bootstrap, rng_seed)
+    res.timings = {"total_s": time.perf_counter() - t0}
+    return res
+
+
+def aggregate_followir(
+    results: list[EvalResult], *, bootstrap: int = 1000, rng_seed: int = 0, name: str = "followir"
+) -> EvalResult:
+    """The paper's FollowIR summary: mean over datasets of p-MRR and of Score (REFERENCE.md §1).
+
+    Per-query ids become ``'<dataset>/<qid>'``; intervals resample queries within each dataset.
+    """
+    pq: dict[str, dict[str, float]] = {}
+    for m in ("p_mrr", "score"):
+        pq[m] = {f"{r.dataset}/{q}": v for r in results for q, v in r.per_query.get(m, {}).items()}
+    metrics = {m: float(np.mean([r.metrics[m] for r in results])) for m in ("p_mrr", "score")}
+    res = EvalResult(
+        name,
+        results[0].model,
+        metrics,
+        {},
+        pq,
+        source=results[0].source,
+        problems=[p for r in results for p in r.problems],
+    )
+    for m, d in pq.items():
+        if d and abs(stratified_mean(list(d.values()), [q.split("/")[0] for q in d]) - metrics[m]) > 1e-3:
+            log.warning("aggregate %s: per-query mean differs from the mean of dataset means", m)
+    return _with_ci(res, bootstrap, rng_seed, strata={q: q.split("/", 1)[0] for d in pq.values() for q in d})
+
+
+def evaluate_mteb(
+    model, names, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0
+) -> list[EvalResult]:
+    """Evaluate named mteb tasks (``'followir'`` expands to its three); adds the FollowIR aggregate.
+
+    Every task's dataset is checked first, so a missing one fails in milliseconds with one line
+    (``DatasetUnavailable``) before any model time is spent.
+    """
+    tasks = [get_task(n) for n in expand_task_names(names)]
+    for t in tasks:
+        check_task_available(t)
+    model, _ = _resolve_model(model)
+    out = [
+        evaluate_mteb_task(model, t, batch_size=batch_size, bootstrap=bootstrap, rng_seed=rng_seed)
+        for t in tasks
+    ]
+    fir = [r for r in out if r.dataset in FOLLOWIR_TASKS]
+    if len(fir) == len(FOLLOWIR_TASKS):
+        out.append(aggregate_followir(fir, bootstrap=bootstrap, rng_seed=rng_seed))
+    return out

