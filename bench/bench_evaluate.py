@@ -49,7 +49,7 @@ def sentence_pool(n: int = 400) -> list[str]:
 
 
 def build(n_docs: int, n_queries: int, n_cand: int, seed: int) -> FollowIRData:
-    data = synthetic_followir(n_queries, n_docs, n_cand, seed=seed, sentences=sentence_pool(), sentences_per_doc=3,
+    data = synthetic_followir(n_queries, n_docs, n_cand, rng_seed=seed, sentences=sentence_pool(), sentences_per_doc=3,
                               name="bench")
     used = {d for c in data.top_ranked.values() for d in c}
     data.corpus = {d: v for d, v in data.corpus.items() if d in used}
@@ -86,7 +86,7 @@ def main() -> int:
         model = load_model("minilm")
         print(f"model: MiniLM on {model.device}, batch size {a.batch_size}; torch threads "
               f"{__import__('torch').get_num_threads()}; load average {os.getloadavg()[0]:.1f}")
-        E.evaluate_followir(model, synthetic_followir(2, 20, seed=1), bootstrap=0, cache=False)   # warm up torch
+        E.evaluate_followir(model, synthetic_followir(2, 20, rng_seed=1), bootstrap=0, cache=False)   # warm up torch
 
         # Rounds alternate mteb, ours cold (fresh cache), ours again; the minimum over rounds is
         # reported (timeit's convention), with this process's CPU time beside the wall time:

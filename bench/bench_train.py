@@ -38,7 +38,7 @@ def plain_st_mnrl(examples, cfg, out: Path) -> float:
     ds = to_dataset(examples, cfg.num_negatives, with_labels=False)
     args = SentenceTransformerTrainingArguments(output_dir=str(out), per_device_train_batch_size=cfg.batch_size,
                                                 max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, save_strategy="no",
-                                                report_to="none", use_cpu=True, seed=cfg.seed, disable_tqdm=True,
+                                                report_to="none", use_cpu=True, seed=cfg.rng_seed, disable_tqdm=True,
                                                 dataloader_pin_memory=False)
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds,
                                          loss=MultipleNegativesRankingLoss(model, scale=1 / cfg.temperature))

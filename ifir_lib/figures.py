@@ -17,26 +17,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from .errors import FigureExportError
 from .figure_style import (
-    BASE_FONT,
     COLUMN_WIDTH,
     METRIC_LABELS,
-    OTHER_COLOR,
     PAGE_WIDTH,
     PAPER_BACKBONES,
-    PNG_SCALE,
     PUBLISHED_METRICS,
-    SMALL_FONT,
-    STATUS_COLORS,
     TEMPLATE,
     _facet_layout,
     _legend_marker,
@@ -45,18 +37,8 @@ from .figure_style import (
     mode_color,
     mode_label,
 )
-from .results import (
-    add_backbone,
-    load_per_query,
-    load_published,
-    load_results,
-    load_synthesis_rows,
-    load_train_logs,
-    mode_order,
-    per_query_summary,
-    summarize,
-    synthesis_summary,
-)
+from .results import add_backbone, load_published, mode_order
+from .summaries import per_query_summary, summarize
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
@@ -360,270 +342,3 @@ def fig_per_query(
     )
     _facet_layout(fig, len(backbones))
     return fig
-
-
-def fig_synthesis_stats(rows: list[dict] | pd.DataFrame) -> go.Figure:
-    """(d) Four panels: outcome per instruction type, reversal lengths, outcome shares per
-    backend (declined and rejected rates), verification pass rate per backend. Two columns wide."""
-    t = synthesis_summary(rows)
-    fig = make_subplots(
-        rows=2,
-        cols=2,
-        vertical_spacing=0.2,
-        horizontal_spacing=0.2,
-        subplot_titles=("Instruction types", "Reversal length", "Outcome by backend", "Verified flips"),
-    )
-    # subplot titles: lift them off full-height bars (the 100% stacks touch the panel top)
-    fig.update_annotations(font=dict(size=BASE_FONT), yshift=10)
-    statuses = [s for s in STATUS_COLORS if s in set(t["by_type"]["status"])] + sorted(
-        set(t["by_type"]["status"]) - set(STATUS_COLORS)
-    )
-    types = sorted(set(t["by_type"]["instruction_type"]))
-    for st in statuses:
-        n = (
-            t["by_type"][t["by_type"]["status"] == st]
-            .set_index("instruction_type")["n"]
-            .reindex(types, fill_value=0)
-        )
-        fig.add_trace(
-            go.Bar(
-                y=types,
-                x=n,
-                orientation="h",
-                name=st,
-                legendgroup=st,
-                marker_color=STATUS_COLORS.get(st, OTHER_COLOR),
-            ),
-            row=1,
-            col=1,
-        )
-        b = t["by_backend"][t["by_backend"]["status"] == st]
-        fig.add_trace(
-            go.Bar(
-                x=b["backend"],
-                y=100 * b["share"],
-                name=st,
-                legendgroup=st,
-                showlegend=False,
-                marker_color=STATUS_COLORS.get(st, OTHER_COLOR),
-                text=[f"{v:.0f}%" if v >= 8 else "" for v in 100 * b["share"]],
-                textposition="inside",
-                insidetextanchor="middle",
-                textfont=dict(size=SMALL_FONT - 2, color="white"),
-            ),
-            row=2,
-            col=1,
-        )
-    if len(t["lengths"]):
-        fig.add_trace(
-            go.Histogram(
-                x=t["lengths"]["words"],
-                showlegend=False,
-                marker_color="#666666",
-                xbins=dict(size=max(1, int(np.ceil(t["lengths"]["words"].max() / 15)))),
-            ),
-            row=1,
-            col=2,
-        )
-    if len(t["verify"]):
-        v = t["verify"]
-        fig.add_trace(
-            go.Bar(
-                x=v["backend"],
-                y=100 * v["rate"],
-                showlegend=False,
-                marker_color=STATUS_COLORS["accepted"],
-                text=[f"{p}/{n}" for p, n in zip(v["passed"], v["n"])],
-                textposition="outside",
-                textfont=dict(size=SMALL_FONT - 2),
-                cliponaxis=False,
-            ),
-            row=2,
-            col=2,
-        )
-    else:
-        fig.add_annotation(
-            text="no verification results",
-            showarrow=False,
-            xref="x4 domain",
-            yref="y4 domain",
-            x=0.5,
-            y=0.5,
-            font=dict(size=SMALL_FONT, color="#666666"),
-        )
-    fig.update_layout(
-        barmode="stack",
-        template=TEMPLATE,
-        width=PAGE_WIDTH,
-        height=760,
-        legend=dict(y=1.07),
-        margin=dict(t=70),
-    )
-    fig.update_xaxes(title_text="seed rows", row=1, col=1)
-    fig.update_xaxes(title_text="words in reversal", row=1, col=2)
-    fig.update_yaxes(title_text="reversals", row=1, col=2)
-    fig.update_yaxes(title_text="% of rows", range=[0, 100], row=2, col=1)
-    fig.update_yaxes(title_text="% verified", range=[0, 115], tickvals=[0, 25, 50, 75, 100], row=2, col=2)
-    return fig
-
-
-def fig_loss_curves(logs: pd.DataFrame) -> go.Figure:
-    """(e) Training loss per step, one line per run coloured by its mode (seeds share a colour)."""
-    if logs.empty:
-        raise ValueError("no training log lines with a loss")
-    fig = go.Figure()
-    shown = set()
-    for mode in mode_order(logs["mode"]):
-        for run, g in logs[logs["mode"] == mode].groupby("run", sort=True):
-            g = g.sort_values("step")
-            fig.add_trace(
-                go.Scatter(
-                    x=g["step"],
-                    y=g["loss"],
-                    mode="lines+markers" if len(g) < 15 else "lines",
-                    name=mode_label(mode),
-                    legendgroup=mode,
-                    showlegend=mode not in shown,
-                    line=dict(color=mode_color(mode), width=2),
-                    marker=dict(size=6),
-                    hovertemplate=f"{run}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
-                )
-            )
-            shown.add(mode)
-    fig.update_layout(
-        template=TEMPLATE, width=COLUMN_WIDTH, height=400, xaxis_title="step", yaxis_title="training loss"
-    )
-    return fig
-
-
-# ---------------------------------------------------------------------------------------------
-# Saving
-
-
-def _check_name(name: str) -> None:
-    if not _NAME.match(name):
-        raise ValueError(
-            f"figure name {name!r}: use lowercase letters, digits, '_' or '-' (LaTeX \\includegraphics-safe)"
-        )
-
-
-def _write_static(items: list[tuple[go.Figure, Path]]) -> None:
-    """Render PNG/SVG files in one Chromium session (kaleido starts one browser per call, ~3 s)."""
-    if not items:
-        return
-    figs, files, scales, widths, heights = [], [], [], [], []
-    for fig, path in items:
-        figs.append(fig)
-        files.append(path)
-        scales.append(PNG_SCALE if path.suffix == ".png" else 1)
-        widths.append(int(fig.layout.width or COLUMN_WIDTH))
-        heights.append(int(fig.layout.height or 400))
-    try:
-        pio.write_images(figs, files, scale=scales, width=widths, height=heights)
-    except RuntimeError as e:
-        if "chrome" in str(e).lower():
-            raise FigureExportError(
-                "static export needs Chrome or Chromium for kaleido: `apt-get install -y chromium` "
-                "(Debian's /usr/bin/chromium is found automatically) or set BROWSER_PATH to a Chrome "
-                "binary; formats=('html',) needs neither"
-            ) from e
-        raise
-
-
-def _save_many(figs: dict[str, go.Figure], out_dir: str | Path, formats: Sequence[str]) -> list[Path]:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    bad = set(formats) - {"png", "svg", "html", "pdf"}
-    if bad:
-        raise ValueError(f"unknown format(s) {sorted(bad)}; use png, svg, pdf or html")
-    written, static = [], []
-    for name, fig in figs.items():
-        _check_name(name)
-        for fmt in formats:
-            path = out_dir / f"{name}.{fmt}"
-            if fmt == "html":
-                # one plotly.min.js next to the pages: they open offline without a 4 MB copy each
-                fig.write_html(path, include_plotlyjs="directory", full_html=True)
-            else:
-                static.append((fig, path))
-            written.append(path)
-    _write_static(static)
-    return written
-
-
-def save_figure(
-    fig: go.Figure, out_dir: str | Path, name: str, formats: Sequence[str] = ("png", "svg", "html")
-) -> list[Path]:
-    """Write ``out_dir/name.{png,svg,html}`` (PNG at scale 3); return the paths.
-
-    ``name`` must be LaTeX-friendly (``fig_pmrr_by_config``). Static formats go through kaleido
-    and Chromium (``BROWSER_PATH`` overrides where Chromium is found).
-    """
-    return _save_many({name: fig}, out_dir, formats)
-
-
-FIGURE_NAMES = {
-    "a": "fig_pmrr_by_config",
-    "b": "fig_pmrr_vs_score",
-    "c": "fig_per_query_pmrr",
-    "d": "fig_synthesis_stats",
-    "e": "fig_loss_curves",
-}
-
-
-def make_all_figures(
-    results_csv: str | Path,
-    out_dir: str | Path,
-    per_query_csv: str | Path | None = None,
-    runs_dir: str | Path | None = None,
-    synthesis_path: str | Path | Sequence[str | Path] | None = None,
-    formats: Sequence[str] = ("png", "svg", "html"),
-) -> list[Path]:
-    """Rebuild every figure whose inputs exist; print a note for each one skipped.
-
-    Example: only ``results_csv`` -> (a) and (b), plus (c) when the sibling
-    ``<stem>_per_query.csv`` that ``evaluate`` writes exists (or ``per_query_csv`` is given);
-    ``synthesis_path`` (one file, or several to compare backends) -> (d); ``runs_dir`` -> (e).
-    Returns the written paths.
-    """
-    results = add_backbone(load_results(results_csv), runs_dir)
-    published = load_published()
-    if per_query_csv is None:
-        # ``evaluate.append_results`` writes per-query scores next to the table: results_per_query.csv
-        per_query_csv = Path(results_csv).with_name(f"{Path(results_csv).stem}_per_query.csv")
-    figs: dict[str, go.Figure] = {}
-
-    def absent(p):
-        return p is None or not Path(p).exists()
-
-    metrics = set(results["metric"])
-    if metrics & {"p_mrr", "score"}:
-        figs[FIGURE_NAMES["a"]] = fig_metrics_by_mode(results, published=published)
-    else:
-        print(f"skipped {FIGURE_NAMES['a']}: results have neither p_mrr nor score")
-    if {"p_mrr", "score"} <= metrics:
-        figs[FIGURE_NAMES["b"]] = fig_tradeoff(results, published=published)
-    else:
-        print(f"skipped {FIGURE_NAMES['b']}: results need both p_mrr and score")
-    if absent(per_query_csv):
-        print(f"skipped {FIGURE_NAMES['c']}: no per-query file ({per_query_csv})")
-    else:
-        figs[FIGURE_NAMES["c"]] = fig_per_query(load_per_query(per_query_csv), results)
-    synth = (
-        []
-        if synthesis_path is None
-        else [synthesis_path]
-        if isinstance(synthesis_path, (str, Path))
-        else list(synthesis_path)
-    )
-    missing = [str(p) for p in synth if absent(p)]
-    if not synth or missing:
-        print(f"skipped {FIGURE_NAMES['d']}: no synthesis file ({', '.join(missing) or None})")
-    else:
-        figs[FIGURE_NAMES["d"]] = fig_synthesis_stats(load_synthesis_rows(synth))
-    logs = None if absent(runs_dir) else load_train_logs(runs_dir)
-    if logs is None or logs.empty:
-        print(f"skipped {FIGURE_NAMES['e']}: no train_log.jsonl under {runs_dir}")
-    else:
-        figs[FIGURE_NAMES["e"]] = fig_loss_curves(logs)
-    return _save_many(figs, out_dir, formats)

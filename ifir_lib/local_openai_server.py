@@ -206,60 +206,6 @@ class FakeOpenAIServer:
             self._thread.join(10)
 
 
-TOPICS = [
-    "solar panels",
-    "migraine treatment",
-    "coral reefs",
-    "urban cycling",
-    "sourdough baking",
-    "lithium mining",
-    "sleep apnea",
-    "glacier retreat",
-    "jazz history",
-    "wildfire smoke",
-]
-PLACES = ["Germany", "Spain", "Kenya", "Chile", "Japan", "Canada"]
-
-
-def make_seed(i: int, negatives: int = 2, reference: bool = True) -> dict:
-    """A small valid seed (schema of ``ifir_lib.data``) with distinct, readable texts."""
-    topic = TOPICS[i % len(TOPICS)]
-    place = lambda k: PLACES[(i + k) % len(PLACES)]  # noqa: E731
-    seed = {
-        "id": f"seed-{i:04d}",
-        "query": f"{topic} research {i}",
-        "instruction": f"Only consider studies conducted in {place(0)}.",
-        "instruction_type": "geography",
-        "positive": {
-            "id": f"pos-{i:04d}",
-            "text": f"A field study in {place(0)} examined {topic} over five years.",
-        },
-        "instruction_negatives": [
-            {
-                "id": f"neg-{i:04d}-{k}",
-                "text": f"Researchers in {place(k + 1)} report new findings on {topic}.",
-            }
-            for k in range(negatives)
-        ],
-        "hard_negatives": [
-            {"id": f"hard-{i:04d}-{k}", "text": f"An unrelated note number {k} about kitchen tiles."}
-            for k in range(2)
-        ],
-    }
-    if reference:
-        seed["reference_reversal"] = f"Focus on work from {place(1)}; leave out studies from {place(0)}."
-    return seed
-
-
-def write_seeds(path, n: int, **kw):
-    import json
-
-    with open(path, "w", encoding="utf-8") as fh:
-        for i in range(n):
-            fh.write(json.dumps(make_seed(i, **kw)) + "\n")
-    return path
-
-
 def free_port() -> int:
     """A port nobody listens on (bound, then released): an unreachable endpoint for tests."""
     with socket.socket() as s:

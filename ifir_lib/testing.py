@@ -4,7 +4,7 @@
   for exercising code paths and timing, not for measuring quality);
 - ``write_example_inputs``: made-up inputs for every figure (the model is called
   ``synthetic-example``, so a figure drawn from them says so);
-- ``make_seed`` / ``write_beir``: a valid seed row and a tiny BEIR folder.
+- ``make_seed`` / ``write_seeds`` / ``write_beir``: valid seed rows and a tiny BEIR folder.
 
 Nothing here is a result, and nothing here is used by the pipeline itself.
 """
@@ -71,12 +71,12 @@ def synthetic_followir(
     n_queries: int = 4,
     n_docs: int = 40,
     n_candidates: int | None = None,
-    seed: int = 0,
+    rng_seed: int = 0,
     sentences: list[str] | None = None,
     sentences_per_doc: int = 3,
     name: str = "synthetic",
 ) -> FollowIRData:
-    """A FollowIR-format set of any size, deterministic in ``seed``.
+    """A FollowIR-format set of any size, deterministic in ``rng_seed``.
 
     Query ``q`` asks about one topic; its original instruction accepts any country, the changed
     one only ``place(q)``. Each query owns a few on-topic documents (graded 1-2 under the
@@ -87,7 +87,7 @@ def synthetic_followir(
     per query form ``top_ranked``; a query's own documents are always among them.
     ``synthetic_followir(2, 10)`` -> 2 queries, 10 documents, 10 candidates each.
     """
-    rng = random.Random(seed)
+    rng = random.Random(rng_seed)
     pool = list(sentences or _FILLER)
     n_own = max(3, min(8, n_docs // (2 * max(n_queries, 1))))
     if n_queries * n_own > n_docs:
@@ -137,14 +137,14 @@ def synthetic_followir(
     return FollowIRData(name, corpus, queries, qrels_og, qrels_changed, top_ranked, [])
 
 
-def write_example_inputs(root: str | Path, seed: int = 0) -> dict[str, Path]:
+def write_example_inputs(root: str | Path, rng_seed: int = 0) -> dict[str, Path]:
     """Write made-up inputs for every figure under ``root``: ``results.csv``, ``results_per_query.csv``,
     ``runs/`` (train logs) and ``synthesis.jsonl``. The model is called ``synthetic-example`` so
     a figure drawn from them says so; the numbers mean nothing.
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(rng_seed)
     effect = {
         "base": (-4, 40),
         "ins-orig": (2, 45),
@@ -262,28 +262,56 @@ def write_example_inputs(root: str | Path, seed: int = 0) -> dict[str, Path]:
     }
 
 
-def make_seed(sid: str = "s1", n_neg: int = 2, n_hard: int = 3, **fields) -> dict:
-    """A valid seed row with short distinct passages; ``fields`` override any key."""
+TOPICS = [
+    "solar panels",
+    "migraine treatment",
+    "coral reefs",
+    "urban cycling",
+    "sourdough baking",
+    "lithium mining",
+    "sleep apnea",
+    "glacier retreat",
+    "jazz history",
+    "wildfire smoke",
+]
+PLACES = ["Germany", "Spain", "Kenya", "Chile", "Japan", "Canada"]
 
-    def p(kind, i=""):
-        return {
-            "id": f"{sid}-{kind}{i}",
-            "text": f"{kind} passage {i} of {sid} about solar panel subsidies in Kenya.",
-        }
 
+def make_seed(i: int, negatives: int = 2, reference: bool = True) -> dict:
+    """A small valid seed (schema of ``ifir_lib.seeds``) with distinct, readable texts."""
+    topic = TOPICS[i % len(TOPICS)]
+    place = lambda k: PLACES[(i + k) % len(PLACES)]  # noqa: E731
     seed = {
-        "id": sid,
-        "query": f"solar subsidies {sid}",
-        "instruction": "Only programmes in Kenya count.",
+        "id": f"seed-{i:04d}",
+        "query": f"{topic} research {i}",
+        "instruction": f"Only consider studies conducted in {place(0)}.",
         "instruction_type": "geography",
-        "domain": "energy",
-        "positive": p("pos"),
-        "instruction_negatives": [p("in", i + 1) for i in range(n_neg)],
-        "hard_negatives": [p("hn", i + 1) for i in range(n_hard)],
-        "reference_reversal": "Only programmes in Ghana count.",
-        "reference_negative_index": 0,
+        "positive": {
+            "id": f"pos-{i:04d}",
+            "text": f"A field study in {place(0)} examined {topic} over five years.",
+        },
+        "instruction_negatives": [
+            {
+                "id": f"neg-{i:04d}-{k}",
+                "text": f"Researchers in {place(k + 1)} report new findings on {topic}.",
+            }
+            for k in range(negatives)
+        ],
+        "hard_negatives": [
+            {"id": f"hard-{i:04d}-{k}", "text": f"An unrelated note number {k} about kitchen tiles."}
+            for k in range(2)
+        ],
     }
-    return {**seed, **fields}
+    if reference:
+        seed["reference_reversal"] = f"Focus on work from {place(1)}; leave out studies from {place(0)}."
+    return seed
+
+
+def write_seeds(path, n: int, **kw):
+    with open(path, "w", encoding="utf-8") as fh:
+        for i in range(n):
+            fh.write(json.dumps(make_seed(i, **kw)) + "\n")
+    return path
 
 
 def write_beir(

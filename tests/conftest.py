@@ -17,7 +17,7 @@ def minilm():
 
 @pytest.fixture(scope="session")
 def bundled_seeds():
-    from ifir_lib.data import load_seeds
+    from ifir_lib.seeds import load_seeds
     return load_seeds()
 
 

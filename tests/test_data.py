@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ifir_lib import data
+from ifir_lib import bundle
+from ifir_lib import seeds as seed_io
 from ifir_lib.config import FOLLOWIR_DIR, SEEDS_PATH
 from ifir_lib.errors import DataError
 
@@ -15,8 +16,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_bundled_data_is_valid_and_large_enough():
-    assert data.validate_bundle() == []
-    s = data.data_stats()
+    assert bundle.validate_bundle() == []
+    s = bundle.data_stats()
     assert s["seeds"] >= 200 and len(s["instruction_types"]) >= 8 and len(s["domains"]) >= 10
     assert s["eval_queries"] >= 30 and s["eval_min_pool"] >= 20
     assert 40 <= s["passage_words"]["min"] and s["passage_words"]["max"] <= 120
@@ -31,15 +32,15 @@ def _write(tmp_path, rows):
 def test_malformed_seed_files_name_file_line_and_field(tmp_path, bundled_seeds):
     good = bundled_seeds[0]
     with pytest.raises(DataError, match=r"seeds\.jsonl:2: invalid JSON"):
-        data.load_seeds(_write(tmp_path, [good, '{"id": "x", "query": ']))
+        seed_io.load_seeds(_write(tmp_path, [good, '{"id": "x", "query": ']))
     missing = {k: v for k, v in bundled_seeds[1].items() if k != "instruction"}
     with pytest.raises(DataError, match=r"seeds\.jsonl:3: field 'instruction': missing"):
-        data.load_seeds(_write(tmp_path, [good, bundled_seeds[2], missing]))
+        seed_io.load_seeds(_write(tmp_path, [good, bundled_seeds[2], missing]))
     bad_neg = {**bundled_seeds[1], "instruction_negatives": [{"id": "z"}]}
     with pytest.raises(DataError, match=r":2: field 'instruction_negatives\[0\]': missing or empty 'text'"):
-        data.load_seeds(_write(tmp_path, [good, bad_neg]))
+        seed_io.load_seeds(_write(tmp_path, [good, bad_neg]))
     with pytest.raises(DataError, match=r":2: field 'id': duplicate id"):
-        data.load_seeds(_write(tmp_path, [good, good]))
+        seed_io.load_seeds(_write(tmp_path, [good, good]))
 
 
 def test_validator_catches_train_eval_overlap(tmp_path, bundled_seeds):
@@ -48,12 +49,12 @@ def test_validator_catches_train_eval_overlap(tmp_path, bundled_seeds):
     corpus = [json.loads(l) for l in (ev / "corpus.jsonl").read_text().splitlines()]
     corpus[0]["text"] = bundled_seeds[3]["hard_negatives"][0]["text"]
     (ev / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
-    problems = data.validate_bundle(SEEDS_PATH, ev)
+    problems = bundle.validate_bundle(SEEDS_PATH, ev)
     assert problems == [f"eval doc {corpus[0]['_id']} repeats a training passage"]
 
 
 def test_promptriever_rows_map_to_seeds():
-    seeds = data.load_promptriever(FIXTURES / "promptriever_rows.jsonl")
+    seeds = seed_io.load_promptriever(FIXTURES / "promptriever_rows.jsonl")
     assert [s["id"] for s in seeds] == ["1001", "1003"]     # the row without instruction negatives is skipped
     s = seeds[0]
     assert s["query"] == "what causes tides" and s["instruction"].startswith("A relevant document explains")
@@ -65,7 +66,7 @@ def test_promptriever_rows_map_to_seeds():
 def test_cli_data_stats_json_last_line():
     out = subprocess.run([sys.executable, "-m", "ifir_lib", "data", "stats", "--json"], capture_output=True, text=True, check=True)
     stats = json.loads(out.stdout.strip().splitlines()[-1])
-    assert stats["seeds"] == len(data.load_seeds()) and stats["eval_queries"] >= 30
+    assert stats["seeds"] == len(seed_io.load_seeds()) and stats["eval_queries"] >= 30
     assert sum(stats["instruction_types"].values()) == stats["seeds"] and len(stats["domains"]) >= 10
 
 

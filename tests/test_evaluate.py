@@ -5,10 +5,14 @@ import math
 import pandas as pd
 import pytest
 
+from ifir_lib import results as R
+from ifir_lib import summaries as S
+from ifir_lib.corpora import load_beir
 from ifir_lib import embed_cache
 from ifir_lib import evaluate as E
 from ifir_lib.errors import DataError
-from ifir_lib.followir import synthetic_followir, write_followir
+from ifir_lib.corpora import write_followir
+from ifir_lib.testing import synthetic_followir
 
 
 @pytest.fixture(autouse=True)
@@ -18,7 +22,7 @@ def _private_cache(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def fir(tmp_path_factory):
-    return write_followir(synthetic_followir(4, 40, 24, seed=2), tmp_path_factory.mktemp("data") / "fir")
+    return write_followir(synthetic_followir(4, 40, 24, rng_seed=2), tmp_path_factory.mktemp("data") / "fir")
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +34,7 @@ def result(minilm, fir):
 @pytest.fixture
 def beir(tmp_path):
     """A BEIR folder from the synthetic set: bare queries, og qrels (tsv with header)."""
-    data = synthetic_followir(4, 40, seed=4)
+    data = synthetic_followir(4, 40, rng_seed=4)
     root = tmp_path / "beir"
     (root / "qrels").mkdir(parents=True)
     (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, **v}) + "\n" for d, v in data.corpus.items()))
@@ -103,26 +107,26 @@ def _fake(dataset, values, metric="p_mrr"):
 def test_results_table_is_appended_never_overwritten(tmp_path):
     path = tmp_path / "results.csv"
     r = _fake("fir", [1.0, 2.0, 3.0])
-    E.save_result(r, path, run_id="a", model="minilm", config="base", seed=0)
-    E.save_result(r, path, run_id="b", model="minilm", config="ins-dv", seed=1)
-    df = E.load_results(path)
-    assert list(df.columns) == E.RESULT_COLUMNS and list(df["run_id"]) == ["a", "b"]
+    R.save_result(r, path, run_id="a", model="minilm", mode="base", rng_seed=0)
+    R.save_result(r, path, run_id="b", model="minilm", mode="ins-dv", rng_seed=1)
+    df = R.load_results(path)
+    assert list(df.columns) == R.RESULT_COLUMNS and list(df["run_id"]) == ["a", "b"]
     assert df.loc[0, "value"] == 2.0 and df.loc[0, "ci_low"] == 1.0 and df.loc[0, "n_queries"] == 3
     assert path.read_text().count("run_id") == 1
-    pq = E.load_per_query(path)
-    assert list(pq.columns) == E.PER_QUERY_COLUMNS and len(pq) == 6
-    assert E.per_query_path(path).name == "results_per_query.csv"
+    pq = R.load_per_query(path)
+    assert list(pq.columns) == R.PER_QUERY_COLUMNS and len(pq) == 6
+    assert R.per_query_path(path).name == "results_per_query.csv"
     other = tmp_path / "other.csv"
     other.write_text("a,b\n1,2\n")
     with pytest.raises(DataError, match="refusing to append"):
-        E.append_results(other, E.result_rows(r, run_id="c"))
+        R.append_results(other, R.result_rows(r, run_id="c"))
     assert other.read_text() == "a,b\n1,2\n"
 
 
 def test_compare_results_marks_significance():
     base = [float(i % 7) for i in range(30)]
     better = [v + 5 + (i % 3) for i, v in enumerate(base)]
-    t = E.compare_results({"base": _fake("d", base), "dv": _fake("d", better)}, baseline="base", n=2000)
+    t = S.compare_results({"base": _fake("d", base), "dv": _fake("d", better)}, baseline="base", n=2000)
     row = t.set_index("run_id").loc["dv"]
     assert row["significant"] and row["delta"] == pytest.approx(sum(better) / 30 - sum(base) / 30)
 
@@ -138,12 +142,12 @@ def test_beir_ndcg_at_10(minilm, beir):
 def test_beir_bad_input(beir, caplog):
     with open(beir / "qrels" / "test.tsv", "a") as fh:
         fh.write("q2\tmissing-doc\t1\n")
-    corpus, queries, qrels = E.load_beir(beir)
+    corpus, queries, qrels = load_beir(beir)
     assert "q2" not in qrels and len(qrels) == 3 and "1 queries have qrels naming documents missing" in caplog.text
     with open(beir / "qrels" / "test.tsv", "a") as fh:
         fh.write("q1 d01 1\n")
     with pytest.raises(DataError, match=r"test.tsv:\d+: expected 3 tab-separated fields"):
-        E.load_beir(beir)
+        load_beir(beir)
 
 
 @pytest.mark.slow
@@ -152,15 +156,15 @@ def test_cli_json_contract_and_table(fir, tmp_path, capsys):
 
     out = tmp_path / "res.csv"
     rc = main(["evaluate", "--model", "minilm", "--followir", str(fir), "--json", "--out", str(out),
-               "--config", "ins-dv", "--seed", "3", "--bootstrap", "100"])
+               "--mode", "ins-dv", "--rng-seed", "3", "--bootstrap", "100"])
     assert rc == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     obj = json.loads(last)
     for m in ("p_mrr", "map_at_1000", "ndcg_at_5"):
         assert isinstance(obj[m], float) and obj[f"{m}_ci_low"] <= obj[m] <= obj[f"{m}_ci_high"]
-    df = E.load_results(out)
+    df = R.load_results(out)
     assert set(df["metric"]) == {"p_mrr", "map_at_1000", "ndcg_at_5", "score"}
-    assert set(df["config"]) == {"ins-dv"} and set(df["seed"]) == {"3"} and set(df["model"]) == {"minilm"}
+    assert set(df["mode"]) == {"ins-dv"} and set(df["rng_seed"]) == {"3"} and set(df["model"]) == {"minilm"}
     assert math.isclose(df.set_index("metric").loc["p_mrr", "value"], obj["p_mrr"], abs_tol=1e-4)
 
 

@@ -5,11 +5,12 @@ import logging
 import pytest
 
 from ifir_lib.errors import DataError
-from ifir_lib.followir import load_followir, synthetic_followir, write_followir
+from ifir_lib.corpora import load_followir, write_followir
+from ifir_lib.testing import synthetic_followir
 
 
 def test_synthetic_set_round_trips(tmp_path):
-    data = synthetic_followir(3, 30, 20, seed=1)
+    data = synthetic_followir(3, 30, 20, rng_seed=1)
     back = load_followir(write_followir(data, tmp_path / "fir"))
     assert back.problems == []
     assert back.queries == data.queries and back.corpus == data.corpus
@@ -21,8 +22,8 @@ def test_synthetic_set_round_trips(tmp_path):
 
 
 def test_synthetic_set_is_deterministic_and_scales():
-    assert synthetic_followir(2, 20, seed=5).corpus == synthetic_followir(2, 20, seed=5).corpus
-    big = synthetic_followir(20, 2000, 300, seed=0, sentences=[f"Sentence number {i}." for i in range(50)])
+    assert synthetic_followir(2, 20, rng_seed=5).corpus == synthetic_followir(2, 20, rng_seed=5).corpus
+    big = synthetic_followir(20, 2000, 300, rng_seed=0, sentences=[f"Sentence number {i}." for i in range(50)])
     assert len(big.corpus) == 2000 and all(len(c) == 300 for c in big.top_ranked.values())
     assert len({d["text"] for d in big.corpus.values()}) > 1900   # recombined, nearly all distinct
 
@@ -34,7 +35,7 @@ def _rewrite(path, fn):
 
 @pytest.fixture
 def fir(tmp_path):
-    return write_followir(synthetic_followir(4, 40, 20, seed=2), tmp_path / "fir")
+    return write_followir(synthetic_followir(4, 40, 20, rng_seed=2), tmp_path / "fir")
 
 
 def test_qrels_naming_unknown_documents_exclude_the_query(fir, caplog):

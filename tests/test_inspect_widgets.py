@@ -4,8 +4,9 @@ import json
 import numpy as np
 import pytest
 
+from ifir_lib import inspect_tables
 from ifir_lib import inspect_widgets as iw
-from ifir_lib.trainsets import load_curation
+from ifir_lib.curation import load_decisions as load_curation
 
 
 def _p(pid, text):
@@ -95,9 +96,9 @@ def test_filter_examples_each_filter(seeds, rows):
 
 
 def test_word_diff_marks_changed_words_and_escapes():
-    a, b = iw.word_diff_html("Only UK sources.", "Only US sources.")
-    assert a == f"Only {iw._DEL}UK</del> sources." and b == f"Only {iw._INS}US</ins> sources."
-    a, b = iw.word_diff_html("no <b> tags", "no <i> tags")
+    a, b = inspect_tables.word_diff_html("Only UK sources.", "Only US sources.")
+    assert a == f"Only {inspect_tables._DEL}UK</del> sources." and b == f"Only {inspect_tables._INS}US</ins> sources."
+    a, b = inspect_tables.word_diff_html("no <b> tags", "no <i> tags")
     assert "&lt;b&gt;" in a and "<b>" not in a and "&lt;i&gt;" in b
 
 

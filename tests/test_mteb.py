@@ -6,8 +6,9 @@ import pytest
 
 from ifir_lib import evaluate as E
 from ifir_lib import metrics as M
-from ifir_lib import mteb_tasks
-from ifir_lib.followir import synthetic_followir, write_followir
+from ifir_lib import mteb_glue as mteb_tasks
+from ifir_lib.corpora import write_followir
+from ifir_lib.testing import synthetic_followir
 
 
 @pytest.fixture(autouse=True)
@@ -27,10 +28,10 @@ def model(request, minilm):
 
 @pytest.mark.slow
 def test_ours_equals_mteb_on_local_followir(model, tmp_path):
-    folder = write_followir(synthetic_followir(4, 40, 20, seed=7), tmp_path / "fir")
+    folder = write_followir(synthetic_followir(4, 40, 20, rng_seed=7), tmp_path / "fir")
     ours = E.evaluate_followir(model, folder, bootstrap=0)
     task = mteb_tasks.local_followir_task(folder)
-    theirs = E.evaluate_mteb_task(model, task, bootstrap=0)
+    theirs = mteb_tasks.evaluate_mteb_task(model, task, bootstrap=0)
     assert theirs.source == "mteb" and theirs.dataset == ours.dataset == "fir"
     # p-MRR: mteb reports it unrounded
     assert ours.metrics["p_mrr"] == pytest.approx(theirs.metrics["p_mrr"], abs=1e-6)
@@ -51,7 +52,7 @@ def test_ours_equals_mteb_on_local_followir(model, tmp_path):
 
 @pytest.mark.slow
 def test_ours_equals_mteb_on_local_beir(minilm, tmp_path):
-    data = synthetic_followir(3, 30, seed=9)
+    data = synthetic_followir(3, 30, rng_seed=9)
     root = tmp_path / "beir"
     (root / "qrels").mkdir(parents=True)
     (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, **v}) + "\n" for d, v in data.corpus.items()))
@@ -60,7 +61,7 @@ def test_ours_equals_mteb_on_local_beir(minilm, tmp_path):
     (root / "qrels" / "test.jsonl").write_text("".join(json.dumps({"query-id": q, "corpus-id": d, "score": s}) + "\n"
                                                        for q, ds in data.qrels_changed.items() for d, s in ds.items()))
     ours = E.evaluate_beir(minilm, root, bootstrap=0)
-    theirs = E.evaluate_mteb_task(minilm, mteb_tasks.local_retrieval_task(root), bootstrap=0)
+    theirs = mteb_tasks.evaluate_mteb_task(minilm, mteb_tasks.local_retrieval_task(root), bootstrap=0)
     assert round(ours.metrics["ndcg_at_10"] / 100, 5) == pytest.approx(theirs.metrics["ndcg_at_10"] / 100, abs=1e-9)
     for q, v in ours.per_query["ndcg_at_10"].items():
         assert v == pytest.approx(theirs.per_query["ndcg_at_10"][q], abs=1e-6)
@@ -100,7 +101,7 @@ def test_followir_aggregate_is_the_mean_of_dataset_means():
                             {"p_mrr": {f"q{i}": v for i, v in enumerate(pm)}, "score": {f"q{i}": v for i, v in enumerate(sc)}})
     rs = [fake("Robust04InstructionRetrieval", [1, 3], [20, 22]), fake("News21InstructionRetrieval", [10], [30]),
           fake("Core17InstructionRetrieval", [-2, 0, 2], [15, 15, 15])]
-    agg = E.aggregate_followir(rs, bootstrap=200)
+    agg = mteb_tasks.aggregate_followir(rs, bootstrap=200)
     assert agg.metrics["p_mrr"] == pytest.approx((2 + 10 + 0) / 3)
     assert agg.metrics["score"] == pytest.approx((21 + 30 + 15) / 3)
     assert agg.n_queries == {"p_mrr": 6, "score": 6}

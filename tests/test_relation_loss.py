@@ -5,7 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from ifir_lib.relation_loss import NonFiniteLossError, RelationInfoNCELoss
+from ifir_lib.errors import NonFiniteLossError
+from ifir_lib.relation_loss import RelationInfoNCELoss
 
 
 class FixedEmbedder(nn.Module):

@@ -12,8 +12,8 @@ def test_constant_scores_give_zero_width_interval():
 
 def test_interval_is_seeded_and_contains_the_mean():
     v = np.random.default_rng(1).normal(5, 2, size=40)
-    a = stats.bootstrap_ci(v, seed=3)
-    assert a == stats.bootstrap_ci(v, seed=3)
+    a = stats.bootstrap_ci(v, rng_seed=3)
+    assert a == stats.bootstrap_ci(v, rng_seed=3)
     assert a[0] < v.mean() < a[1]
     # the normal-theory interval is close for 40 queries: mean +- 1.96 sd/sqrt(n)
     half = 1.96 * v.std(ddof=1) / np.sqrt(len(v))
@@ -51,7 +51,7 @@ def test_a_consistent_improvement_is_significant():
 def test_permutation_p_value_exact_small_case():
     # 3 queries, differences +1, +1, +1: of the 8 sign patterns only 2 reach |mean| = 1
     a, b = {"q1": 1.0, "q2": 1.0, "q3": 1.0}, {"q1": 0.0, "q2": 0.0, "q3": 0.0}
-    assert stats.permutation_test(a, b, n_perm=20000, seed=0) == pytest.approx(2 / 8, abs=0.01)
+    assert stats.permutation_test(a, b, n_perm=20000, rng_seed=0) == pytest.approx(2 / 8, abs=0.01)
 
 
 def test_queries_in_only_one_run_are_left_out(caplog):

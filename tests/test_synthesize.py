@@ -4,10 +4,15 @@ import random
 
 import pytest
 
+from ifir_lib import synthesis_run
 from ifir_lib import synthesize as syn
-from ifir_lib.backends import backoff_delay, cache_key, retry_after_seconds
+from ifir_lib import prompts
+from ifir_lib import reversal_checks as rc
+from ifir_lib import synthesis_io as sio
+from ifir_lib import template_baseline as tb
+from ifir_lib.llm import backoff_delay, cache_key, retry_after_seconds
 from ifir_lib.errors import DataError
-from ifir_lib.local_openai_server import make_seed, write_seeds
+from ifir_lib.testing import make_seed, write_seeds
 
 
 # ---- parsing ---------------------------------------------------------------------------------------
@@ -27,13 +32,13 @@ from ifir_lib.local_openai_server import make_seed, write_seeds
     (None, "rejected", None, "missing <answer> tag"),
 ])
 def test_parse_answer(raw, status, reversal, reason):
-    p = syn.parse_answer(raw)
+    p = rc.parse_answer(raw)
     assert (p.status, p.reversal) == (status, reversal)
     assert (p.reason is None) if reason is None else p.reason.startswith(reason)
 
 
 def test_parse_answer_keeps_reasoning_separately():
-    p = syn.parse_answer("Step 1: profile.\nStep 2: levers.\n<answer><new_instruction>Use Kenyan data.</new_instruction></answer>")
+    p = rc.parse_answer("Step 1: profile.\nStep 2: levers.\n<answer><new_instruction>Use Kenyan data.</new_instruction></answer>")
     assert p.reasoning == "Step 1: profile.\nStep 2: levers."
     assert "Step" not in p.reversal
 
@@ -55,7 +60,7 @@ SEED = make_seed(0)  # instruction "Only consider studies conducted in Germany."
     ("Use Spain. Skip Germany. Skip Chile. Skip Japan. Skip Kenya.", "too long: 5 sentences"),
 ])
 def test_check_reversal_rejects(text, why):
-    assert syn.check_reversal(text, SEED).startswith(why)
+    assert rc.check_reversal(text, SEED).startswith(why)
 
 
 @pytest.mark.parametrize("text", [
@@ -67,12 +72,12 @@ def test_check_reversal_rejects(text, why):
     "I'm after the 1910 passage, when Earth crossed the tail.",
 ])
 def test_check_reversal_accepts(text):
-    assert syn.check_reversal(text, SEED) is None
+    assert rc.check_reversal(text, SEED) is None
 
 
 def test_count_sentences():
-    assert syn.count_sentences("Use UK data. Skip blogs (e.g. Medium). U.S. reports are fine! Why? Because.") == 5
-    assert syn.count_sentences("One sentence only") == 1
+    assert rc.count_sentences("Use UK data. Skip blogs (e.g. Medium). U.S. reports are fine! Why? Because.") == 5
+    assert rc.count_sentences("One sentence only") == 1
 
 
 # ---- the template baseline -------------------------------------------------------------------------------
@@ -88,39 +93,39 @@ def test_count_sentences():
     ("Written for a general audience", "Find documents that do not satisfy this requirement: Written for a general audience"),
 ])
 def test_template_reversal(instruction, expected):
-    assert syn.template_reversal(instruction) == expected
+    assert tb.template_reversal(instruction) == expected
 
 
 # ---- which negative, keys, shards -----------------------------------------------------------------------
 def test_choose_negatives_modes():
     s = make_seed(1, negatives=3)
-    assert syn.choose_negatives(s, "first") == [0]
-    assert syn.choose_negatives(s, "all") == [0, 1, 2]
-    picks = {syn.choose_negatives(make_seed(i, negatives=3), "random", 7)[0] for i in range(30)}
+    assert sio.choose_negatives(s, "first") == [0]
+    assert sio.choose_negatives(s, "all") == [0, 1, 2]
+    picks = {sio.choose_negatives(make_seed(i, negatives=3), "random", 7)[0] for i in range(30)}
     assert picks == {0, 1, 2}  # 30 seeds, 3 choices: all appear
     # depends on the seed and rng_seed only, not on call order
-    assert syn.choose_negatives(s, "random", 7) == syn.choose_negatives(s, "random", 7)
+    assert sio.choose_negatives(s, "random", 7) == sio.choose_negatives(s, "random", 7)
     with pytest.raises(ValueError):
-        syn.choose_negatives(s, "best")
+        sio.choose_negatives(s, "best")
 
 
 def test_plan_keys_and_shards_partition():
     seeds = [make_seed(i) for i in range(40)]
-    assert [k for k, _, _ in syn.plan(seeds[:2], "all")] == ["seed-0000#0", "seed-0000#1", "seed-0001#0", "seed-0001#1"]
-    shards = [{k for k, _, _ in syn.plan(seeds, "first", shard=f"{i}/3")} for i in range(3)]
+    assert [k for k, _, _ in sio.plan(seeds[:2], "all")] == ["seed-0000#0", "seed-0000#1", "seed-0001#0", "seed-0001#1"]
+    shards = [{k for k, _, _ in sio.plan(seeds, "first", shard=f"{i}/3")} for i in range(3)]
     assert set.union(*shards) == {s["id"] for s in seeds}
     assert sum(map(len, shards)) == 40 and all(shards)  # disjoint, none empty
-    assert syn.shard_of("seed-0007", 3) == syn.shard_of("seed-0007", 3)
+    assert sio.shard_of("seed-0007", 3) == sio.shard_of("seed-0007", 3)
     for bad in ("3/3", "1", "a/b", "-1/2"):
         with pytest.raises(ValueError, match="--shard expects"):
-            syn.parse_shard(bad)
+            sio.parse_shard(bad)
 
 
 # ---- prompt ----------------------------------------------------------------------------------------------
 def test_prompt_has_appendix_a_structure():
     s = make_seed(2, negatives=3)
-    t = syn.load_template("reversal_prompt.j2")
-    text = syn.render_prompt(s, 1, t)
+    t = prompts.load_template("reversal_prompt.j2")
+    text = prompts.render_prompt(s, 1, t)
     heads = ["# 1. Goal", "# 2. Inputs", "# 3. Output format", "# 4. Definitions", "# 5. Method", "# 6. Guardrails",
              "# 7. Checklist"]
     assert [text.index(h) for h in heads] == sorted(text.index(h) for h in heads)
@@ -130,7 +135,7 @@ def test_prompt_has_appendix_a_structure():
     pos = [text.rindex(d) for d in data]
     assert pos == sorted(pos)  # query, I, P+, N*, then the remaining negatives numbered
     assert "neg-" not in text and "pos-" not in text  # ids never reach the model
-    assert "(none)" in syn.render_prompt(make_seed(3, negatives=1), 0, t)
+    assert "(none)" in prompts.render_prompt(make_seed(3, negatives=1), 0, t)
     assert t.name == "reversal_prompt" and t.version == "1.0" and len(t.sha) == 8
     assert t.full_version == f"1.0+{t.sha}"
 
@@ -145,17 +150,17 @@ def test_template_and_reference_backends(tmp_path):
     seeds = [make_seed(0), make_seed(1, reference=False)]
     cfg = syn.SynthesisConfig(backend="reference", progress=False, cache_dir=str(tmp_path / "cache"))
     s = syn.synthesize(seeds, tmp_path / "ref.jsonl", cfg)
-    rows = syn.load_synthesis(tmp_path / "ref.jsonl")
+    rows = sio.load_synthesis(tmp_path / "ref.jsonl")
     assert (s.accepted, s.declined, s.requests) == (1, 1, 0)
     assert [r["status"] for r in rows] == ["accepted", "declined"]
     assert rows[0]["reversal"] == seeds[0]["reference_reversal"]
     assert all(set(r) == ROW_FIELDS for r in rows)
 
     s = syn.synthesize(seeds, tmp_path / "tpl.jsonl", cfg.replace(backend="template", negative="all"))
-    rows = syn.load_synthesis(tmp_path / "tpl.jsonl")
+    rows = sio.load_synthesis(tmp_path / "tpl.jsonl")
     assert [r["key"] for r in rows] == ["seed-0000#0", "seed-0000#1", "seed-0001#0", "seed-0001#1"]
     assert rows[0]["reversal"] == "Do not consider studies conducted in Germany."
-    assert rows[0]["template"] == "template_reversal" and rows[0]["template_version"] == syn.TEMPLATE_BASELINE_VERSION
+    assert rows[0]["template"] == "template_reversal" and rows[0]["template_version"] == tb.TEMPLATE_BASELINE_VERSION
     assert (tmp_path / "tpl.config.json").exists()
     with pytest.raises(ValueError, match="reference"):
         syn.SynthesisConfig(backend="reference", negative="all")
@@ -164,12 +169,12 @@ def test_template_and_reference_backends(tmp_path):
 def test_config_smoke_and_overrides():
     c = syn.SynthesisConfig()
     assert (c.model, c.concurrency, c.backend) == ("Qwen/Qwen3-Next-80B-A3B-Instruct", 64, "openai")
-    sm = syn.SynthesisConfig.smoke()
+    sm = syn.SynthesisConfig.preset("smoke")
     assert (sm.backend, sm.model, sm.limit) == ("transformers", "smollm2", 2)
     with pytest.raises(ValueError, match="unknown backend"):
         syn.SynthesisConfig(backend="gpt")
-    assert syn.cost_usd(1_000_000, 500_000, (0.15, 1.5)) == pytest.approx(0.15 + 0.75)
-    assert syn.cost_usd(10, 10, None) == 0.0
+    assert synthesis_run.cost_usd(1_000_000, 500_000, (0.15, 1.5)) == pytest.approx(0.15 + 0.75)
+    assert synthesis_run.cost_usd(10, 10, None) == 0.0
 
 
 # ---- files: cut lines, corruption, merge ----------------------------------------------------------------
@@ -182,21 +187,21 @@ def _row(key, status="accepted", reversal="Use data from Spain."):
 def test_load_synthesis_tolerates_cut_last_line(tmp_path):
     p = tmp_path / "out.jsonl"
     p.write_text(json.dumps(_row("a")) + "\n" + json.dumps(_row("b")) + "\n" + '{"key": "c", "sta')
-    assert [r["key"] for r in syn.load_synthesis(p)] == ["a", "b"]
+    assert [r["key"] for r in sio.load_synthesis(p)] == ["a", "b"]
     assert p.read_text().endswith('"sta')  # read-only
-    assert syn._prepare_output(p, retry_failed=True) == {"a", "b"}  # resume repairs it
+    assert sio.prepare_output(p, retry_failed=True) == {"a", "b"}  # resume repairs it
     assert p.read_text().endswith("}\n") and len(p.read_text().splitlines()) == 2
 
     p.write_text(json.dumps(_row("a")) + "\n{broken\n" + json.dumps(_row("b")) + "\n")
     with pytest.raises(DataError, match=r"out.jsonl:2: invalid JSON"):
-        syn.load_synthesis(p)
+        sio.load_synthesis(p)
 
 
 def test_prepare_output_drops_failed_and_duplicates(tmp_path):
     p = tmp_path / "out.jsonl"
     rows = [_row("a"), _row("b", "failed"), _row("a"), _row("c", "declined")]
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert syn._prepare_output(p, retry_failed=True) == {"a", "c"}
+    assert sio.prepare_output(p, retry_failed=True) == {"a", "c"}
     assert [json.loads(x)["key"] for x in p.read_text().splitlines()] == ["a", "c"]
 
 
@@ -206,9 +211,9 @@ def test_merge_shards(tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text("".join(json.dumps(_row(s["id"])) + "\n" for s in seeds[:2]))
     b.write_text("".join(json.dumps(r) + "\n" for r in [_row(seeds[1]["id"], reversal="Other."), _row(seeds[2]["id"])]))
-    m = syn.merge_shards([a, b], tmp_path / "m.jsonl", tmp_path / "seeds.jsonl")
+    m = sio.merge_shards([a, b], tmp_path / "m.jsonl", tmp_path / "seeds.jsonl")
     assert (m.rows, m.duplicates, m.conflicts, m.missing, m.complete) == (3, 1, 1, ["seed-0003"], False)
-    assert [r["key"] for r in syn.load_synthesis(tmp_path / "m.jsonl")] == [s["id"] for s in seeds[:3]]
+    assert [r["key"] for r in sio.load_synthesis(tmp_path / "m.jsonl")] == [s["id"] for s in seeds[:3]]
 
 
 # ---- retry arithmetic and cache keys -----------------------------------------------------------------------

@@ -15,7 +15,10 @@ import pytest
 
 from ifir_lib import cli
 from ifir_lib import synthesize as syn
-from ifir_lib.local_openai_server import DEFAULT_MODEL, FakeOpenAIServer, free_port, make_seed, write_seeds
+from ifir_lib import prompts
+from ifir_lib import synthesis_io as sio
+from ifir_lib.local_openai_server import DEFAULT_MODEL, FakeOpenAIServer, free_port
+from ifir_lib.testing import make_seed, write_seeds
 
 KEY = "sk-test-ZX81-d1stinct1ve-k3y-0042"
 REPO = Path(__file__).resolve().parents[1]
@@ -55,13 +58,13 @@ def keys(path):
 def test_rows_schema_usage_and_template_version(server, tmp_path):
     seeds = [make_seed(i) for i in range(3)]
     s = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server, negative="all", prices={DEFAULT_MODEL: (1.0, 2.0)}))
-    rows = syn.load_synthesis(tmp_path / "o.jsonl")
+    rows = sio.load_synthesis(tmp_path / "o.jsonl")
     assert sorted(r["key"] for r in rows) == sorted(f"{s['id']}#{j}" for s in seeds for j in (0, 1))
     assert server.requests == 6 and s.requests == 6 and s.accepted == 6
     r = rows[0]
     assert r["status"] == "accepted" and r["reversal"].startswith("Only include documents centred on")
     assert r["reasoning"] == "The chosen document differs from the other one in its focus."
-    assert r["template"] == "reversal_prompt" and r["template_version"] == syn.load_template("reversal_prompt.j2").full_version
+    assert r["template"] == "reversal_prompt" and r["template_version"] == prompts.load_template("reversal_prompt.j2").full_version
     assert r["usage"]["prompt_tokens"] > 0 and r["attempts"] == 1 and r["cached"] is False
     assert r["cost_usd"] == pytest.approx((r["usage"]["prompt_tokens"] * 1.0 + r["usage"]["completion_tokens"] * 2.0) / 1e6)
     assert s.cost_usd == pytest.approx(sum(x["cost_usd"] for x in rows))
@@ -77,7 +80,7 @@ def test_fault_recovered_by_retry(server, tmp_path, fault):
     t0 = time.monotonic()
     s = syn.synthesize([make_seed(0)], tmp_path / "o.jsonl", cfg(server, timeout_s=0.8))
     elapsed = time.monotonic() - t0
-    [row] = syn.load_synthesis(tmp_path / "o.jsonl")
+    [row] = sio.load_synthesis(tmp_path / "o.jsonl")
     assert row["status"] == "accepted" and row["attempts"] == 2
     assert server.requests == 2 and s.retries == 1
     if fault == "429":
@@ -89,7 +92,7 @@ def test_persistent_faults_recorded_as_failed_then_retried_on_rerun(server, tmp_
     server.rules = {seeds[0]["query"]: "500", seeds[1]["query"]: "slow"}
     server.slow_s = 2.0
     s = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server, max_retries=2, timeout_s=0.5))
-    by = {r["key"]: r for r in syn.load_synthesis(tmp_path / "o.jsonl")}
+    by = {r["key"]: r for r in sio.load_synthesis(tmp_path / "o.jsonl")}
     assert by["seed-0000"]["status"] == "failed" and by["seed-0000"]["reason"] == "HTTP 500 after 3 attempts"
     assert by["seed-0001"]["status"] == "failed" and by["seed-0001"]["reason"] == "timeout after 3 attempts"
     assert by["seed-0000"]["attempts"] == 3 and by["seed-0002"]["status"] == "accepted"
@@ -99,14 +102,14 @@ def test_persistent_faults_recorded_as_failed_then_retried_on_rerun(server, tmp_
     s2 = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server))
     assert (s2.skipped, s2.written, server.requests) == (1, 2, 2)
     assert sorted(keys(tmp_path / "o.jsonl")) == [s["id"] for s in seeds]
-    assert all(r["status"] == "accepted" for r in syn.load_synthesis(tmp_path / "o.jsonl"))
+    assert all(r["status"] == "accepted" for r in sio.load_synthesis(tmp_path / "o.jsonl"))
 
 
 def test_tagless_declined_garbled_replies(server, tmp_path):
     seeds = [make_seed(i) for i in range(4)]
     server.rules = {seeds[0]["query"]: "tagless", seeds[1]["query"]: "none", seeds[2]["query"]: "garbled"}
     s = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server))
-    by = {r["key"]: r for r in syn.load_synthesis(tmp_path / "o.jsonl")}
+    by = {r["key"]: r for r in sio.load_synthesis(tmp_path / "o.jsonl")}
     assert (by["seed-0000"]["status"], by["seed-0000"]["reason"]) == ("rejected", "missing <answer> tag")
     assert by["seed-0000"]["raw"].startswith("I think")
     assert (by["seed-0001"]["status"], by["seed-0001"]["reason"], by["seed-0001"]["reversal"]) == ("declined", None, None)
@@ -123,9 +126,10 @@ def test_cache_hit_means_zero_requests(server, tmp_path):
     # a different output file, same prompts: all from the cache
     s = syn.synthesize(seeds, tmp_path / "b.jsonl", cfg(server))
     assert server.requests == 5 and s.requests == 0 and s.cached == 5
-    rows = syn.load_synthesis(tmp_path / "b.jsonl")
+    rows = sio.load_synthesis(tmp_path / "b.jsonl")
     assert all(r["cached"] and r["attempts"] == 0 for r in rows)
-    assert [r["reversal"] for r in rows] == [r["reversal"] for r in syn.load_synthesis(tmp_path / "a.jsonl")]
+    first = {r["key"]: r["reversal"] for r in sio.load_synthesis(tmp_path / "a.jsonl")}  # completion order
+    assert {r["key"]: r["reversal"] for r in rows} == first
     # same output file: nothing to do at all
     s = syn.synthesize(seeds, tmp_path / "b.jsonl", cfg(server))
     assert (s.written, s.skipped, server.requests) == (0, 5, 5)
@@ -230,7 +234,7 @@ def test_resume_after_sigkill(server, tmp_path):
     ks = keys(out)
     assert len(ks) == n and len(set(ks)) == n  # exactly one row per seed
     assert sorted(ks) == [f"seed-{i:04d}" for i in range(n)]
-    assert all(row["status"] == "accepted" for row in syn.load_synthesis(out))  # none lost
+    assert all(row["status"] == "accepted" for row in sio.load_synthesis(out))  # none lost
     # only the rows not on disk were asked for again (answers cached before the kill were free);
     # the server saw at most the 3 requests in flight at the kill twice
     assert server.requests - first_requests <= n - written

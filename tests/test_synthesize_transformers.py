@@ -6,8 +6,9 @@ counts, parsing into rows, cache), not the quality.
 import pytest
 
 from ifir_lib import synthesize as syn
-from ifir_lib.backends import resolve_chat_model
-from ifir_lib.local_openai_server import make_seed
+from ifir_lib import synthesis_io as sio
+from ifir_lib.llm_backends import resolve_chat_model
+from ifir_lib.testing import make_seed
 
 
 def test_resolve_smollm2_without_importing_it():
@@ -33,10 +34,10 @@ Second: {{ specific_instruction_negative }}
 def test_smollm2_two_seeds(tmp_path):
     seeds = [make_seed(0, negatives=1), make_seed(1, negatives=1)]
     (tmp_path / "short.j2").write_text(SHORT)
-    cfg = syn.SynthesisConfig.smoke(max_tokens=12, progress=False, device="cpu", cache_dir=str(tmp_path / "cache"),
+    cfg = syn.SynthesisConfig.preset("smoke", max_tokens=12, progress=False, device="cpu", cache_dir=str(tmp_path / "cache"),
                                     template=str(tmp_path / "short.j2"))
     s = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg)
-    rows = syn.load_synthesis(tmp_path / "o.jsonl")
+    rows = sio.load_synthesis(tmp_path / "o.jsonl")
     assert [r["key"] for r in rows] == ["seed-0000", "seed-0001"]
     assert s.requests == 2 and s.failed == 0 and s.written == 2
     for r in rows:
@@ -47,4 +48,4 @@ def test_smollm2_two_seeds(tmp_path):
     # same prompts, same greedy decoding: answered from the cache without generating
     s2 = syn.synthesize(seeds, tmp_path / "o2.jsonl", cfg)
     assert s2.requests == 0 and s2.cached == 2
-    assert [r["raw"] for r in syn.load_synthesis(tmp_path / "o2.jsonl")] == [r["raw"] for r in rows]
+    assert [r["raw"] for r in sio.load_synthesis(tmp_path / "o2.jsonl")] == [r["raw"] for r in rows]

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from datasets import Dataset
 
-from ifir_lib.relation_loss import NonFiniteLossError
-from ifir_lib.train import DualViewBatchSampler, SingleViewBatchSampler, dry_run, get_config, to_dataset, train
+from ifir_lib.errors import NonFiniteLossError
+from ifir_lib.dry_run import dry_run
+from ifir_lib.samplers import DualViewBatchSampler, SingleViewBatchSampler
+from ifir_lib.train import TrainConfig, to_dataset, train
 from ifir_lib.trainsets import build_trainset
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -38,7 +40,7 @@ def test_sampler_keeps_views_together_and_never_repeats_a_query():
 
 
 def test_dry_run_paper_preset_estimates_without_gpu(bundled_seeds):
-    cfg = get_config("paper")
+    cfg = TrainConfig.preset("paper")
     ts = build_trainset("ins-dv", bundled_seeds, num_negatives=cfg.num_negatives)
     est = dry_run(cfg, ts.examples, world_size=8)
     assert est["effective_batch"] == 256 * 8 and est["steps"] == 1500
@@ -50,8 +52,8 @@ def test_dry_run_paper_preset_estimates_without_gpu(bundled_seeds):
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory, bundled_seeds):
-    cfg = get_config("cpu-smoke", max_steps=2, seed=7)
-    ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives, seed=7)
+    cfg = TrainConfig.preset("cpu-smoke", max_steps=2, rng_seed=7)
+    ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives, rng_seed=7)
     out = tmp_path_factory.mktemp("run")
     return cfg, ts, train(ts.examples, out, cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
 
@@ -83,7 +85,7 @@ def test_other_config_in_same_run_dir_is_refused(smoke_run):
 
 
 def test_non_finite_loss_stops_and_keeps_checkpoint(bundled_seeds, tmp_path):
-    cfg = get_config("cpu-smoke", learning_rate=1e30, save_steps=1, max_steps=6)
+    cfg = TrainConfig.preset("cpu-smoke", learning_rate=1e30, save_steps=1, max_steps=6)
     ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives)
     with pytest.raises(NonFiniteLossError, match="last good checkpoint: .*checkpoint-"):
         train(ts.examples, tmp_path / "nan", cfg, mode="ins-dv", device="cpu")

@@ -4,7 +4,8 @@ import json
 import pytest
 
 from ifir_lib.errors import DataError
-from ifir_lib.trainsets import build_trainset, load_curation, load_reversals, load_trainset, save_trainset
+from ifir_lib.curation import load_decisions as load_curation
+from ifir_lib.trainsets import build_trainset, load_reversals, load_trainset, save_trainset
 
 
 def test_budgets_are_matched(bundled_seeds):

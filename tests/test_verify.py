@@ -6,6 +6,7 @@ import pytest
 
 from ifir_lib import cli
 from ifir_lib import synthesize as syn
+from ifir_lib import synthesis_io as sio
 from ifir_lib.models import encode, format_query
 from ifir_lib.verify import flip_margins, judge_order, parse_judge, verify, verify_file
 from ifir_lib.local_openai_server import DEFAULT_MODEL, FakeOpenAIServer
@@ -51,7 +52,7 @@ def test_verify_file_rewrites_atomically(minilm, tmp_path):
     p.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
     s = verify_file(p, [SEED], embedder=minilm)
     assert (s.rows, s.checked, s.flips) == (3, 2, 1)
-    rows = syn.load_synthesis(p)
+    rows = sio.load_synthesis(p)
     assert [r["verify_flip"] for r in rows] == [True, False, None]
     assert sorted(x.name for x in tmp_path.iterdir()) == ["rows.jsonl"]  # no temp file left
 
@@ -101,4 +102,4 @@ def test_verify_cli_with_judge(server, tmp_path, capsys):
                    "--no-embedder", "--judge-backend", "openai", "--model", DEFAULT_MODEL, "--base-url", server.url])
     assert rc == 0 and "judge yes" in capsys.readouterr().out
     assert Path(rows).read_text().count("verify_") == 0  # --out given: the input is untouched
-    assert [r["verify_judge"] is not None for r in syn.load_synthesis(tmp_path / "v.jsonl")] == [True, True, False]
+    assert [r["verify_judge"] is not None for r in sio.load_synthesis(tmp_path / "v.jsonl")] == [True, True, False]

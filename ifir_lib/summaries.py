@@ -1,0 +1,192 @@
+"""Summaries of the results table, pure and unit-tested: per run, per mode, per query, and comparisons.
+
+``summarize`` gives the mean over random seeds per ``(backbone, mode)`` with an error bar;
+``per_query_summary`` the per-query values and a stratified bootstrap CI; ``compare_results``
+paired tests of several runs against a baseline (``stats.results_table``). Not handled here:
+reading and writing the table (``results``), drawing (``figures``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from .results import (
+    AGGREGATE_DATASETS,
+    PER_QUERY_COLUMNS,
+    RESULT_COLUMNS,
+    add_backbone,
+    mode_order,
+    per_query_rows,
+    result_rows,
+)
+from .stats import bootstrap_ci, results_table, stratified_mean
+
+
+def per_run(results: pd.DataFrame, metric: str, dataset: str | None = None) -> pd.DataFrame:
+    """One row per run for ``metric``: ``run_id, backbone, mode, rng_seed, value, ci_low, ci_high``.
+
+    ``dataset=None`` uses an aggregate dataset row (``all``, ``mean``, ``followir``...) when
+    there is one, else the mean over the run's datasets, as FollowIR p-MRR is the mean over its
+    three collections. Averaged CIs are the mean of the per-dataset bounds (wider than the CI
+    of the average, so conservative).
+    """
+    results = add_backbone(results)
+    d = results[results["metric"] == metric]
+    if dataset is not None:
+        d = d[d["dataset"] == dataset]
+    else:
+        agg = d[d["dataset"].astype(str).str.lower().isin(AGGREGATE_DATASETS)]
+        if len(agg):
+            d = agg
+    if d.empty:
+        return pd.DataFrame(columns=["run_id", "backbone", "mode", "rng_seed", "value", "ci_low", "ci_high"])
+    return (
+        d.groupby(["run_id", "backbone", "mode", "rng_seed"], dropna=False, sort=False)[
+            ["value", "ci_low", "ci_high"]
+        ]
+        .mean()
+        .reset_index()
+    )
+
+
+def summarize(
+    results: pd.DataFrame, metric: str, dataset: str | None = None, error: str = "auto"
+) -> pd.DataFrame:
+    """Mean over seeds per ``(backbone, mode)`` with an error bar.
+
+    ``error='spread'``: min-max over seeds; ``'ci'``: the runs' mean ``ci_low``/``ci_high``;
+    ``'auto'``: spread when a group has 2+ seeds, else the CI. Example: seeds with values 4 and 6
+    -> mean 5, err_minus 1, err_plus 1, error 'spread'.
+    Columns: ``backbone, mode, mean, err_minus, err_plus, n_runs, error``.
+    """
+    if error not in ("auto", "spread", "ci"):
+        raise ValueError("error must be 'auto', 'spread' or 'ci'")
+    runs = per_run(results, metric, dataset)
+    out = []
+    for (backbone, mode), g in runs.groupby(["backbone", "mode"], sort=False):
+        mean = float(g["value"].mean())
+        kind = ("spread" if len(g) > 1 else "ci") if error == "auto" else error
+        if kind == "spread":
+            lo, hi = float(g["value"].min()), float(g["value"].max())
+        else:
+            lo, hi = float(g["ci_low"].mean()), float(g["ci_high"].mean())
+        # a missing CI draws no bar rather than a zero-width one that looks like certainty
+        em = mean - lo if not math.isnan(lo) else np.nan
+        ep = hi - mean if not math.isnan(hi) else np.nan
+        out.append(
+            {
+                "backbone": backbone,
+                "mode": mode,
+                "mean": mean,
+                "err_minus": em,
+                "err_plus": ep,
+                "n_runs": len(g),
+                "error": kind,
+            }
+        )
+    df = pd.DataFrame(out, columns=["backbone", "mode", "mean", "err_minus", "err_plus", "n_runs", "error"])
+    order = {c: i for i, c in enumerate(mode_order(df["mode"]))}
+    return df.sort_values(
+        ["backbone", "mode"], key=lambda s: s.map(order) if s.name == "mode" else s
+    ).reset_index(drop=True)
+
+
+def per_query_summary(
+    per_query: pd.DataFrame,
+    results: pd.DataFrame,
+    metric: str = "p_mrr",
+    n_boot: int = 2000,
+    rng_seed: int = 0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-query values averaged over seeds, and per ``(backbone, mode)`` mean with bootstrap CI.
+
+    Runs are joined to the results table for their backbone and mode. The mean and the
+    percentile-bootstrap CI are stratified by dataset (``stats``): the mean of per-dataset means,
+    as the FollowIR aggregate is formed, resampling queries within each dataset. Returns
+    ``(points[backbone, mode, dataset, query_id, value], cis[backbone, mode, mean, ci_low, ci_high, n])``.
+    """
+    runs = add_backbone(results)[["run_id", "backbone", "mode"]].drop_duplicates("run_id")
+    pq = per_query[per_query["metric"] == metric].merge(runs, on="run_id", how="inner")
+    points = pq.groupby(["backbone", "mode", "dataset", "query_id"], sort=False)["value"].mean().reset_index()
+    cis = []
+    for (backbone, mode), g in points.groupby(["backbone", "mode"], sort=False):
+        v, strata = g["value"].to_numpy(), g["dataset"].astype(str).tolist()
+        lo, hi = bootstrap_ci(v, n_boot=n_boot, rng_seed=rng_seed, strata=strata)
+        cis.append(
+            {
+                "backbone": backbone,
+                "mode": mode,
+                "mean": stratified_mean(v, strata),
+                "ci_low": lo,
+                "ci_high": hi,
+                "n": len(g),
+            }
+        )
+    return points, pd.DataFrame(cis, columns=["backbone", "mode", "mean", "ci_low", "ci_high", "n"])
+
+
+def synthesis_summary(rows: list[dict] | pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Tables behind figure (d): status counts per instruction type and per backend, reversal
+    lengths (words, non-empty reversals), verification pass rate per backend."""
+    df = pd.DataFrame(rows).copy()
+    for c, default in (
+        ("backend", "unknown"),
+        ("instruction_type", "unknown"),
+        ("reversal", None),
+        ("verify_flip", None),
+    ):
+        if c not in df.columns:
+            df[c] = default
+    df["backend"] = df["backend"].fillna("unknown").astype(str)
+    df["instruction_type"] = df["instruction_type"].fillna("unknown").astype(str)
+    by_type = df.groupby(["instruction_type", "status"]).size().rename("n").reset_index()
+    by_backend = df.groupby(["backend", "status"]).size().rename("n").reset_index()
+    by_backend["share"] = by_backend["n"] / by_backend.groupby("backend")["n"].transform("sum")
+    rev = df[df["reversal"].notna() & (df["reversal"].astype(str).str.strip() != "")]
+    lengths = pd.DataFrame(
+        {
+            "backend": rev["backend"],
+            "status": rev["status"],
+            "words": rev["reversal"].astype(str).str.split().str.len(),
+        }
+    )
+    ver = df[df["verify_flip"].notna()]
+    verify = (
+        ver.groupby("backend")["verify_flip"]
+        .agg(passed=lambda s: int(s.astype(bool).sum()), n="size")
+        .reset_index()
+    )
+    verify["rate"] = verify["passed"] / verify["n"]
+    return {"by_type": by_type, "by_backend": by_backend, "lengths": lengths, "verify": verify}
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing
+
+
+def compare_results(
+    results: Mapping,
+    *,
+    baseline: str,
+    mode: Mapping[str, str] | None = None,
+    **kwargs,
+):
+    """Several runs (``{label: EvalResult}``, same dataset) -> ``stats.results_table`` vs ``baseline``.
+
+    Each label becomes the ``run_id``; keyword arguments go to ``stats.results_table``
+    (``alpha``, ``test``, ``n``, ``rng_seed``, ``metrics``, ``adjust``).
+    """
+    rows, pq = [], []
+    for label, r in results.items():
+        rows += result_rows(r, run_id=label, mode=(mode or {}).get(label, label), git="-", timestamp="-")
+        pq += per_query_rows(r, run_id=label)
+    return results_table(
+        pd.DataFrame(rows, columns=RESULT_COLUMNS),
+        pd.DataFrame(pq, columns=PER_QUERY_COLUMNS),
+        baseline=baseline,
+        **kwargs,
+    )
