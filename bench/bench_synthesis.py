@@ -12,6 +12,7 @@ Measures, with the real ``openai`` client and ``ifir_lib.synthesize``:
 4. the same command as run 2 again (resume: every key already done).
 Prints the ratios; exits 1 when a target is missed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from ifir_lib.local_openai_server import DEFAULT_MODEL, write_seeds  # noqa: E402
-
 from ifir_lib import synthesize as syn  # noqa: E402
+from ifir_lib.local_openai_server import DEFAULT_MODEL, write_seeds  # noqa: E402
 
 
 def main() -> int:
@@ -44,12 +44,17 @@ def main() -> int:
     os.environ["IFIR_CACHE"] = str(tmp / "cache")
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench-not-a-real-key")
     # the server runs in its own process, so it does not compete with the client for the GIL
-    server = subprocess.Popen([sys.executable, str(REPO / "ifir_lib" / "local_openai_server.py"), str(a.latency)],
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, str(REPO / "ifir_lib" / "local_openai_server.py"), str(a.latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     url = server.stdout.readline().strip()
     stats = url.removesuffix("/v1") + "/_stats"
     seeds_path = write_seeds(tmp / "seeds.jsonl", a.seeds)
-    cfg = syn.SynthesisConfig(backend="openai", model=DEFAULT_MODEL, base_url=url, progress=False, timeout_s=30.0)
+    cfg = syn.SynthesisConfig(
+        backend="openai", model=DEFAULT_MODEL, base_url=url, progress=False, timeout_s=30.0
+    )
 
     cpu = {}
 
@@ -80,18 +85,28 @@ def main() -> int:
     ratio_par, ratio_warm = t_par / t_seq, t_warm / t_par
     ok_par, ok_warm = ratio_par <= 0.10, ratio_warm <= 0.02 and r3 == 0
     print(f"server latency {a.latency * 1000:.0f} ms/request, {a.seeds} seeds, output under {tmp}")
-    print(f"1. sequential (concurrency 1): {k} seeds timed in {t_seq_sub:.2f}s ({r1} requests) "
-          f"-> extrapolated to {a.seeds} seeds: {t_seq:.1f}s (measured on a subset of {k}, scaled linearly)")
-    print(f"2. concurrency {a.concurrency}: {a.seeds} seeds in {t_par:.2f}s, {r2} requests, "
-          f"{s2.written} rows ({s2.accepted} accepted)")
+    print(
+        f"1. sequential (concurrency 1): {k} seeds timed in {t_seq_sub:.2f}s ({r1} requests) "
+        f"-> extrapolated to {a.seeds} seeds: {t_seq:.1f}s (measured on a subset of {k}, scaled linearly)"
+    )
+    print(
+        f"2. concurrency {a.concurrency}: {a.seeds} seeds in {t_par:.2f}s, {r2} requests, "
+        f"{s2.written} rows ({s2.accepted} accepted)"
+    )
     print(f"   ratio concurrent/sequential = {ratio_par:.3f} (target <= 0.10) {'OK' if ok_par else 'MISSED'}")
-    print(f"3. warm cache, fresh output file (x3): best {t_warm * 1000:.0f} ms, first {t_warm1 * 1000:.0f} ms, "
-          f"{r3} requests, {s3.cached} rows from cache; CPU {cpu['warm0.jsonl'] * 1000:.0f} ms "
-          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    print(f"   ratio warm/first = {ratio_warm:.4f} best of 3, {t_warm1 / t_par:.4f} first "
-          f"(target <= 0.02 and 0 requests) {'OK' if ok_warm else 'MISSED'}")
-    print(f"4. same command as 2 again (resume): {t_resume * 1000:.0f} ms, {r4} requests, "
-          f"{s4.skipped} keys already done, ratio {t_resume / t_par:.4f}")
+    print(
+        f"3. warm cache, fresh output file (x3): best {t_warm * 1000:.0f} ms, first {t_warm1 * 1000:.0f} ms, "
+        f"{r3} requests, {s3.cached} rows from cache; CPU {cpu['warm0.jsonl'] * 1000:.0f} ms "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
+    print(
+        f"   ratio warm/first = {ratio_warm:.4f} best of 3, {t_warm1 / t_par:.4f} first "
+        f"(target <= 0.02 and 0 requests) {'OK' if ok_warm else 'MISSED'}"
+    )
+    print(
+        f"4. same command as 2 again (resume): {t_resume * 1000:.0f} ms, {r4} requests, "
+        f"{s4.skipped} keys already done, ratio {t_resume / t_par:.4f}"
+    )
     return 0 if ok_par and ok_warm else 1
 
 

@@ -8,6 +8,7 @@
 2. Peak resident memory of a ``cpu-smoke`` run (``ifir train --preset cpu-smoke``) in a fresh
    process. Target: <= 4 GB.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def plain_st_mnrl(examples, cfg, out: Path) -> float:
     """The baseline: a plain SentenceTransformerTrainer + MNRL, nothing of ours in the loop."""
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     from ifir_lib.models import resolve_model
@@ -36,18 +41,31 @@ def plain_st_mnrl(examples, cfg, out: Path) -> float:
     model = SentenceTransformer(resolve_model("minilm"), device="cpu")
     model.max_seq_length = cfg.max_seq_length
     ds = to_dataset(examples, cfg.num_negatives, with_labels=False)
-    args = SentenceTransformerTrainingArguments(output_dir=str(out), per_device_train_batch_size=cfg.batch_size,
-                                                max_steps=cfg.max_steps, learning_rate=cfg.learning_rate, save_strategy="no",
-                                                report_to="none", use_cpu=True, seed=cfg.rng_seed, disable_tqdm=True,
-                                                dataloader_pin_memory=False)
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds,
-                                         loss=MultipleNegativesRankingLoss(model, scale=1 / cfg.temperature))
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(out),
+        per_device_train_batch_size=cfg.batch_size,
+        max_steps=cfg.max_steps,
+        learning_rate=cfg.learning_rate,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=cfg.rng_seed,
+        disable_tqdm=True,
+        dataloader_pin_memory=False,
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=args,
+        train_dataset=ds,
+        loss=MultipleNegativesRankingLoss(model, scale=1 / cfg.temperature),
+    )
     res = trainer.train()
     return res.metrics["train_samples_per_second"]
 
 
 def ours(examples, cfg, out: Path) -> float:
     from ifir_lib.train import train
+
     return train(examples, out, cfg.replace(save_steps=10_000), mode="ins-dv", device="cpu").examples_per_s
 
 
@@ -63,11 +81,28 @@ def main() -> int:
     # parent's pages until exec, so measuring after loading models here would overstate it.
     out = tmp / "smoke"
     t0 = time.time()
-    subprocess.run([sys.executable, "-m", "ifir_lib", "train", "--preset", "cpu-smoke", "--mode", "ins-dv", "--out", str(out)],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ifir_lib",
+            "train",
+            "--preset",
+            "cpu-smoke",
+            "--mode",
+            "ins-dv",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
-    mem_line = (f"2. cpu-smoke run: peak RSS {peak_gb:.2f} GB in {time.time() - t0:.0f}s (target <= 4 GB) "
-                f"{'OK' if peak_gb <= 4 else 'MISS'}")
+    mem_line = (
+        f"2. cpu-smoke run: peak RSS {peak_gb:.2f} GB in {time.time() - t0:.0f}s (target <= 4 GB) "
+        f"{'OK' if peak_gb <= 4 else 'MISS'}"
+    )
 
     from ifir_lib.data import load_seeds
     from ifir_lib.train import get_config
@@ -82,8 +117,10 @@ def main() -> int:
         mine.append(ours(examples, cfg, tmp / f"ours{r}"))
         print(f"round {r + 1}: plain ST+MNRL {base[-1]:.2f} ex/s, ours {mine[-1]:.2f} ex/s")
     ratio = statistics.median(mine) / statistics.median(base)
-    print(f"1. throughput (batch {cfg.batch_size}, {cfg.num_negatives} negatives, max len {cfg.max_seq_length}, "
-          f"{a.steps} steps x {a.rounds} rounds): ours / plain = {ratio:.2f} (target >= 0.90) {'OK' if ratio >= 0.9 else 'MISS'}")
+    print(
+        f"1. throughput (batch {cfg.batch_size}, {cfg.num_negatives} negatives, max len {cfg.max_seq_length}, "
+        f"{a.steps} steps x {a.rounds} rounds): ours / plain = {ratio:.2f} (target >= 0.90) {'OK' if ratio >= 0.9 else 'MISS'}"
+    )
     print(mem_line)
 
     shutil.rmtree(tmp, ignore_errors=True)

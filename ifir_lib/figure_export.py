@@ -8,8 +8,8 @@ handled here: drawing (``figures``, ``figures_process``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import plotly.graph_objects as go
 import plotly.io as pio

@@ -196,7 +196,7 @@ _NEGATION = re.compile(
     r"outside|alternatives? to)\b",
     re.I,
 )
-_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|(?i:me|my|we|we're|our|us))\b")
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|[Mm]e|[Mm]y|[Ww]e|[Ww]e're|[Oo]ur|us)\b")
 
 
 def phrasing_style(text: str) -> str:

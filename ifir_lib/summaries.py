@@ -9,7 +9,7 @@ reading and writing the table (``results``), drawing (``figures``).
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd

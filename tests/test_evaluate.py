@@ -1,47 +1,21 @@
 """Our FollowIR / BEIR evaluation with MiniLM on tiny synthetic sets; cache; results table; CLI."""
+
 import json
 import math
 
-import pandas as pd
 import pytest
 
-from ifir_lib import results as R
-from ifir_lib import summaries as S
-from ifir_lib.corpora import load_beir
 from ifir_lib import embed_cache
 from ifir_lib import evaluate as E
-from ifir_lib.errors import DataError
-from ifir_lib.corpora import write_followir
-from ifir_lib.testing import synthetic_followir
+from ifir_lib import results as R
 
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("IFIR_CACHE", str(tmp_path / "cache"))
-
-
-@pytest.fixture(scope="module")
-def fir(tmp_path_factory):
-    return write_followir(synthetic_followir(4, 40, 24, rng_seed=2), tmp_path_factory.mktemp("data") / "fir")
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 @pytest.fixture(scope="module")
 def result(minilm, fir):
     """One uncached evaluation shared by the read-only tests below."""
     return E.evaluate_followir(minilm, fir, bootstrap=200, cache=False)
-
-
-@pytest.fixture
-def beir(tmp_path):
-    """A BEIR folder from the synthetic set: bare queries, og qrels (tsv with header)."""
-    data = synthetic_followir(4, 40, rng_seed=4)
-    root = tmp_path / "beir"
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, **v}) + "\n" for d, v in data.corpus.items()))
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": v["text"]}) + "\n" for q, v in data.queries.items()))
-    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, ds in data.qrels_og.items() for d, s in ds.items()]
-    (root / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
-    return root
 
 
 @pytest.fixture
@@ -53,6 +27,7 @@ def encode_log(monkeypatch):
     def spy(model, texts, kind, **kw):
         calls.append((kind, list(texts)))
         return real(model, texts, kind, **kw)
+
     monkeypatch.setattr(embed_cache, "encode", spy)
     return calls
 
@@ -74,16 +49,16 @@ def test_followir_metrics_intervals_and_runs(result):
 @pytest.mark.slow
 def test_each_text_encoded_once_then_cached(minilm, fir, result, encode_log):
     first = E.evaluate_followir(minilm, fir, bootstrap=0)
-    assert first.metrics == pytest.approx(result.metrics, abs=1e-6)      # cache on = cache off
+    assert first.metrics == pytest.approx(result.metrics, abs=1e-6)  # cache on = cache off
     data = first.data
     docs = [t for k, ts in encode_log if k == "document" for t in ts]
     queries = [t for k, ts in encode_log if k == "query" for t in ts]
     candidates = {d for c in data.top_ranked.values() for d in c}
-    assert len(docs) == len(set(docs)) == len(candidates)        # shared by the og and changed runs
+    assert len(docs) == len(set(docs)) == len(candidates)  # shared by the og and changed runs
     assert len(queries) == len(set(queries)) == 2 * len(data.queries)
     encode_log.clear()
     again = E.evaluate_followir(minilm, fir, bootstrap=0)
-    assert encode_log == []                                      # all from the on-disk cache
+    assert encode_log == []  # all from the on-disk cache
     assert again.metrics == first.metrics and again.runs == first.runs
     assert (embed_cache.cache_dir() / "emb" / first.fingerprint).is_dir()
 
@@ -99,55 +74,12 @@ def test_ranking_table_explains_the_query_p_mrr(result):
     assert list(t["og_rank"]) == sorted(t["og_rank"])
 
 
-def _fake(dataset, values, metric="p_mrr"):
-    pq = {metric: {f"q{i}": v for i, v in enumerate(values)}}
-    return E.EvalResult(dataset, "m", {metric: sum(values) / len(values)}, {metric: (min(values), max(values))}, pq)
-
-
-def test_results_table_is_appended_never_overwritten(tmp_path):
-    path = tmp_path / "results.csv"
-    r = _fake("fir", [1.0, 2.0, 3.0])
-    R.save_result(r, path, run_id="a", model="minilm", mode="base", rng_seed=0)
-    R.save_result(r, path, run_id="b", model="minilm", mode="ins-dv", rng_seed=1)
-    df = R.load_results(path)
-    assert list(df.columns) == R.RESULT_COLUMNS and list(df["run_id"]) == ["a", "b"]
-    assert df.loc[0, "value"] == 2.0 and df.loc[0, "ci_low"] == 1.0 and df.loc[0, "n_queries"] == 3
-    assert path.read_text().count("run_id") == 1
-    pq = R.load_per_query(path)
-    assert list(pq.columns) == R.PER_QUERY_COLUMNS and len(pq) == 6
-    assert R.per_query_path(path).name == "results_per_query.csv"
-    other = tmp_path / "other.csv"
-    other.write_text("a,b\n1,2\n")
-    with pytest.raises(DataError, match="refusing to append"):
-        R.append_results(other, R.result_rows(r, run_id="c"))
-    assert other.read_text() == "a,b\n1,2\n"
-
-
-def test_compare_results_marks_significance():
-    base = [float(i % 7) for i in range(30)]
-    better = [v + 5 + (i % 3) for i, v in enumerate(base)]
-    t = S.compare_results({"base": _fake("d", base), "dv": _fake("d", better)}, baseline="base", n=2000)
-    row = t.set_index("run_id").loc["dv"]
-    assert row["significant"] and row["delta"] == pytest.approx(sum(better) / 30 - sum(base) / 30)
-
-
 @pytest.mark.slow
 def test_beir_ndcg_at_10(minilm, beir):
     res = E.evaluate_beir(minilm, beir, bootstrap=100)
     assert set(res.metrics) == {"ndcg_at_10"} and res.n_queries["ndcg_at_10"] == 4
     assert 0 < res.metrics["ndcg_at_10"] <= 100
-    assert all(len(r) == 40 for r in res.runs["run"].values())    # full corpus ranked
-
-
-def test_beir_bad_input(beir, caplog):
-    with open(beir / "qrels" / "test.tsv", "a") as fh:
-        fh.write("q2\tmissing-doc\t1\n")
-    corpus, queries, qrels = load_beir(beir)
-    assert "q2" not in qrels and len(qrels) == 3 and "1 queries have qrels naming documents missing" in caplog.text
-    with open(beir / "qrels" / "test.tsv", "a") as fh:
-        fh.write("q1 d01 1\n")
-    with pytest.raises(DataError, match=r"test.tsv:\d+: expected 3 tab-separated fields"):
-        load_beir(beir)
+    assert all(len(r) == 40 for r in res.runs["run"].values())  # full corpus ranked
 
 
 @pytest.mark.slow
@@ -155,8 +87,24 @@ def test_cli_json_contract_and_table(fir, tmp_path, capsys):
     from ifir_lib.cli import main
 
     out = tmp_path / "res.csv"
-    rc = main(["evaluate", "--model", "minilm", "--followir", str(fir), "--json", "--out", str(out),
-               "--mode", "ins-dv", "--rng-seed", "3", "--bootstrap", "100"])
+    rc = main(
+        [
+            "evaluate",
+            "--model",
+            "minilm",
+            "--followir",
+            str(fir),
+            "--json",
+            "--out",
+            str(out),
+            "--mode",
+            "ins-dv",
+            "--rng-seed",
+            "3",
+            "--bootstrap",
+            "100",
+        ]
+    )
     assert rc == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     obj = json.loads(last)

@@ -1,4 +1,5 @@
 """p-MRR against hand-computed cases and mteb's own implementation; pytrec_eval wrappers."""
+
 import logging
 import random
 
@@ -17,11 +18,13 @@ DOCS = ["a", "b", "c", "d", "e"]
 
 # ---- ranks ---------------------------------------------------------------------------------
 
+
 def test_ranks_break_ties_by_doc_id_descending():
     assert M.ranks({"a": 0.5, "b": 0.9, "c": 0.5}) == {"b": 1, "c": 2, "a": 3}
 
 
 # ---- p-MRR: mteb's unit cases --------------------------------------------------------------
+
 
 def test_identical_runs_give_zero():
     run = {"q1": run_from_order(DOCS)}
@@ -29,15 +32,15 @@ def test_identical_runs_give_zero():
 
 
 def test_changed_doc_moving_up_from_rank_4_to_1():
-    og = {"q1": run_from_order(["a", "b", "c", "x", "e"])}        # x at rank 4
-    ch = {"q1": run_from_order(["x", "a", "b", "c", "e"])}        # x at rank 1
-    assert M.p_mrr(og, ch, {"q1": ["x"]}) == pytest.approx((1 / 4) / (1 / 1) - 1)   # -0.75
+    og = {"q1": run_from_order(["a", "b", "c", "x", "e"])}  # x at rank 4
+    ch = {"q1": run_from_order(["x", "a", "b", "c", "e"])}  # x at rank 1
+    assert M.p_mrr(og, ch, {"q1": ["x"]}) == pytest.approx((1 / 4) / (1 / 1) - 1)  # -0.75
 
 
 def test_changed_doc_moving_down_from_rank_1_to_4():
     og = {"q1": run_from_order(["x", "a", "b", "c", "e"])}
     ch = {"q1": run_from_order(["a", "b", "c", "x", "e"])}
-    assert M.p_mrr(og, ch, {"q1": ["x"]}) == pytest.approx(1 - (1 / 4) / (1 / 1))   # +0.75
+    assert M.p_mrr(og, ch, {"q1": ["x"]}) == pytest.approx(1 - (1 / 4) / (1 / 1))  # +0.75
 
 
 def test_mean_over_docs_then_over_queries():
@@ -50,8 +53,8 @@ def test_mean_over_docs_then_over_queries():
 
 
 def test_doc_missing_from_a_run_gets_rank_len_plus_one():
-    og = {"q1": run_from_order(["x", "a", "b"])}                  # x rank 1
-    ch = {"q1": run_from_order(["a", "b"])}                       # x missing -> rank 2 + 1
+    og = {"q1": run_from_order(["x", "a", "b"])}  # x rank 1
+    ch = {"q1": run_from_order(["a", "b"])}  # x missing -> rank 2 + 1
     assert M.p_mrr(og, ch, {"q1": ["x"]}) == pytest.approx(1 - (1 / 3) / (1 / 1))
 
 
@@ -89,23 +92,27 @@ def test_agrees_with_mteb_calculate_pmrr_on_random_runs():
         og[qid] = {d: rng.randint(0, 9) / 10 for d in rng.sample(docs, 30)}
         ch[qid] = {d: rng.randint(0, 9) / 10 for d in rng.sample(docs, 30)}
         diff[qid] = rng.sample(docs, rng.randint(1, 6))
-    diff["q_missing"] = ["d1"]   # in neither run: skipped by both
+    diff["q_missing"] = ["d1"]  # in neither run: skipped by both
     ours = M.p_mrr(og, ch, diff)
-    theirs = calculate_pmrr({q + "-og": r for q, r in og.items()}, {q + "-changed": r for q, r in ch.items()}, diff)
+    theirs = calculate_pmrr(
+        {q + "-og": r for q, r in og.items()}, {q + "-changed": r for q, r in ch.items()}, diff
+    )
     assert ours == pytest.approx(theirs, abs=1e-12)
 
 
 # ---- pytrec_eval wrappers ------------------------------------------------------------------
 
+
 def test_map_counts_grade_1_and_2_as_relevant():
-    qrels = {"q1": {"a": 2, "c": 1, "z": 1, "b": 0}}              # 3 relevant, z never retrieved
-    run = {"q1": run_from_order(["a", "b", "c", "d"])}           # relevant at ranks 1 and 3
+    qrels = {"q1": {"a": 2, "c": 1, "z": 1, "b": 0}}  # 3 relevant, z never retrieved
+    run = {"q1": run_from_order(["a", "b", "c", "d"])}  # relevant at ranks 1 and 3
     got = M.trec_per_query(run, qrels, ["map_at_1000"])["map_at_1000"]["q1"]
     assert got == pytest.approx((1 / 1 + 2 / 3) / 3)
 
 
 def test_ndcg_at_5_uses_graded_gains():
     import math
+
     qrels = {"q1": {"a": 2, "c": 1}}
     run = {"q1": run_from_order(["b", "a", "c"])}
     dcg = 2 / math.log2(3) + 1 / math.log2(4)

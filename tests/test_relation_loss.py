@@ -1,4 +1,5 @@
 """RelationInfoNCELoss against hand-computed cases and against plain MNRL on a dual-view batch."""
+
 import math
 
 import pytest
@@ -23,8 +24,8 @@ def features(*cols):
 def test_relation_matrix_dedups_dual_view_pair():
     # example 0: positive doc 7, negative doc 8; example 1 (its twin): positive 8, negative 7
     first, rel = RelationInfoNCELoss.relation_matrix(torch.tensor([[7, 8], [8, 7]]))
-    assert rel.tolist() == [[1, -1], [-1, 1]]        # two document columns, not four
-    assert first.tolist() == [0, 1]                   # doc 7 first seen at flat 0, doc 8 at flat 1
+    assert rel.tolist() == [[1, -1], [-1, 1]]  # two document columns, not four
+    assert first.tolist() == [0, 1]  # doc 7 first seen at flat 0, doc 8 at flat 1
 
 
 def test_loss_matches_hand_computation():
@@ -45,10 +46,12 @@ def test_in_batch_negatives_switch():
     neg = torch.tensor([[0.6, 0.8], [0.8, 0.6]])
     labels = torch.tensor([[0, 0, 1, 2], [1, 1, 3, 4]])
     off = RelationInfoNCELoss(FixedEmbedder(), temperature=1.0)(features(q, pos, neg), labels).item()
-    on = RelationInfoNCELoss(FixedEmbedder(), temperature=1.0, in_batch_negatives=True)(features(q, pos, neg), labels).item()
+    on = RelationInfoNCELoss(FixedEmbedder(), temperature=1.0, in_batch_negatives=True)(
+        features(q, pos, neg), labels
+    ).item()
     # off: each query sees its own positive + negative; on: also the other query's two docs
     e = math.exp
-    expected_off = -math.log(e(1) / (e(1) + e(0.6)))        # same for both queries by symmetry? q1: pos 1, neg .6
+    expected_off = -math.log(e(1) / (e(1) + e(0.6)))  # same for both queries by symmetry? q1: pos 1, neg .6
     expected_on_q0 = -math.log(e(1) / (e(1) + e(0.6) + e(0) + e(0.8)))
     assert off == pytest.approx(expected_off, rel=1e-6)
     assert on == pytest.approx(expected_on_q0, rel=1e-6)
@@ -65,14 +68,15 @@ def test_dual_view_batch_plain_mnrl_is_stuck_where_relation_loss_is_not():
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     p_plus, n_star = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
-    q = torch.stack([p_plus, n_star])          # view 1: q+I ~ P+ ; view 2: q+I' ~ N*
+    q = torch.stack([p_plus, n_star])  # view 1: q+I ~ P+ ; view 2: q+I' ~ N*
     pos = torch.stack([p_plus, n_star])
-    neg = torch.stack([n_star, p_plus])        # each view's negative is the other's positive
+    neg = torch.stack([n_star, p_plus])  # each view's negative is the other's positive
     labels = torch.tensor([[0, 0, 100, 101], [0, 1, 101, 100]])
     ours = RelationInfoNCELoss(FixedEmbedder(), temperature=0.02)(features(q, pos, neg), labels).item()
 
     class FakeST(FixedEmbedder):
         pass
+
     mnrl = MultipleNegativesRankingLoss(FakeST(), scale=50.0)(features(q, pos, neg), None).item()
     assert ours < 1e-6
     assert mnrl == pytest.approx(math.log(2), abs=1e-5) or mnrl > math.log(2)

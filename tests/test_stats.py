@@ -1,4 +1,5 @@
 """Bootstrap intervals, paired tests and the comparison table."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -67,11 +68,32 @@ def test_results_table_marks_significant_differences_vs_baseline():
     rng = np.random.default_rng(0)
     base = rng.normal(10, 3, 30)
     runs = {"base": base, "better": base + 4 + rng.normal(0, 1, 30), "same": base + rng.normal(0, 0.01, 30)}
-    summary = pd.DataFrame([{"run_id": r, "model": r, "config": r, "seed": 0, "dataset": "d", "metric": "p_mrr",
-                             "value": v.mean(), "ci_low": v.mean() - 1, "ci_high": v.mean() + 1, "n_queries": 30,
-                             "git_commit": "-", "timestamp": "-"} for r, v in runs.items()])
-    pq = pd.DataFrame([{"run_id": r, "dataset": "d", "metric": "p_mrr", "query_id": f"q{i}", "value": x}
-                       for r, v in runs.items() for i, x in enumerate(v)])
+    summary = pd.DataFrame(
+        [
+            {
+                "run_id": r,
+                "model": r,
+                "config": r,
+                "seed": 0,
+                "dataset": "d",
+                "metric": "p_mrr",
+                "value": v.mean(),
+                "ci_low": v.mean() - 1,
+                "ci_high": v.mean() + 1,
+                "n_queries": 30,
+                "git_commit": "-",
+                "timestamp": "-",
+            }
+            for r, v in runs.items()
+        ]
+    )
+    pq = pd.DataFrame(
+        [
+            {"run_id": r, "dataset": "d", "metric": "p_mrr", "query_id": f"q{i}", "value": x}
+            for r, v in runs.items()
+            for i, x in enumerate(v)
+        ]
+    )
     t = stats.results_table(summary, pq, baseline="base", n=2000).set_index("run_id")
     assert t.loc["base", "delta"] == 0 and not t.loc["base", "significant"]
     assert t.loc["better", "significant"] and t.loc["better", "display"].endswith("*")

@@ -3,6 +3,7 @@
 No mocks: ifir_lib/local_openai_server.py speaks HTTP on 127.0.0.1 and injects 429 / 500 / slow replies /
 dropped connections / tagless / declined answers; the CLI runs in-process or as a subprocess.
 """
+
 import json
 import os
 import signal
@@ -12,42 +13,29 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import OPENAI_KEY as KEY  # noqa: E402
 
-from ifir_lib import cli
-from ifir_lib import synthesize as syn
-from ifir_lib import prompts
+from ifir_lib import cli, prompts
 from ifir_lib import synthesis_io as sio
-from ifir_lib.local_openai_server import DEFAULT_MODEL, FakeOpenAIServer, free_port
+from ifir_lib import synthesize as syn
+from ifir_lib.local_openai_server import DEFAULT_MODEL, free_port
 from ifir_lib.testing import make_seed, write_seeds
 
-KEY = "sk-test-ZX81-d1stinct1ve-k3y-0042"
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def _server():
-    srv = FakeOpenAIServer().start()
-    import openai  # warm up: the client's first request builds its pydantic models (~0.2 s)
-    openai.OpenAI(api_key="x", base_url=srv.url, max_retries=0).chat.completions.create(
-        model=DEFAULT_MODEL, messages=[{"role": "user", "content": "hi"}])
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def server(_server, monkeypatch, tmp_path):
-    """The shared server, reset; a fresh cache under tmp_path; the distinctive fake key in the env."""
-    _server.reset()
-    _server.latency_s, _server.slow_s, _server.retry_after, _server.api_key = 0.0, 3.0, "1", None
-    _server.models = {DEFAULT_MODEL}
-    monkeypatch.setenv("IFIR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    return _server
-
-
 def cfg(server, **kw):
-    base = dict(backend="openai", model=DEFAULT_MODEL, base_url=server.url, concurrency=4, backoff_base_s=0.02,
-                backoff_max_s=0.5, max_retries=3, timeout_s=5.0, progress=False)
+    base = dict(
+        backend="openai",
+        model=DEFAULT_MODEL,
+        base_url=server.url,
+        concurrency=4,
+        backoff_base_s=0.02,
+        backoff_max_s=0.5,
+        max_retries=3,
+        timeout_s=5.0,
+        progress=False,
+    )
     return syn.SynthesisConfig(**{**base, **kw})
 
 
@@ -57,16 +45,23 @@ def keys(path):
 
 def test_rows_schema_usage_and_template_version(server, tmp_path):
     seeds = [make_seed(i) for i in range(3)]
-    s = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server, negative="all", prices={DEFAULT_MODEL: (1.0, 2.0)}))
+    s = syn.synthesize(
+        seeds, tmp_path / "o.jsonl", cfg(server, negative="all", prices={DEFAULT_MODEL: (1.0, 2.0)})
+    )
     rows = sio.load_synthesis(tmp_path / "o.jsonl")
     assert sorted(r["key"] for r in rows) == sorted(f"{s['id']}#{j}" for s in seeds for j in (0, 1))
     assert server.requests == 6 and s.requests == 6 and s.accepted == 6
     r = rows[0]
     assert r["status"] == "accepted" and r["reversal"].startswith("Only include documents centred on")
     assert r["reasoning"] == "The chosen document differs from the other one in its focus."
-    assert r["template"] == "reversal_prompt" and r["template_version"] == prompts.load_template("reversal_prompt.j2").full_version
+    assert (
+        r["template"] == "reversal_prompt"
+        and r["template_version"] == prompts.load_template("reversal_prompt.j2").full_version
+    )
     assert r["usage"]["prompt_tokens"] > 0 and r["attempts"] == 1 and r["cached"] is False
-    assert r["cost_usd"] == pytest.approx((r["usage"]["prompt_tokens"] * 1.0 + r["usage"]["completion_tokens"] * 2.0) / 1e6)
+    assert r["cost_usd"] == pytest.approx(
+        (r["usage"]["prompt_tokens"] * 1.0 + r["usage"]["completion_tokens"] * 2.0) / 1e6
+    )
     assert s.cost_usd == pytest.approx(sum(x["cost_usd"] for x in rows))
     assert s.prompt_tokens == sum(x["usage"]["prompt_tokens"] for x in rows)
     # decoding params reach the server
@@ -112,11 +107,20 @@ def test_tagless_declined_garbled_replies(server, tmp_path):
     by = {r["key"]: r for r in sio.load_synthesis(tmp_path / "o.jsonl")}
     assert (by["seed-0000"]["status"], by["seed-0000"]["reason"]) == ("rejected", "missing <answer> tag")
     assert by["seed-0000"]["raw"].startswith("I think")
-    assert (by["seed-0001"]["status"], by["seed-0001"]["reason"], by["seed-0001"]["reversal"]) == ("declined", None, None)
+    assert (by["seed-0001"]["status"], by["seed-0001"]["reason"], by["seed-0001"]["reversal"]) == (
+        "declined",
+        None,
+        None,
+    )
     assert by["seed-0001"]["reasoning"].startswith("No attribute")
     assert by["seed-0002"]["status"] == "rejected" and by["seed-0002"]["reason"].startswith("garbled tags")
     assert by["seed-0003"]["status"] == "accepted"
-    assert (s.rejected, s.declined, s.accepted, server.requests) == (2, 1, 1, 4)  # not retried: answers are answers
+    assert (s.rejected, s.declined, s.accepted, server.requests) == (
+        2,
+        1,
+        1,
+        4,
+    )  # not retried: answers are answers
 
 
 def test_cache_hit_means_zero_requests(server, tmp_path):
@@ -152,8 +156,22 @@ def test_bad_seed_file_fails_before_any_request(server, tmp_path, capsys):
     rows = [make_seed(i) for i in range(3)]
     del rows[2]["positive"]
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    rc = cli.main(["synthesize", "--seeds", str(p), "--out", str(tmp_path / "o.jsonl"), "--backend", "openai",
-                   "--model", DEFAULT_MODEL, "--base-url", server.url, "--no-progress"])
+    rc = cli.main(
+        [
+            "synthesize",
+            "--seeds",
+            str(p),
+            "--out",
+            str(tmp_path / "o.jsonl"),
+            "--backend",
+            "openai",
+            "--model",
+            DEFAULT_MODEL,
+            "--base-url",
+            server.url,
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and server.requests == 0
     assert f"{p}:3: field 'positive': missing" in err and "Traceback" not in err
@@ -170,22 +188,47 @@ def test_fatal_errors_exit_2_with_one_line(server, tmp_path, capsys, case):
         server.api_key = "sk-the-right-one"  # our KEY is wrong; the server echoes it back in the 401
     else:
         model = "no-such-model"
-    rc = cli.main(["synthesize", "--seeds", str(tmp_path / "seeds.jsonl"), "--out", str(tmp_path / "o.jsonl"),
-                   "--backend", "openai", "--model", model, "--base-url", url, "--backoff", "0.01", "--no-progress"])
+    rc = cli.main(
+        [
+            "synthesize",
+            "--seeds",
+            str(tmp_path / "seeds.jsonl"),
+            "--out",
+            str(tmp_path / "o.jsonl"),
+            "--backend",
+            "openai",
+            "--model",
+            model,
+            "--base-url",
+            url,
+            "--backoff",
+            "0.01",
+            "--no-progress",
+        ]
+    )
     out, err = capsys.readouterr()
     lines = [x for x in err.splitlines() if x.strip()]
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("ifir synthesize: error: "), err
     assert "Traceback" not in err and KEY not in err + out
-    expect = {"unreachable": "cannot connect", "bad_key": "refused the API key from $OPENAI_API_KEY (HTTP 401",
-              "unknown_model": "HTTP 404"}[case]
+    expect = {
+        "unreachable": "cannot connect",
+        "bad_key": "refused the API key from $OPENAI_API_KEY (HTTP 401",
+        "unknown_model": "HTTP 404",
+    }[case]
     assert expect in lines[0]
     if case == "bad_key":
         assert server.auth_headers[0] == f"Bearer {KEY}" and "***" in lines[0]  # echoed key redacted
 
 
 def _cli_env(tmp_path, **extra):
-    env = dict(os.environ, OPENAI_API_KEY=KEY, IFIR_CACHE=str(tmp_path / "cache"), HF_HUB_OFFLINE="1",
-               PYTHONPATH=str(REPO), **extra)
+    env = dict(
+        os.environ,
+        OPENAI_API_KEY=KEY,
+        IFIR_CACHE=str(tmp_path / "cache"),
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=str(REPO),
+        **extra,
+    )
     return env
 
 
@@ -194,9 +237,28 @@ def test_api_key_never_written_or_printed(server, tmp_path):
     server.api_key = KEY
     server.faults = ["429", "500", "drop", "tagless"]
     server.retry_after = "0.1"
-    cmd = [sys.executable, "-m", "ifir_lib", "-v", "synthesize", "--seeds", str(tmp_path / "seeds.jsonl"),
-           "--out", str(tmp_path / "out" / "o.jsonl"), "--backend", "openai", "--model", DEFAULT_MODEL,
-           "--base-url", server.url, "--backoff", "0.01", "--concurrency", "2", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ifir_lib",
+        "-v",
+        "synthesize",
+        "--seeds",
+        str(tmp_path / "seeds.jsonl"),
+        "--out",
+        str(tmp_path / "out" / "o.jsonl"),
+        "--backend",
+        "openai",
+        "--model",
+        DEFAULT_MODEL,
+        "--base-url",
+        server.url,
+        "--backoff",
+        "0.01",
+        "--concurrency",
+        "2",
+        "--json",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, env=_cli_env(tmp_path), cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
     assert set(server.auth_headers) == {f"Bearer {KEY}"}  # the key was used...
@@ -215,10 +277,28 @@ def test_resume_after_sigkill(server, tmp_path):
     write_seeds(tmp_path / "seeds.jsonl", n)
     server.latency_s = 0.08
     out = tmp_path / "o.jsonl"
-    cmd = [sys.executable, "-m", "ifir_lib", "synthesize", "--seeds", str(tmp_path / "seeds.jsonl"), "--out", str(out),
-           "--backend", "openai", "--model", DEFAULT_MODEL, "--base-url", server.url, "--concurrency", "3",
-           "--no-progress"]
-    proc = subprocess.Popen(cmd, env=_cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "ifir_lib",
+        "synthesize",
+        "--seeds",
+        str(tmp_path / "seeds.jsonl"),
+        "--out",
+        str(out),
+        "--backend",
+        "openai",
+        "--model",
+        DEFAULT_MODEL,
+        "--base-url",
+        server.url,
+        "--concurrency",
+        "3",
+        "--no-progress",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=_cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 8):
         time.sleep(0.02)
@@ -244,8 +324,19 @@ def test_resume_after_sigkill(server, tmp_path):
 
 def test_shards_then_merge_cli(server, tmp_path, capsys):
     write_seeds(tmp_path / "seeds.jsonl", 9)
-    base = ["--seeds", str(tmp_path / "seeds.jsonl"), "--backend", "openai", "--model", DEFAULT_MODEL,
-            "--base-url", server.url, "--no-progress", "--negative", "all"]
+    base = [
+        "--seeds",
+        str(tmp_path / "seeds.jsonl"),
+        "--backend",
+        "openai",
+        "--model",
+        DEFAULT_MODEL,
+        "--base-url",
+        server.url,
+        "--no-progress",
+        "--negative",
+        "all",
+    ]
     outs = []
     for i in range(3):
         outs.append(str(tmp_path / f"shard{i}.jsonl"))
@@ -256,10 +347,28 @@ def test_shards_then_merge_cli(server, tmp_path, capsys):
     # a re-run shard overlapping another's output (e.g. a copied file): merge de-duplicates
     Path(outs[2]).write_text(Path(outs[2]).read_text() + Path(outs[0]).read_text().splitlines(True)[0])
     capsys.readouterr()
-    rc = cli.main(["synthesize-merge", *outs, "--out", str(tmp_path / "all.jsonl"), "--seeds", str(tmp_path / "seeds.jsonl")])
+    rc = cli.main(
+        [
+            "synthesize-merge",
+            *outs,
+            "--out",
+            str(tmp_path / "all.jsonl"),
+            "--seeds",
+            str(tmp_path / "seeds.jsonl"),
+        ]
+    )
     assert rc == 0 and "18 rows, 1 duplicates dropped" in capsys.readouterr().out
     assert len(set(keys(tmp_path / "all.jsonl"))) == 18
-    rc = cli.main(["synthesize-merge", *outs[:2], "--out", str(tmp_path / "part.jsonl"), "--seeds", str(tmp_path / "seeds.jsonl")])
+    rc = cli.main(
+        [
+            "synthesize-merge",
+            *outs[:2],
+            "--out",
+            str(tmp_path / "part.jsonl"),
+            "--seeds",
+            str(tmp_path / "seeds.jsonl"),
+        ]
+    )
     o = capsys.readouterr()
     assert rc == 1 and "missing keys: seed-" in o.err
 
@@ -267,9 +376,28 @@ def test_shards_then_merge_cli(server, tmp_path, capsys):
 def test_cli_summary_and_failed_exit_code(server, tmp_path, capsys):
     write_seeds(tmp_path / "seeds.jsonl", 2)
     server.rules = {make_seed(1)["query"]: "500"}
-    rc = cli.main(["synthesize", "--seeds", str(tmp_path / "seeds.jsonl"), "--out", str(tmp_path / "o.jsonl"),
-                   "--backend", "openai", "--model", DEFAULT_MODEL, "--base-url", server.url, "--no-progress",
-                   "--max-retries", "1", "--backoff", "0.01", "--price", "0.5,1.5"])
+    rc = cli.main(
+        [
+            "synthesize",
+            "--seeds",
+            str(tmp_path / "seeds.jsonl"),
+            "--out",
+            str(tmp_path / "o.jsonl"),
+            "--backend",
+            "openai",
+            "--model",
+            DEFAULT_MODEL,
+            "--base-url",
+            server.url,
+            "--no-progress",
+            "--max-retries",
+            "1",
+            "--backoff",
+            "0.01",
+            "--price",
+            "0.5,1.5",
+        ]
+    )
     o = capsys.readouterr()
     assert rc == 1 and "1 accepted, 0 declined, 0 rejected, 1 failed" in o.out
     assert "failed: HTTP 500 x1" in o.out and "rerun the same command" in o.err

@@ -1,4 +1,5 @@
 """Training: sampler invariants, a real CPU run, resume after a kill, NaN stop, DDP on 2 processes."""
+
 import json
 import os
 import signal
@@ -8,46 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from datasets import Dataset
 
 from ifir_lib.errors import NonFiniteLossError
-from ifir_lib.dry_run import dry_run
-from ifir_lib.samplers import DualViewBatchSampler, SingleViewBatchSampler
-from ifir_lib.train import TrainConfig, to_dataset, train
+from ifir_lib.train import TrainConfig, train
 from ifir_lib.trainsets import build_trainset
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def test_sampler_keeps_views_together_and_never_repeats_a_query():
-    # groups of two views; queries 0 and 5 share a text (label[1]) to force a deferral
-    labels = [[g, q, 0] for g, q in [(0, 0), (0, 1), (1, 2), (1, 3), (2, 5), (2, 0), (3, 6), (3, 7), (4, 8)]]
-    ds = Dataset.from_dict({"label": labels})
-    s = DualViewBatchSampler(ds, batch_size=4, drop_last=False, seed=3)
-    for epoch in range(5):
-        s.set_epoch(epoch)
-        batches = list(s)
-        assert sorted(i for b in batches for i in b) == list(range(9))
-        for b in batches:
-            queries = [labels[i][1] for i in b]
-            assert len(queries) == len(set(queries))
-            groups = [labels[i][0] for i in b]
-            for g in set(groups):
-                # co-batched: every view of a group sits in the same batch (group 2 only if not split by its own clash)
-                assert groups.count(g) == sum(1 for lab in labels if lab[0] == g)
-    single = SingleViewBatchSampler(ds, batch_size=4, drop_last=False, seed=3)
-    assert sorted(i for b in single for i in b) == list(range(9))
-
-
-def test_dry_run_paper_preset_estimates_without_gpu(bundled_seeds):
-    cfg = TrainConfig.preset("paper")
-    ts = build_trainset("ins-dv", bundled_seeds, num_negatives=cfg.num_negatives)
-    est = dry_run(cfg, ts.examples, world_size=8)
-    assert est["effective_batch"] == 256 * 8 and est["steps"] == 1500
-    assert est["texts_per_step"] == 256 * 8 * 32
-    assert est["params"] == int(305e6) and 4 < est["est_peak_gb"] < 80
-    with pytest.raises(ValueError, match="fewer than 30 negatives"):
-        dry_run(cfg, build_trainset("ins-dv", bundled_seeds, num_negatives=3).examples)
 
 
 @pytest.fixture(scope="module")
@@ -60,17 +27,24 @@ def smoke_run(tmp_path_factory, bundled_seeds):
 
 def test_run_directory_is_a_loadable_model_with_provenance(smoke_run):
     from sentence_transformers import SentenceTransformer
+
     cfg, ts, res = smoke_run
     model = SentenceTransformer(str(res.run_dir), device="cpu")
     assert model.prompts["query"] == cfg.query_prompt and "document" in model.prompts
     info = json.loads((res.run_dir / "ifir_run.json").read_text())
-    assert info["status"] == "finished" and info["mode"] == "ins-dv" and info["data"]["sha256"] == ts.manifest()["sha256"]
+    assert (
+        info["status"] == "finished"
+        and info["mode"] == "ins-dv"
+        and info["data"]["sha256"] == ts.manifest()["sha256"]
+    )
     assert [r["step"] for r in res.log] == [1, 2] and all(r["loss"] > 0 for r in res.log)
 
 
 def test_same_seed_same_weights(smoke_run, tmp_path):
-    from ifir_lib.models import model_fingerprint
     from sentence_transformers import SentenceTransformer
+
+    from ifir_lib.models import model_fingerprint
+
     cfg, ts, res = smoke_run
     again = train(ts.examples, tmp_path / "again", cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
     a = SentenceTransformer(str(res.run_dir), device="cpu")
@@ -95,15 +69,30 @@ def test_non_finite_loss_stops_and_keeps_checkpoint(bundled_seeds, tmp_path):
 
 
 def _train_cmd(out, *extra):
-    return [sys.executable, "-m", "ifir_lib", "train", "--mode", "ins-dv", "--preset", "cpu-smoke", "--budget", "16",
-            "--out", str(out), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "ifir_lib",
+        "train",
+        "--mode",
+        "ins-dv",
+        "--preset",
+        "cpu-smoke",
+        "--budget",
+        "16",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 @pytest.mark.slow
 def test_killed_run_resumes_from_last_checkpoint(tmp_path):
     out = tmp_path / "run"
     cmd = _train_cmd(out, "--max-steps", "4", "--save-steps", "2")
-    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + 240
     while not (out / "checkpoints" / "checkpoint-2" / "trainer_state.json").exists():
         assert proc.poll() is None and time.time() < deadline, "run ended before its first checkpoint"
@@ -115,8 +104,8 @@ def test_killed_run_resumes_from_last_checkpoint(tmp_path):
     done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "resuming" in done.stderr
-    steps = [json.loads(l)["step"] for l in (out / "train_log.jsonl").read_text().splitlines()]
-    assert steps == sorted(set(steps)) and steps[-1] == 4       # one line per step, none duplicated
+    steps = [json.loads(line)["step"] for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps)) and steps[-1] == 4  # one line per step, none duplicated
     assert json.loads((out / "ifir_run.json").read_text())["steps"] == 4
 
 
@@ -124,12 +113,30 @@ def test_killed_run_resumes_from_last_checkpoint(tmp_path):
 def test_ddp_two_processes_on_cpu_agree(tmp_path):
     out = tmp_path / "ddp"
     torchrun = Path(sys.executable).with_name("torchrun")
-    cmd = [str(torchrun), "--nproc_per_node", "2", "-m", "ifir_lib", "train", "--mode", "ins-dv", "--preset",
-           "cpu-smoke", "--budget", "32", "--max-steps", "2", "--out", str(out)]
+    cmd = [
+        str(torchrun),
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "ifir_lib",
+        "train",
+        "--mode",
+        "ins-dv",
+        "--preset",
+        "cpu-smoke",
+        "--budget",
+        "32",
+        "--max-steps",
+        "2",
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     prints = [(out / f"rank{r}.fingerprint").read_text() for r in (0, 1)]
     assert prints[0] == prints[1]
     from sentence_transformers import SentenceTransformer
+
     from ifir_lib.models import model_fingerprint
+
     assert model_fingerprint(SentenceTransformer(str(out), device="cpu")) == prints[0]

@@ -1,18 +1,27 @@
 """Matched-budget training sets: views, budgets, exclusions, curation."""
+
 import json
 
 import pytest
 
-from ifir_lib.errors import DataError
 from ifir_lib.curation import load_decisions as load_curation
+from ifir_lib.errors import DataError
 from ifir_lib.trainsets import build_trainset, load_reversals, load_trainset, save_trainset
 
 
 def test_budgets_are_matched(bundled_seeds):
     budget = 40
-    sets = {m: build_trainset(m, bundled_seeds, budget=budget, num_negatives=5) for m in ("ins-orig", "ins-dv", "all-orig", "all-dv")}
+    sets = {
+        m: build_trainset(m, bundled_seeds, budget=budget, num_negatives=5)
+        for m in ("ins-orig", "ins-dv", "all-orig", "all-dv")
+    }
     # Ins-* pairs at B examples, All-* pairs at 2B (the paper's 480k vs ~880k)
-    assert {m: len(s.examples) for m, s in sets.items()} == {"ins-orig": 40, "ins-dv": 40, "all-orig": 80, "all-dv": 80}
+    assert {m: len(s.examples) for m, s in sets.items()} == {
+        "ins-orig": 40,
+        "ins-dv": 40,
+        "all-orig": 80,
+        "all-dv": 80,
+    }
     assert sets["ins-orig"].counts["views"] == {"orig": 40, "dv": 0, "query": 0}
     assert sets["ins-dv"].counts["views"] == {"orig": 20, "dv": 20, "query": 0}
     assert sets["all-orig"].counts["views"] == {"orig": 40, "dv": 0, "query": 40}
@@ -47,18 +56,29 @@ def test_counterpart_never_uses_instruction_negatives_as_negatives(bundled_seeds
 def test_declined_rejected_and_curated_are_excluded_and_counted(bundled_seeds, tmp_path):
     seeds = bundled_seeds[:10]
     syn = tmp_path / "syn.jsonl"
-    rows = [{"seed_id": s["id"], "status": "accepted", "reversal": "Find X.", "negative_index": 0} for s in seeds[:6]]
-    rows += [{"seed_id": seeds[6]["id"], "status": "declined", "reversal": None},
-             {"seed_id": seeds[7]["id"], "status": "rejected", "reversal": None, "reason": "near-copy"}]
+    rows = [
+        {"seed_id": s["id"], "status": "accepted", "reversal": "Find X.", "negative_index": 0}
+        for s in seeds[:6]
+    ]
+    rows += [
+        {"seed_id": seeds[6]["id"], "status": "declined", "reversal": None},
+        {"seed_id": seeds[7]["id"], "status": "rejected", "reversal": None, "reason": "near-copy"},
+    ]
     syn.write_text("".join(json.dumps(r) + "\n" for r in rows))
     counts = {}
     revs = load_reversals(syn, counts)
     assert counts == {"reversals_declined": 1, "reversals_rejected": 1} and len(revs) == 6
     cur = tmp_path / "cur.jsonl"
-    cur.write_text(json.dumps({"key": seeds[0]["id"], "decision": "reject"}) + "\n"
-                   + json.dumps({"key": seeds[1]["id"], "decision": "reject"}) + "\n"
-                   + json.dumps({"key": seeds[1]["id"], "decision": "accept"}) + "\n"   # last decision wins
-                   + json.dumps({"key": seeds[1]["id"], "decision": None, "comment": "ok"}) + "\n")
+    cur.write_text(
+        json.dumps({"key": seeds[0]["id"], "decision": "reject"})
+        + "\n"
+        + json.dumps({"key": seeds[1]["id"], "decision": "reject"})
+        + "\n"
+        + json.dumps({"key": seeds[1]["id"], "decision": "accept"})
+        + "\n"  # last decision wins
+        + json.dumps({"key": seeds[1]["id"], "decision": None, "comment": "ok"})
+        + "\n"
+    )
     ts = build_trainset("ins-dv", seeds, revs, num_negatives=3, curation=load_curation(cur))
     assert ts.counts["curated_out"] == 1 and ts.counts["no_reversal"] == 4
     assert ts.counts["seeds_used"] == 5 and seeds[0]["id"] not in {e["group"] for e in ts.examples}

@@ -1,30 +1,41 @@
 """Verification of reversals: the retriever flip check (MiniLM) and the LLM judge (local server)."""
+
 import json
 from pathlib import Path
 
 import pytest
 
 from ifir_lib import cli
-from ifir_lib import synthesize as syn
 from ifir_lib import synthesis_io as sio
+from ifir_lib import synthesize as syn
+from ifir_lib.local_openai_server import DEFAULT_MODEL
 from ifir_lib.models import encode, format_query
 from ifir_lib.verify import flip_margins, judge_order, parse_judge, verify, verify_file
-from ifir_lib.local_openai_server import DEFAULT_MODEL, FakeOpenAIServer
 
 SNAKE = "The python is a large constricting snake found in Africa and Asia."
 CODE = "Python is a programming language popular for data science and scripting."
-SEED = {"id": "py", "query": "python", "instruction": "Only documents about the snake species.",
-        "instruction_type": "required_attribute", "positive": {"id": "snake", "text": SNAKE},
-        "instruction_negatives": [{"id": "code", "text": CODE}],
-        "hard_negatives": [{"id": "h1", "text": "Boa constrictors."}, {"id": "h2", "text": "Monty Python sketches."}]}
+SEED = {
+    "id": "py",
+    "query": "python",
+    "instruction": "Only documents about the snake species.",
+    "instruction_type": "required_attribute",
+    "positive": {"id": "snake", "text": SNAKE},
+    "instruction_negatives": [{"id": "code", "text": CODE}],
+    "hard_negatives": [
+        {"id": "h1", "text": "Boa constrictors."},
+        {"id": "h2", "text": "Monty Python sketches."},
+    ],
+}
 GOOD = "Only documents about the programming language."
 
 
 def _rows():
     base = {"seed_id": "py", "negative_index": 0, "negative_id": "code", "backend": "test", "model": "m"}
-    return [{**base, "key": "py#0", "status": "accepted", "reversal": GOOD},
-            {**base, "key": "py#1", "status": "accepted", "reversal": SEED["instruction"]},  # no flip: same text
-            {**base, "key": "py#2", "status": "declined", "reversal": None}]
+    return [
+        {**base, "key": "py#0", "status": "accepted", "reversal": GOOD},
+        {**base, "key": "py#1", "status": "accepted", "reversal": SEED["instruction"]},  # no flip: same text
+        {**base, "key": "py#2", "status": "declined", "reversal": None},
+    ]
 
 
 def test_flip_margins_match_hand_computed_scores(minilm):
@@ -41,10 +52,17 @@ def test_verify_columns(minilm):
     good, same, declined = rows
     assert good["verify_flip"] is True and good["verify_margin_rev"] > 0
     # reversal == original instruction: the two views agree, so the rev margin is minus the og margin
-    assert same["verify_flip"] is False and same["verify_margin_rev"] == pytest.approx(-same["verify_margin_og"], abs=1e-5)
-    assert all(declined[c] is None for c in ("verify_flip", "verify_margin_og", "verify_margin_rev", "verify_judge"))
+    assert same["verify_flip"] is False and same["verify_margin_rev"] == pytest.approx(
+        -same["verify_margin_og"], abs=1e-5
+    )
+    assert all(
+        declined[c] is None for c in ("verify_flip", "verify_margin_og", "verify_margin_rev", "verify_judge")
+    )
     assert good["verify_judge"] is None  # no judge asked for
-    assert {k: good[k] for k in ("key", "reversal")} == {"key": "py#0", "reversal": GOOD}  # rows keep their fields
+    assert {k: good[k] for k in ("key", "reversal")} == {
+        "key": "py#0",
+        "reversal": GOOD,
+    }  # rows keep their fields
 
 
 def test_verify_file_rewrites_atomically(minilm, tmp_path):
@@ -57,29 +75,29 @@ def test_verify_file_rewrites_atomically(minilm, tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["rows.jsonl"]  # no temp file left
 
 
-@pytest.mark.parametrize("raw, a_is_n, expected", [
-    ("ok\n<answer><a>yes</a><b>no</b></answer>", True, True),
-    ("<answer><a>yes</a><b>no</b></answer>", False, False),   # then P+ is A: P+ relevant, N* not
-    ("<answer><a>no</a><b>yes</b></answer>", False, True),
-    ("<answer><a>yes</a><b>yes</b></answer>", True, False),   # both relevant: no flip
-    ("yes, no", True, None),
-])
+@pytest.mark.parametrize(
+    "raw, a_is_n, expected",
+    [
+        ("ok\n<answer><a>yes</a><b>no</b></answer>", True, True),
+        ("<answer><a>yes</a><b>no</b></answer>", False, False),  # then P+ is A: P+ relevant, N* not
+        ("<answer><a>no</a><b>yes</b></answer>", False, True),
+        ("<answer><a>yes</a><b>yes</b></answer>", True, False),  # both relevant: no flip
+        ("yes, no", True, None),
+    ],
+)
 def test_parse_judge(raw, a_is_n, expected):
     assert parse_judge(raw, a_is_n)[0] is expected
 
 
-@pytest.fixture
-def server(monkeypatch, tmp_path):
-    srv = FakeOpenAIServer().start()
-    monkeypatch.setenv("IFIR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-verify-test")
-    yield srv
-    srv.stop()
-
-
 def test_judge_through_the_openai_backend(server, tmp_path):
-    judge = syn.SynthesisConfig(backend="openai", model=DEFAULT_MODEL, base_url=server.url, temperature=0.0,
-                                progress=False, backoff_base_s=0.01)
+    judge = syn.SynthesisConfig(
+        backend="openai",
+        model=DEFAULT_MODEL,
+        base_url=server.url,
+        temperature=0.0,
+        progress=False,
+        backoff_base_s=0.01,
+    )
     server.faults = ["429"]
     server.retry_after = "0"
     rows = verify(_rows(), [SEED], embedder=None, judge=judge)
@@ -98,8 +116,28 @@ def test_verify_cli_with_judge(server, tmp_path, capsys):
     seeds.write_text(json.dumps(SEED) + "\n")
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
-    rc = cli.main(["verify", "--in", str(rows), "--seeds", str(seeds), "--out", str(tmp_path / "v.jsonl"),
-                   "--no-embedder", "--judge-backend", "openai", "--model", DEFAULT_MODEL, "--base-url", server.url])
+    rc = cli.main(
+        [
+            "verify",
+            "--in",
+            str(rows),
+            "--seeds",
+            str(seeds),
+            "--out",
+            str(tmp_path / "v.jsonl"),
+            "--no-embedder",
+            "--judge-backend",
+            "openai",
+            "--model",
+            DEFAULT_MODEL,
+            "--base-url",
+            server.url,
+        ]
+    )
     assert rc == 0 and "judge yes" in capsys.readouterr().out
     assert Path(rows).read_text().count("verify_") == 0  # --out given: the input is untouched
-    assert [r["verify_judge"] is not None for r in sio.load_synthesis(tmp_path / "v.jsonl")] == [True, True, False]
+    assert [r["verify_judge"] is not None for r in sio.load_synthesis(tmp_path / "v.jsonl")] == [
+        True,
+        True,
+        False,
+    ]

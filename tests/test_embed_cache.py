@@ -1,38 +1,24 @@
 """The on-disk embedding cache, with a fake encoder (no model needed)."""
+
 import logging
 
-import numpy as np
 import pytest
 
 from ifir_lib.embed_cache import EmbeddingCache, encode_cached, text_key
+from ifir_lib.testing import FakeEncoder
 
-
-class FakeModel:
-    """Encodes a text as (length, number of 'a's); records what it was asked to encode."""
-    prompts: dict = {}
-
-    def __init__(self):
-        self.seen = []
-
-    def encode(self, texts, **kw):
-        self.seen += list(texts)
-        return np.array([[len(t), t.count("a")] for t in texts], dtype=np.float32)
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("IFIR_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def test_duplicates_are_encoded_once_and_rows_stay_aligned():
-    m = FakeModel()
+    m = FakeEncoder()
     out = encode_cached(m, ["aa", "b", "aa", "ccc"], "document", fingerprint="fp")
     assert m.seen == ["aa", "b", "ccc"]
     assert out.tolist() == [[2, 2], [1, 0], [2, 2], [3, 0]]
 
 
 def test_second_call_reads_from_disk_in_a_new_cache_object():
-    m = FakeModel()
+    m = FakeEncoder()
     first = encode_cached(m, ["x", "ya"], "query", fingerprint="fp")
     m.seen.clear()
     again = encode_cached(m, ["ya", "x", "new"], "query", cache=EmbeddingCache("fp"))
@@ -42,7 +28,7 @@ def test_second_call_reads_from_disk_in_a_new_cache_object():
 
 def test_key_separates_kind_and_model():
     assert text_key("t", "query") != text_key("t", "document")
-    m = FakeModel()
+    m = FakeEncoder()
     encode_cached(m, ["t"], "query", fingerprint="fp1")
     encode_cached(m, ["t"], "document", fingerprint="fp1")
     encode_cached(m, ["t"], "query", fingerprint="fp2")
@@ -51,7 +37,7 @@ def test_key_separates_kind_and_model():
 
 
 def test_unreadable_shard_is_skipped_and_reencoded(caplog):
-    m = FakeModel()
+    m = FakeEncoder()
     encode_cached(m, ["t"], "query", fingerprint="fp")
     store = EmbeddingCache("fp")
     for f in store.dir.glob("*.vecs.npy"):
@@ -63,12 +49,13 @@ def test_unreadable_shard_is_skipped_and_reencoded(caplog):
 
 
 def test_cache_off_writes_nothing(tmp_path):
-    encode_cached(FakeModel(), ["t"], "query", cache=False)
+    encode_cached(FakeEncoder(), ["t"], "query", cache=False)
     assert not (tmp_path / "cache").exists()
 
 
-class FakeTokenizedModel(FakeModel):
+class FakeTokenizedModel(FakeEncoder):
     """Adds a tokenizer (one token per word) and records the batches it encodes."""
+
     max_seq_length = 8
 
     def __init__(self):

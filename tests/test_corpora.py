@@ -1,31 +1,13 @@
 """FollowIR-format folders: round trip, the synthetic generator, bad input (warn + exclude, or fail with file:line)."""
+
 import json
 import logging
 
 import pytest
 
+from ifir_lib.corpora import load_beir, load_followir, write_followir
 from ifir_lib.errors import DataError
-from ifir_lib.corpora import load_followir, write_followir
 from ifir_lib.testing import synthetic_followir
-
-
-def test_synthetic_set_round_trips(tmp_path):
-    data = synthetic_followir(3, 30, 20, rng_seed=1)
-    back = load_followir(write_followir(data, tmp_path / "fir"))
-    assert back.problems == []
-    assert back.queries == data.queries and back.corpus == data.corpus
-    assert back.top_ranked == data.top_ranked and back.qrel_diff == data.qrel_diff
-    assert all(len(c) == 20 for c in back.top_ranked.values())
-    # every query has changed documents, all of them among its candidates
-    assert set(back.qrel_diff) == set(back.queries)
-    assert all(set(d) <= set(back.top_ranked[q]) for q, d in back.qrel_diff.items())
-
-
-def test_synthetic_set_is_deterministic_and_scales():
-    assert synthetic_followir(2, 20, rng_seed=5).corpus == synthetic_followir(2, 20, rng_seed=5).corpus
-    big = synthetic_followir(20, 2000, 300, rng_seed=0, sentences=[f"Sentence number {i}." for i in range(50)])
-    assert len(big.corpus) == 2000 and all(len(c) == 300 for c in big.top_ranked.values())
-    assert len({d["text"] for d in big.corpus.values()}) > 1900   # recombined, nearly all distinct
 
 
 def _rewrite(path, fn):
@@ -39,8 +21,16 @@ def fir(tmp_path):
 
 
 def test_qrels_naming_unknown_documents_exclude_the_query(fir, caplog):
-    _rewrite(fir / "qrels_og" / "test.jsonl", lambda r: r + [{"query-id": "q2", "corpus-id": "nope", "score": 1},
-                                                          {"query-id": "q2", "corpus-id": "nope2", "score": 1}])
+    _rewrite(
+        fir / "qrels_og" / "test.jsonl",
+        lambda r: (
+            r
+            + [
+                {"query-id": "q2", "corpus-id": "nope", "score": 1},
+                {"query-id": "q2", "corpus-id": "nope2", "score": 1},
+            ]
+        ),
+    )
     with caplog.at_level(logging.WARNING):
         data = load_followir(fir)
     assert "q2" not in data.queries and set(data.queries) == {"q1", "q3", "q4"}
@@ -50,7 +40,10 @@ def test_qrels_naming_unknown_documents_exclude_the_query(fir, caplog):
 
 
 def test_query_without_changed_instruction_is_excluded(fir, caplog):
-    _rewrite(fir / "queries.jsonl", lambda r: [{**x, "instruction_changed": ""} if x["_id"] == "q3" else x for x in r])
+    _rewrite(
+        fir / "queries.jsonl",
+        lambda r: [{**x, "instruction_changed": ""} if x["_id"] == "q3" else x for x in r],
+    )
     data = load_followir(fir)
     assert "q3" not in data.queries
     assert any("1 queries have no changed instruction" in p and "q3" in p for p in data.problems)
@@ -58,7 +51,10 @@ def test_query_without_changed_instruction_is_excluded(fir, caplog):
 
 
 def test_empty_candidate_list_is_excluded_and_unknown_candidates_are_reported(fir):
-    _rewrite(fir / "top_ranked.jsonl", lambda r: [x for x in r if x["qid"] != "q1"] + [{"qid": "q4", "pid": "ghost"}])
+    _rewrite(
+        fir / "top_ranked.jsonl",
+        lambda r: [x for x in r if x["qid"] != "q1"] + [{"qid": "q4", "pid": "ghost"}],
+    )
     data = load_followir(fir)
     assert "q1" not in data.queries
     assert any("empty candidate list" in p for p in data.problems)
@@ -77,6 +73,23 @@ def test_malformed_line_names_file_and_line(fir):
 
 def test_non_numeric_score_names_field(fir):
     path = fir / "qrels_og" / "test.jsonl"
-    path.write_text(path.read_text() + json.dumps({"query-id": "q1", "corpus-id": "d01", "score": "high"}) + "\n")
+    path.write_text(
+        path.read_text() + json.dumps({"query-id": "q1", "corpus-id": "d01", "score": "high"}) + "\n"
+    )
     with pytest.raises(DataError, match=r"test.jsonl:\d+: field 'score': not a number"):
         load_followir(fir)
+
+
+def test_beir_bad_input(beir, caplog):
+    with open(beir / "qrels" / "test.tsv", "a") as fh:
+        fh.write("q2\tmissing-doc\t1\n")
+    corpus, queries, qrels = load_beir(beir)
+    assert (
+        "q2" not in qrels
+        and len(qrels) == 3
+        and "1 queries have qrels naming documents missing" in caplog.text
+    )
+    with open(beir / "qrels" / "test.tsv", "a") as fh:
+        fh.write("q1 d01 1\n")
+    with pytest.raises(DataError, match=r"test.tsv:\d+: expected 3 tab-separated fields"):
+        load_beir(beir)

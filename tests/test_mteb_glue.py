@@ -1,4 +1,5 @@
 """mteb 2.x fidelity: the same model on the same local data, our code vs mteb.evaluate; offline behaviour."""
+
 import json
 import time
 
@@ -10,10 +11,7 @@ from ifir_lib import mteb_glue as mteb_tasks
 from ifir_lib.corpora import write_followir
 from ifir_lib.testing import synthetic_followir
 
-
-@pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("IFIR_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 @pytest.fixture(params=["stored", "custom"])
@@ -55,14 +53,27 @@ def test_ours_equals_mteb_on_local_beir(minilm, tmp_path):
     data = synthetic_followir(3, 30, rng_seed=9)
     root = tmp_path / "beir"
     (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, **v}) + "\n" for d, v in data.corpus.items()))
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": v["text"] + " " + v["instruction_changed"]}) + "\n"
-                                                for q, v in data.queries.items()))
-    (root / "qrels" / "test.jsonl").write_text("".join(json.dumps({"query-id": q, "corpus-id": d, "score": s}) + "\n"
-                                                       for q, ds in data.qrels_changed.items() for d, s in ds.items()))
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d, **v}) + "\n" for d, v in data.corpus.items())
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": q, "text": v["text"] + " " + v["instruction_changed"]}) + "\n"
+            for q, v in data.queries.items()
+        )
+    )
+    (root / "qrels" / "test.jsonl").write_text(
+        "".join(
+            json.dumps({"query-id": q, "corpus-id": d, "score": s}) + "\n"
+            for q, ds in data.qrels_changed.items()
+            for d, s in ds.items()
+        )
+    )
     ours = E.evaluate_beir(minilm, root, bootstrap=0)
     theirs = mteb_tasks.evaluate_mteb_task(minilm, mteb_tasks.local_retrieval_task(root), bootstrap=0)
-    assert round(ours.metrics["ndcg_at_10"] / 100, 5) == pytest.approx(theirs.metrics["ndcg_at_10"] / 100, abs=1e-9)
+    assert round(ours.metrics["ndcg_at_10"] / 100, 5) == pytest.approx(
+        theirs.metrics["ndcg_at_10"] / 100, abs=1e-9
+    )
     for q, v in ours.per_query["ndcg_at_10"].items():
         assert v == pytest.approx(theirs.per_query["ndcg_at_10"][q], abs=1e-6)
 
@@ -91,16 +102,35 @@ def test_unknown_task_name_is_a_data_error():
 
 def test_task_names_and_score_metrics():
     assert mteb_tasks.expand_task_names(["followir,SciFact"]) == list(mteb_tasks.FOLLOWIR_TASKS) + ["SciFact"]
-    assert [mteb_tasks.score_metric_for(n) for n in mteb_tasks.FOLLOWIR_TASKS] == ["map_at_1000", "ndcg_at_5", "map_at_1000"]
-    assert mteb_tasks.score_metric_for("news21-mini") == "ndcg_at_5" and mteb_tasks.score_metric_for("mini") == "map_at_1000"
+    assert [mteb_tasks.score_metric_for(n) for n in mteb_tasks.FOLLOWIR_TASKS] == [
+        "map_at_1000",
+        "ndcg_at_5",
+        "map_at_1000",
+    ]
+    assert (
+        mteb_tasks.score_metric_for("news21-mini") == "ndcg_at_5"
+        and mteb_tasks.score_metric_for("mini") == "map_at_1000"
+    )
 
 
 def test_followir_aggregate_is_the_mean_of_dataset_means():
     def fake(name, pm, sc):
-        return E.EvalResult(name, "m", {"p_mrr": sum(pm) / len(pm), "score": sum(sc) / len(sc)}, {},
-                            {"p_mrr": {f"q{i}": v for i, v in enumerate(pm)}, "score": {f"q{i}": v for i, v in enumerate(sc)}})
-    rs = [fake("Robust04InstructionRetrieval", [1, 3], [20, 22]), fake("News21InstructionRetrieval", [10], [30]),
-          fake("Core17InstructionRetrieval", [-2, 0, 2], [15, 15, 15])]
+        return E.EvalResult(
+            name,
+            "m",
+            {"p_mrr": sum(pm) / len(pm), "score": sum(sc) / len(sc)},
+            {},
+            {
+                "p_mrr": {f"q{i}": v for i, v in enumerate(pm)},
+                "score": {f"q{i}": v for i, v in enumerate(sc)},
+            },
+        )
+
+    rs = [
+        fake("Robust04InstructionRetrieval", [1, 3], [20, 22]),
+        fake("News21InstructionRetrieval", [10], [30]),
+        fake("Core17InstructionRetrieval", [-2, 0, 2], [15, 15, 15]),
+    ]
     agg = mteb_tasks.aggregate_followir(rs, bootstrap=200)
     assert agg.metrics["p_mrr"] == pytest.approx((2 + 10 + 0) / 3)
     assert agg.metrics["score"] == pytest.approx((21 + 30 + 15) / 3)

@@ -1,0 +1,95 @@
+"""results: moved tests."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from ifir_lib import figure_style as ST
+from ifir_lib import figures as F
+from ifir_lib import results as R
+from ifir_lib import summaries as S
+from ifir_lib.config import PUBLISHED_RESULTS_PATH
+from ifir_lib.errors import DataError
+from ifir_lib.testing import fake_result, results_frame
+
+
+def test_results_table_is_appended_never_overwritten(tmp_path):
+    path = tmp_path / "results.csv"
+    r = fake_result("fir", [1.0, 2.0, 3.0])
+    R.save_result(r, path, run_id="a", model="minilm", mode="base", rng_seed=0)
+    R.save_result(r, path, run_id="b", model="minilm", mode="ins-dv", rng_seed=1)
+    df = R.load_results(path)
+    assert list(df.columns) == R.RESULT_COLUMNS and list(df["run_id"]) == ["a", "b"]
+    assert df.loc[0, "value"] == 2.0 and df.loc[0, "ci_low"] == 1.0 and df.loc[0, "n_queries"] == 3
+    assert path.read_text().count("run_id") == 1
+    pq = R.load_per_query(path)
+    assert list(pq.columns) == R.PER_QUERY_COLUMNS and len(pq) == 6
+    assert R.per_query_path(path).name == "results_per_query.csv"
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(DataError, match="refusing to append"):
+        R.append_results(other, R.result_rows(r, run_id="c"))
+    assert other.read_text() == "a,b\n1,2\n"
+
+
+def test_published_results_are_tables_1_and_2():
+    pub = R.load_published()
+    assert len(pub) == 2 * 4 * 6 and list(pub.columns) == ["backbone", "mode", "metric", "value", "source"]
+    v = pub.set_index(["backbone", "mode", "metric"])["value"]
+    gte, bge = "gte-multilingual-mlm-base", "bge-m3-retromae"
+    # the headline: FollowIR p-MRR 5.21 -> 7.57 (Ins-orig -> Ins-DV, gte)
+    assert v[gte, "ins-orig", "followir_p_mrr"] == 5.21 and v[gte, "ins-dv", "followir_p_mrr"] == 7.57
+    assert v[gte, "all-orig", "infosearch_keyword_p_mrr"] == -49.65  # the data-mixing collapse
+    assert v[gte, "all-dv", "mair_instructir_ndcg_at_10"] == 90.74
+    assert v[bge, "all-dv", "followir_p_mrr"] == 13.92 and v[bge, "ins-dv", "followir_score"] == 19.76
+    assert (
+        v[bge, "all-orig", "infosearch_length_p_mrr"] == -27.08
+        and v[bge, "ins-orig", "mair_ifeval_ndcg_at_10"] == 27.12
+    )
+    assert set(pub[pub.backbone == gte]["source"]) == {"Zeng et al. 2026, arXiv 2604.18845, Table 1"}
+    assert set(pub[pub.backbone == bge]["source"]) == {"Zeng et al. 2026, arXiv 2604.18845, Table 2"}
+    first = PUBLISHED_RESULTS_PATH.read_text().splitlines()[0]
+    assert first.startswith("#") and "arXiv 2604.18845" in first  # provenance line
+
+
+def test_trained_runs_are_grouped_under_their_backbone(tmp_path):
+    """``evaluate`` records a trained run by its folder; ifir_run.json names the backbone."""
+
+    run = tmp_path / "runs" / "ins-dv-s0"
+    run.mkdir(parents=True)
+    (run / "ifir_run.json").write_text(
+        json.dumps({"mode": "ins-dv", "rng_seed": 0, "config": {"base_model": "minilm", "rng_seed": 0}})
+    )
+    res = results_frame(
+        [
+            {"run_id": "a", "model": "minilm", "mode": "base", "metric": "p_mrr", "value": -5.0},
+            {"run_id": "b", "model": str(run), "mode": "ins-dv", "metric": "p_mrr", "value": 2.0},
+            {
+                "run_id": "c",
+                "model": "/elsewhere/ins-dv-s0",
+                "mode": "ins-dv",
+                "rng_seed": 1,
+                "metric": "p_mrr",
+                "value": 4.0,
+            },
+        ]
+    )
+    assert R.add_backbone(res)["backbone"].tolist() == ["minilm", "minilm", "/elsewhere/ins-dv-s0"]
+    moved = R.add_backbone(res, runs_dir=tmp_path / "runs")  # found by folder name under --runs
+    assert moved["backbone"].tolist() == ["minilm"] * 3
+    s = S.summarize(moved, "p_mrr").set_index("mode")
+    assert (
+        set(s["backbone"]) == {"minilm"} and s.loc["ins-dv", "mean"] == 3.0 and s.loc["ins-dv", "n_runs"] == 2
+    )
+    fig = F.fig_metrics_by_mode(moved, metrics=("p_mrr",), published=None)
+    assert fig.layout.width == ST.COLUMN_WIDTH  # one panel, not one per run folder
+
+
+def test_load_results_names_a_missing_column(tmp_path):
+    p = tmp_path / "r.csv"
+    pd.DataFrame(
+        {"run_id": ["a"], "model": ["m"], "mode": ["base"], "metric": ["p_mrr"], "value": [1]}
+    ).to_csv(p, index=False)
+    with pytest.raises(DataError, match="rng_seed, dataset"):
+        R.load_results(p)

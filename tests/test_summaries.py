@@ -1,0 +1,136 @@
+"""summaries: moved tests."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ifir_lib import summaries as S
+from ifir_lib.testing import fake_result, results_frame
+
+
+def test_compare_results_marks_significance():
+    base = [float(i % 7) for i in range(30)]
+    better = [v + 5 + (i % 3) for i, v in enumerate(base)]
+    t = S.compare_results(
+        {"base": fake_result("d", base), "dv": fake_result("d", better)}, baseline="base", n=2000
+    )
+    row = t.set_index("run_id").loc["dv"]
+    assert row["significant"] and row["delta"] == pytest.approx(sum(better) / 30 - sum(base) / 30)
+
+
+def test_summarize_spread_over_seeds_and_ci_for_one_run():
+    res = results_frame(
+        [
+            {"run_id": "a0", "mode": "ins-dv", "rng_seed": 0, "metric": "p_mrr", "value": 4.0},
+            {"run_id": "a1", "mode": "ins-dv", "rng_seed": 1, "metric": "p_mrr", "value": 6.0},
+            {
+                "run_id": "b0",
+                "mode": "ins-orig",
+                "metric": "p_mrr",
+                "value": 2.0,
+                "ci_low": 1.0,
+                "ci_high": 3.5,
+            },
+        ]
+    )
+    s = S.summarize(res, "p_mrr").set_index("mode")
+    assert list(s.index) == ["ins-orig", "ins-dv"]  # paper order, not file order
+    assert (s.loc["ins-dv", "mean"], s.loc["ins-dv", "err_minus"], s.loc["ins-dv", "err_plus"]) == (
+        5.0,
+        1.0,
+        1.0,
+    )
+    assert s.loc["ins-dv", "error"] == "spread" and s.loc["ins-dv", "n_runs"] == 2
+    assert (s.loc["ins-orig", "err_minus"], s.loc["ins-orig", "err_plus"]) == (2.0 - 1.0, 3.5 - 2.0)
+    assert s.loc["ins-orig", "error"] == "ci"
+    assert np.isnan(
+        S.summarize(res, "p_mrr", error="ci").set_index("mode").loc["ins-dv", "err_plus"]
+    )  # no CI given
+
+
+def test_per_run_prefers_an_aggregate_dataset_else_averages():
+    rows = [
+        {"run_id": "r", "mode": "base", "metric": "p_mrr", "dataset": d, "value": v}
+        for d, v in (("robust04", 3.0), ("news21", 6.0), ("core17", 9.0))
+    ]
+    assert S.per_run(results_frame(rows), "p_mrr")["value"].tolist() == [(3.0 + 6.0 + 9.0) / 3]
+    rows.append({"run_id": "r", "mode": "base", "metric": "p_mrr", "dataset": "all", "value": 5.5})
+    assert S.per_run(results_frame(rows), "p_mrr")["value"].tolist() == [5.5]
+    assert S.per_run(results_frame(rows), "p_mrr", dataset="core17")["value"].tolist() == [9.0]
+
+
+def test_per_query_summary_averages_seeds_then_datasets():
+    res = results_frame(
+        [
+            {"run_id": r, "mode": "ins-dv", "rng_seed": i, "metric": "p_mrr", "value": 0.0}
+            for i, r in enumerate(("a", "b"))
+        ]
+    )
+    pq = pd.DataFrame(
+        [
+            {"run_id": "a", "dataset": "big", "metric": "p_mrr", "query_id": "q1", "value": 10.0},
+            {"run_id": "b", "dataset": "big", "metric": "p_mrr", "query_id": "q1", "value": 20.0},
+            {"run_id": "a", "dataset": "big", "metric": "p_mrr", "query_id": "q2", "value": 30.0},
+            {"run_id": "b", "dataset": "big", "metric": "p_mrr", "query_id": "q2", "value": 30.0},
+            {"run_id": "a", "dataset": "small", "metric": "p_mrr", "query_id": "q1", "value": -40.0},
+            {"run_id": "a", "dataset": "other", "metric": "map_at_1000", "query_id": "q9", "value": 99.0},
+            {
+                "run_id": "zz",
+                "dataset": "big",
+                "metric": "p_mrr",
+                "query_id": "q1",
+                "value": 99.0,
+            },  # not in results
+        ]
+    )
+    points, cis = S.per_query_summary(pq, res, n_boot=200)
+    assert sorted(points["value"]) == [-40.0, (10 + 20) / 2, 30.0]
+    row = cis.iloc[0]
+    assert row["n"] == 3 and row["mean"] == ((15 + 30) / 2 + -40) / 2  # mean of per-dataset means
+    assert row["ci_low"] <= row["mean"] <= row["ci_high"]
+
+
+def test_synthesis_summary_counts_rates_and_lengths():
+    rows = [
+        {
+            "key": "a",
+            "seed_id": "a",
+            "backend": "x",
+            "status": "accepted",
+            "reversal": "one two three",
+            "instruction_type": "t",
+            "verify_flip": True,
+        },
+        {
+            "key": "b",
+            "seed_id": "b",
+            "backend": "x",
+            "status": "accepted",
+            "reversal": "one two",
+            "instruction_type": "t",
+            "verify_flip": False,
+        },
+        {
+            "key": "c",
+            "seed_id": "c",
+            "backend": "x",
+            "status": "declined",
+            "reversal": None,
+            "instruction_type": "u",
+        },
+        {
+            "key": "d",
+            "seed_id": "d",
+            "backend": "y",
+            "status": "rejected",
+            "reversal": "bad",
+            "instruction_type": "u",
+        },
+    ]
+    t = S.synthesis_summary(rows)
+    share = t["by_backend"].set_index(["backend", "status"])["share"]
+    assert share["x", "declined"] == 1 / 3 and share["y", "rejected"] == 1.0
+    assert sorted(t["lengths"]["words"]) == [1, 2, 3]
+    assert t["verify"].set_index("backend").loc["x", "rate"] == 1 / 2 and "y" not in set(
+        t["verify"]["backend"]
+    )

@@ -1,0 +1,83 @@
+"""synthesis_io: moved tests."""
+
+import json
+
+import pytest
+
+from ifir_lib import synthesis_io as sio
+from ifir_lib.errors import DataError
+from ifir_lib.testing import make_seed, write_seeds
+
+
+def test_choose_negatives_modes():
+    s = make_seed(1, negatives=3)
+    assert sio.choose_negatives(s, "first") == [0]
+    assert sio.choose_negatives(s, "all") == [0, 1, 2]
+    picks = {sio.choose_negatives(make_seed(i, negatives=3), "random", 7)[0] for i in range(30)}
+    assert picks == {0, 1, 2}  # 30 seeds, 3 choices: all appear
+    # depends on the seed and rng_seed only, not on call order
+    assert sio.choose_negatives(s, "random", 7) == sio.choose_negatives(s, "random", 7)
+    with pytest.raises(ValueError):
+        sio.choose_negatives(s, "best")
+
+
+def test_plan_keys_and_shards_partition():
+    seeds = [make_seed(i) for i in range(40)]
+    assert [k for k, _, _ in sio.plan(seeds[:2], "all")] == [
+        "seed-0000#0",
+        "seed-0000#1",
+        "seed-0001#0",
+        "seed-0001#1",
+    ]
+    shards = [{k for k, _, _ in sio.plan(seeds, "first", shard=f"{i}/3")} for i in range(3)]
+    assert set.union(*shards) == {s["id"] for s in seeds}
+    assert sum(map(len, shards)) == 40 and all(shards)  # disjoint, none empty
+    assert sio.shard_of("seed-0007", 3) == sio.shard_of("seed-0007", 3)
+    for bad in ("3/3", "1", "a/b", "-1/2"):
+        with pytest.raises(ValueError, match="--shard expects"):
+            sio.parse_shard(bad)
+
+
+def _row(key, status="accepted", reversal="Use data from Spain."):
+    sid = key.split("#")[0]
+    return {
+        "key": key,
+        "seed_id": sid,
+        "negative_index": int(key.split("#")[1]) if "#" in key else 0,
+        "status": status,
+        "reversal": reversal if status == "accepted" else None,
+    }
+
+
+def test_load_synthesis_tolerates_cut_last_line(tmp_path):
+    p = tmp_path / "out.jsonl"
+    p.write_text(json.dumps(_row("a")) + "\n" + json.dumps(_row("b")) + "\n" + '{"key": "c", "sta')
+    assert [r["key"] for r in sio.load_synthesis(p)] == ["a", "b"]
+    assert p.read_text().endswith('"sta')  # read-only
+    assert sio.prepare_output(p, retry_failed=True) == {"a", "b"}  # resume repairs it
+    assert p.read_text().endswith("}\n") and len(p.read_text().splitlines()) == 2
+
+    p.write_text(json.dumps(_row("a")) + "\n{broken\n" + json.dumps(_row("b")) + "\n")
+    with pytest.raises(DataError, match=r"out.jsonl:2: invalid JSON"):
+        sio.load_synthesis(p)
+
+
+def test_prepare_output_drops_failed_and_duplicates(tmp_path):
+    p = tmp_path / "out.jsonl"
+    rows = [_row("a"), _row("b", "failed"), _row("a"), _row("c", "declined")]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert sio.prepare_output(p, retry_failed=True) == {"a", "c"}
+    assert [json.loads(x)["key"] for x in p.read_text().splitlines()] == ["a", "c"]
+
+
+def test_merge_shards(tmp_path):
+    seeds = [make_seed(i) for i in range(4)]
+    write_seeds(tmp_path / "seeds.jsonl", 4)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps(_row(s["id"])) + "\n" for s in seeds[:2]))
+    b.write_text(
+        "".join(json.dumps(r) + "\n" for r in [_row(seeds[1]["id"], reversal="Other."), _row(seeds[2]["id"])])
+    )
+    m = sio.merge_shards([a, b], tmp_path / "m.jsonl", tmp_path / "seeds.jsonl")
+    assert (m.rows, m.duplicates, m.conflicts, m.missing, m.complete) == (3, 1, 1, ["seed-0003"], False)
+    assert [r["key"] for r in sio.load_synthesis(tmp_path / "m.jsonl")] == [s["id"] for s in seeds[:3]]
