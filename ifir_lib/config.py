@@ -24,7 +24,7 @@ PUBLISHED_RESULTS_PATH = DATA_DIR / "published_results.csv"
 REPO_DIR = PACKAGE_DIR.parent if (PACKAGE_DIR.parent / "pyproject.toml").exists() else Path.cwd()
 FIGURES_DIR = REPO_DIR / "figures"
 
-# mteb joins query and instruction with one space (REFERENCE.md §2); we do the same everywhere.
+# mteb joins query and instruction with one space (docs/method.md §3); we do the same everywhere.
 QUERY_INSTRUCTION_SEP = " "
 
 # Prompt names stored in every trained SentenceTransformer folder (``model.prompts``). mteb 2.x
@@ -32,7 +32,7 @@ QUERY_INSTRUCTION_SEP = " "
 QUERY_PROMPT_NAME = "query"
 DOCUMENT_PROMPT_NAME = "document"
 
-# A *mode* is a data configuration (arXiv 2604.18845, §4.1; docs/method.md). "base" labels an
+# A *mode* is a data configuration (docs/method.md §3). "base" labels an
 # untrained model in the results table.
 MODES = ("ins-orig", "ins-dv", "all-orig", "all-dv")
 BASE_MODE = "base"

@@ -113,3 +113,13 @@ def model_fingerprint(model) -> str:
     h.update(repr(sorted((getattr(model, "prompts", None) or {}).items())).encode())
     h.update(str(model.max_seq_length).encode())
     return h.hexdigest()[:16]
+
+
+def find_run_dirs(root: str | Path) -> list[Path]:
+    """Every trained run folder under ``root``: it holds ``ifir_run.json`` and a saved model
+    (``modules.json``); checkpoints inside a run are not runs. Sorted by path."""
+    root = Path(root)
+    if not root.exists():
+        return []
+    return sorted(p.parent for p in root.rglob("ifir_run.json")
+                  if (p.parent / "modules.json").exists() and "checkpoints" not in p.parent.parts)

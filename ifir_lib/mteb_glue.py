@@ -398,7 +398,7 @@ def evaluate_mteb_task(
 def aggregate_followir(
     results: list[EvalResult], *, bootstrap: int = 1000, rng_seed: int = 0, name: str = "followir"
 ) -> EvalResult:
-    """The paper's FollowIR summary: mean over datasets of p-MRR and of Score (REFERENCE.md §1).
+    """The paper's FollowIR summary: mean over datasets of p-MRR and of Score (docs/method.md §5).
 
     Per-query ids become ``'<dataset>/<qid>'``; intervals resample queries within each dataset.
     """

@@ -26,7 +26,7 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         show_progress_bar: bool = False,
     ) -> None:
         """InfoNCE over a query x document *relation matrix*, as in ArcticTraining's bi-encoder
-        trainer used by Dual-View Training (Zeng et al., arXiv 2604.18845, §3).
+        trainer used by Dual-View Training (Zeng et al., arXiv 2604.18845; docs/method.md §3).
 
         Each query (query + instruction) is scored against every document in the batch,
         **deduplicated by document id**. A relation matrix ``R`` (queries x unique docs) holds

@@ -1,4 +1,4 @@
-"""Batch samplers for dual-view training (arXiv 2604.18845, §3.2; docs/method.md §3).
+"""Batch samplers for dual-view training (arXiv 2604.18845; docs/method.md §3).
 
 A batch must hold both views of a seed (the original ``(q+I, P+)`` and the reversed
 ``(q+I', N*)``), so the loss sees the same two documents with opposite labels side by side, and

@@ -1,6 +1,6 @@
 """Seed instances: the schema, loading with precise errors, the bundled set, Promptriever rows.
 
-A seed is one instruction-following training instance (REFERENCE.md §1/§3)::
+A seed is one instruction-following training instance (docs/method.md §4)::
 
     {"id", "query", "instruction", "instruction_type", "domain"?,
      "positive": {"id", "text"},
@@ -115,7 +115,7 @@ def load_seeds(path: str | Path = SEEDS_PATH, limit: int | None = None) -> list[
 
 
 def counterpart(seed: dict) -> dict:
-    """The non-instruction counterpart of a seed (REFERENCE.md §3, Promptriever's `only_query`).
+    """The non-instruction counterpart of a seed (docs/method.md §4, Promptriever's `only_query`).
 
     The bare query keeps the positive; the instruction negatives are *dropped*, not used as
     negatives, because without the instruction they are relevant too.
@@ -137,7 +137,7 @@ def promptriever_to_seed(row: dict, max_hard_negatives: int = 30) -> dict | None
     """Map one Promptriever row to a seed, or ``None`` when it has no instruction negative.
 
     Promptriever stores ``query`` as query+instruction and ``only_instruction`` separately;
-    ``new_negatives`` are the instruction negatives (REFERENCE.md §3). Rows without an
+    ``new_negatives`` are the instruction negatives (docs/method.md §1). Rows without an
     instruction or without instruction negatives cannot seed a reversal (the paper skips them).
     """
     if not row.get("has_instruction") or not row.get("new_negatives") or not row.get("positive_passages"):

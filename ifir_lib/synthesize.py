@@ -1,4 +1,4 @@
-"""Polarity-reversal synthesis (arXiv 2604.18845, §1 and Appendix A): seeds -> reversal rows.
+"""Polarity-reversal synthesis (arXiv 2604.18845, Appendix A; docs/method.md §2): seeds -> reversal rows.
 
 For each seed (query q, instruction I, positive P+, instruction negatives N1..Nk) and a chosen
 negative N*, a backend writes a complementary instruction I' under which N* is relevant and P+

@@ -1,4 +1,4 @@
-"""Fine-tune a bi-encoder on one training set (Dual-View Training, arXiv 2604.18845, §3).
+"""Fine-tune a bi-encoder on one training set (Dual-View Training, arXiv 2604.18845; docs/method.md §3).
 
 Queries are ``query + " " + instruction`` (the model's stored ``query`` prompt in front);
 documents are encoded alone. The loss is ``RelationInfoNCELoss`` (temperature 0.02, in-batch
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 class TrainConfig:
     """Training settings. Defaults are the paper-scale run; see ``PRESETS`` for the small ones.
 
-    Where the paper is silent (REFERENCE.md §1) we follow ArcticTraining's example: lr 3e-5,
+    Where the paper is silent (docs/method.md §3) we follow ArcticTraining's example: lr 3e-5,
     500 warmup then 1000 linear-decay steps, weight decay 0.01, gradient clipping at 10.
     """
 

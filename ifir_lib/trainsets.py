@@ -1,4 +1,4 @@
-"""Training sets for the four matched-budget configs (arXiv 2604.18845, §Data; REFERENCE.md §1).
+"""Training sets for the four matched-budget configs (arXiv 2604.18845, Tables 1-2; docs/method.md §3).
 
 Given seeds and reversals, build one list of *examples*::
 

@@ -1,4 +1,4 @@
-"""Checks of synthesized polarity reversals (arXiv 2604.18845 §1), stored as columns in the rows.
+"""Checks of synthesized polarity reversals (arXiv 2604.18845; docs/method.md §2), stored as columns in the rows.
 
 (a) Retriever flip check: with an embedder (default ``minilm``), is P+ above N* under
     query + original instruction, and N* above P+ under query + reversal? Columns
