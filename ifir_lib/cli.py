@@ -51,6 +51,42 @@ def _cmd_data(a):
     return 1 if problems else 0
 
 
+def _add_mine(sub):
+    from .mining import MiningConfig
+
+    d = MiningConfig()
+    p = sub.add_parser(
+        "mine-negatives",
+        help="hard negatives per seed, mined from the pooled corpus with an embedder",
+        formatter_class=_FMT,
+    )
+    p.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL (hard_negatives may be missing)")
+    p.add_argument("--out", required=True, help="output seed JSONL (written atomically)")
+    p.add_argument("--k", type=int, default=d.k, help="hard negatives per seed")
+    p.add_argument("--embedder", default=d.embedder, help="SentenceTransformer alias or path")
+    p.add_argument(
+        "--max-rel",
+        type=float,
+        default=d.max_rel,
+        help="skip candidates scored above this x the positive's score",
+    )
+    p.add_argument("--replace", action="store_true", help="re-mine seeds that already have k hard negatives")
+    p.set_defaults(func=_cmd_mine)
+
+
+def _cmd_mine(a):
+    from .mining import MiningConfig, mine_file
+
+    print(
+        json.dumps(
+            mine_file(
+                a.seeds, a.out, MiningConfig(k=a.k, embedder=a.embedder, max_rel=a.max_rel, replace=a.replace)
+            )
+        )
+    )
+    return 0
+
+
 # ---- synthesis and curation ----------------------------------------------------------------
 def _llm_flags(p):
     """Flags shared by ``synthesize`` and the judge of ``verify`` (unset = keep the config's value)."""
@@ -319,7 +355,16 @@ def _cmd_train(a):
 
 
 # pipeline order: this is the order ``ifir --help`` lists them in
-COMMANDS = (_add_data, _add_synthesize, _add_verify, _add_train, add_evaluate, add_figures, add_demo)
+COMMANDS = (
+    _add_data,
+    _add_mine,
+    _add_synthesize,
+    _add_verify,
+    _add_train,
+    add_evaluate,
+    add_figures,
+    add_demo,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -121,5 +121,8 @@ def find_run_dirs(root: str | Path) -> list[Path]:
     root = Path(root)
     if not root.exists():
         return []
-    return sorted(p.parent for p in root.rglob("ifir_run.json")
-                  if (p.parent / "modules.json").exists() and "checkpoints" not in p.parent.parts)
+    return sorted(
+        p.parent
+        for p in root.rglob("ifir_run.json")
+        if (p.parent / "modules.json").exists() and "checkpoints" not in p.parent.parts
+    )

@@ -96,7 +96,9 @@ def validate_seed(
     return row
 
 
-def load_seeds(path: str | Path = SEEDS_PATH, limit: int | None = None) -> list[dict]:
+def load_seeds(
+    path: str | Path = SEEDS_PATH, limit: int | None = None, min_hard_negatives: int = 2
+) -> list[dict]:
     """Read and validate a seed JSONL file; duplicate ids are an error.
 
     Every row is checked before anything is returned, so a bad line 900 fails before line 1 is
@@ -104,7 +106,7 @@ def load_seeds(path: str | Path = SEEDS_PATH, limit: int | None = None) -> list[
     """
     seeds, seen = [], {}
     for n, row in read_jsonl(path):
-        validate_seed(row, path, n)
+        validate_seed(row, path, n, min_hard_negatives=min_hard_negatives)
         if row["id"] in seen:
             raise DataError(path, n, f"duplicate id {row['id']!r} (first on line {seen[row['id']]})", "id")
         seen[row["id"]] = n

@@ -15,7 +15,6 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .errors import BackendError, RequestFailed
 from .jsonl import dumps
@@ -24,9 +23,7 @@ from .prompts import PromptTemplate, render_prompt
 from .reversal_checks import Parsed, parse_and_validate
 from .template_baseline import TEMPLATE_BASELINE_VERSION, template_reversal
 
-if TYPE_CHECKING:  # settings are read by attribute; the class lives upstream in ``synthesize``
-    from .synthesize import SynthesisConfig
-
+# ``cfg`` below is a ``synthesize.SynthesisConfig``, read by attribute only (that module imports this one)
 STATUSES = ("accepted", "declined", "rejected", "failed")
 
 
@@ -93,7 +90,7 @@ def _reason_class(reason: str | None) -> str:
     return (reason or "").split(":")[0].split(" after ")[0].split(" (")[0]
 
 
-def row_identity(cfg: SynthesisConfig, tmpl: PromptTemplate) -> tuple[str, str, str]:
+def row_identity(cfg, tmpl: PromptTemplate) -> tuple[str, str, str]:
     """``(model, template, template_version)`` recorded in rows; the baselines have no prompt."""
     if cfg.backend == "template":
         return "template", "template_reversal", TEMPLATE_BASELINE_VERSION
@@ -106,7 +103,7 @@ def _row(
     key: str,
     seed: dict,
     j: int,
-    cfg: SynthesisConfig,
+    cfg,
     tmpl: PromptTemplate,
     parsed: Parsed,
     raw: str | None,
@@ -143,7 +140,7 @@ def _row(
     }
 
 
-def _baseline_row(key: str, seed: dict, j: int, cfg: SynthesisConfig, tmpl: PromptTemplate) -> dict:
+def _baseline_row(key: str, seed: dict, j: int, cfg, tmpl: PromptTemplate) -> dict:
     t0 = time.monotonic()
     if cfg.backend == "reference":
         ref = (seed.get("reference_reversal") or "").strip()
@@ -162,7 +159,7 @@ def _baseline_row(key: str, seed: dict, j: int, cfg: SynthesisConfig, tmpl: Prom
 
 
 async def _llm_row(
-    key: str, seed: dict, j: int, messages: list[dict], cfg: SynthesisConfig, tmpl: PromptTemplate, llm: LLM
+    key: str, seed: dict, j: int, messages: list[dict], cfg, tmpl: PromptTemplate, llm: LLM
 ) -> dict:
     t0 = time.monotonic()
     try:
@@ -201,7 +198,7 @@ class _GroupSync:
 
 
 async def run_items(
-    items, cfg: SynthesisConfig, out: Path, tmpl: PromptTemplate, llm: LLM | None, summary: SynthesisSummary
+    items, cfg, out: Path, tmpl: PromptTemplate, llm: LLM | None, summary: SynthesisSummary
 ) -> None:
     from tqdm.auto import tqdm
 

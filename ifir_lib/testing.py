@@ -321,7 +321,10 @@ def write_beir(
     folder = Path(folder)
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     (folder / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": d, **(t if isinstance(t, dict) else {"title": "", "text": t})}) + "\n" for d, t in corpus.items())
+        "".join(
+            json.dumps({"_id": d, **(t if isinstance(t, dict) else {"title": "", "text": t})}) + "\n"
+            for d, t in corpus.items()
+        )
     )
     (folder / "queries.jsonl").write_text(
         "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
@@ -381,4 +384,6 @@ def fake_result(dataset: str, values: list[float], metric: str = "p_mrr"):
     from .evaluate import EvalResult
 
     pq = {metric: {f"q{i}": v for i, v in enumerate(values)}}
-    return EvalResult(dataset, "m", {metric: sum(values) / len(values)}, {metric: (min(values), max(values))}, pq)
+    return EvalResult(
+        dataset, "m", {metric: sum(values) / len(values)}, {metric: (min(values), max(values))}, pq
+    )
