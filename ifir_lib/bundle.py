@@ -13,8 +13,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from .config import FOLLOWIR_DIR, SEEDS_PATH
+from .config import AUDIT_PATH, EVAL_SETS, FOLLOWIR_DIR, SEEDS_PATH
 from .corpora import load_followir
+from .jsonl import read_jsonl
+from .reversal_checks import phrasing_style
 from .seeds import INSTRUCTION_TYPES, load_seeds
 
 _WORD = re.compile(r"\S+")
@@ -24,6 +26,16 @@ def passages_of(seed: dict) -> Iterable[dict]:
     yield seed["positive"]
     yield from seed["instruction_negatives"]
     yield from seed["hard_negatives"]
+
+
+MAX_STYLE_SHARE = 0.40  # no single phrasing style may exceed this share of reversals
+
+
+def style_shares(texts: Iterable[str]) -> dict[str, float]:
+    """``{style: share}`` by ``reversal_checks.phrasing_style``, rounded to 3 decimals, largest first."""
+    c = collections.Counter(phrasing_style(t) for t in texts)
+    n = sum(c.values()) or 1
+    return {k: round(v / n, 3) for k, v in c.most_common()}
 
 
 def data_stats(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = FOLLOWIR_DIR) -> dict:
@@ -44,25 +56,38 @@ def data_stats(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = F
         "eval_documents": len(ev.corpus),
         "eval_changed_documents": sum(len(v) for v in ev.qrel_diff.values()),
         "eval_min_pool": min(len(v) for v in ev.top_ranked.values()),
+        "reversal_styles": style_shares(
+            s["reference_reversal"] for s in seeds if s.get("reference_reversal")
+        ),
+        "instruction_styles": style_shares(s["instruction"] for s in seeds),
+        "eval_sets": {
+            name: len(load_followir(folder).queries)
+            for name, folder in EVAL_SETS.items()
+            if Path(folder).exists()
+        },
     }
 
 
 def validate_bundle(
     seeds_path: str | Path = SEEDS_PATH,
-    followir_dir: str | Path = FOLLOWIR_DIR,
+    followir_dir: str | Path | None = None,
     min_words: int = 40,
     max_words: int = 120,
+    audit_path: str | Path | None = AUDIT_PATH,
 ) -> list[str]:
     """Check the bundled data; return a list of problems (empty means valid).
 
-    Checks: the seed schema, unique seed and passage ids, passage lengths, at least 3 hard
-    negatives and a reference reversal per seed (what the DV and All-* configs need), and no
-    passage text shared between the training seeds and the evaluation corpus.
+    Checks: the seed schema; unique seed ids; one text per passage id (mined hard negatives reuse
+    other seeds' passages by id); passage lengths; at least 3 hard negatives and a reference
+    reversal per seed (what every mode needs); the audit file covers every seed with a passing
+    verdict and the same target negative; no phrasing style above ``MAX_STYLE_SHARE`` of the
+    reversals; and no passage text shared between the training seeds and any evaluation set
+    (``followir_dir``, default: every set in ``config.EVAL_SETS``).
     """
     problems = []
     seeds = load_seeds(seeds_path)  # schema + unique seed ids (raises on the first problem)
-    pids: dict[str, str] = {}
-    texts = set()
+    owner: dict[str, str] = {}
+    text_of: dict[str, str] = {}
     for s in seeds:
         if len(s["hard_negatives"]) < 3:
             problems.append(f"{s['id']}: {len(s['hard_negatives'])} hard negatives (< 3)")
@@ -70,19 +95,55 @@ def validate_bundle(
             problems.append(f"{s['id']}: no reference_reversal")
         if s["instruction_type"] not in INSTRUCTION_TYPES:
             problems.append(f"{s['id']}: unknown instruction_type {s['instruction_type']!r}")
+        for p in (s["positive"], *s["instruction_negatives"]):
+            if p["id"] in owner:
+                problems.append(f"{s['id']}: passage id {p['id']} also in {owner[p['id']]}")
+            owner[p["id"]] = s["id"]
         for p in passages_of(s):
-            if p["id"] in pids:
-                problems.append(f"{s['id']}: passage id {p['id']} also in {pids[p['id']]}")
-            pids[p["id"]] = s["id"]
-            n = len(_WORD.findall(p["text"]))
-            if not min_words <= n <= max_words:
-                problems.append(f"{s['id']}: passage {p['id']} has {n} words (want {min_words}-{max_words})")
-            texts.add(p["text"].strip())
-    ev = load_followir(followir_dir)
-    for did, doc in ev.corpus.items():
-        if doc["text"].strip() in texts:
-            problems.append(f"eval doc {did} repeats a training passage")
-        if did in pids:
-            problems.append(f"eval doc id {did} collides with training passage id")
-    problems += ev.problems
+            if text_of.setdefault(p["id"], p["text"]) != p["text"]:
+                problems.append(f"{s['id']}: passage id {p['id']} has two different texts")
+    for pid, text in text_of.items():
+        n = len(_WORD.findall(text))
+        if not min_words <= n <= max_words:
+            problems.append(f"passage {pid} has {n} words (want {min_words}-{max_words})")
+    problems += _check_audit(seeds, audit_path)
+    shares = style_shares(s["reference_reversal"] for s in seeds if s.get("reference_reversal"))
+    problems += [
+        f"reversal style {k!r} is {v:.1%} of reversals (max {MAX_STYLE_SHARE:.0%})"
+        for k, v in shares.items()
+        if v > MAX_STYLE_SHARE
+    ]
+    texts = {t.strip() for t in text_of.values()}
+    folders = (
+        [followir_dir] if followir_dir is not None else [f for f in EVAL_SETS.values() if Path(f).exists()]
+    )
+    for folder in folders:
+        ev = load_followir(folder)
+        for did, doc in ev.corpus.items():
+            if doc["text"].strip() in texts:
+                problems.append(f"{Path(folder).name}: eval doc {did} repeats a training passage")
+            if did in text_of:
+                problems.append(f"{Path(folder).name}: eval doc id {did} collides with a training passage id")
+        problems += ev.problems
+    return problems
+
+
+def _check_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
+    """Every seed has an audit verdict ``pass`` or ``fixed`` naming the same target negative."""
+    if audit_path is None:
+        return []
+    if not Path(audit_path).exists():
+        return [f"{audit_path}: audit file not found"]
+    verdicts = {row["id"]: (n, row) for n, row in read_jsonl(audit_path)}
+    problems = []
+    for s in seeds:
+        n, row = verdicts.get(s["id"], (None, None))
+        if row is None:
+            problems.append(f"{s['id']}: not in the audit file {Path(audit_path).name}")
+        elif row.get("verdict") not in ("pass", "fixed"):
+            problems.append(
+                f"{audit_path}:{n}: {s['id']} has verdict {row.get('verdict')!r} but is in the seeds"
+            )
+        elif row.get("reference_negative_index") != s.get("reference_negative_index", 0):
+            problems.append(f"{audit_path}:{n}: {s['id']} audited with another target negative")
     return problems

@@ -16,7 +16,10 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = PACKAGE_DIR / "data"
 SEEDS_PATH = DATA_DIR / "seeds.jsonl"
-FOLLOWIR_DIR = DATA_DIR / "followir_mini"
+FOLLOWIR_DIR = DATA_DIR / "followir_mini"  # evaluation set v1 (32 queries)
+FOLLOWIR_V2_DIR = DATA_DIR / "followir_v2"  # evaluation set v2 (64 queries, four constraint styles)
+EVAL_SETS = {"v1": FOLLOWIR_DIR, "v2": FOLLOWIR_V2_DIR}
+AUDIT_PATH = DATA_DIR / "reversal_audit.jsonl"  # per-seed verdicts of the independent audit
 TEMPLATES_DIR = PACKAGE_DIR / "templates"
 PUBLISHED_RESULTS_PATH = DATA_DIR / "published_results.csv"
 
@@ -34,7 +37,10 @@ DOCUMENT_PROMPT_NAME = "document"
 
 # A *mode* is a data configuration (docs/method.md §3). "base" labels an
 # untrained model in the results table.
-MODES = ("ins-orig", "ins-dv", "all-orig", "all-dv")
+PAPER_MODES = ("ins-orig", "ins-dv", "all-orig", "all-dv")
+# ins-aug is this project's wording control: Ins-DV's budget and seeds, but the second view is the
+# original instruction reworded in the reversal's style, labels unchanged (docs/method.md §3).
+MODES = (*PAPER_MODES, "ins-aug")
 BASE_MODE = "base"
 
 

@@ -31,7 +31,7 @@ class DemoConfig:
 
     train_preset: str = "cpu"  # the TrainConfig preset
     base_model: str | None = None  # None = the preset's (MiniLM for 'cpu')
-    modes: tuple[str, ...] = C.MODES
+    modes: tuple[str, ...] = C.PAPER_MODES
     budget: int | None = 80  # Ins-* examples (All-* hold twice as many), matched per pair
     rng_seeds: tuple[int, ...] = (0,)
     backend: str = "reference"  # synthesis backend for the reversals

@@ -20,6 +20,7 @@ MODE_LABELS = {
     "ins-dv": "Ins-DV",
     "all-orig": "All-orig",
     "all-dv": "All-DV",
+    "ins-aug": "Ins-aug",
 }
 MODE_COLORS = {
     "base": "#999999",
@@ -27,6 +28,7 @@ MODE_COLORS = {
     "ins-dv": "#0072B2",
     "all-orig": "#E69F00",
     "all-dv": "#D55E00",
+    "ins-aug": "#882255",  # the wording control: a hue no paper mode or status uses
 }
 OTHER_COLOR = "#555555"  # a mode outside MODE_ORDER (e.g. a "custom" training run)
 # Synthesis statuses get hues the modes do not use, so no colour means two things.

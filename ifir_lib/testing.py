@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import MODES
+from .config import PAPER_MODES
 from .corpora import FollowIRData
 from .results import RESULT_COLUMNS
 
@@ -205,7 +205,7 @@ def write_example_inputs(root: str | Path, rng_seed: int = 0) -> dict[str, Path]
     pd.DataFrame(res)[cols].to_csv(root / "results.csv", index=False)
     pd.DataFrame(pq).to_csv(root / "results_per_query.csv", index=False)
     runs = root / "runs"
-    for mode in MODES:
+    for mode in PAPER_MODES:
         for s in (0, 1):
             d = runs / f"{mode}-s{s}"
             d.mkdir(parents=True, exist_ok=True)

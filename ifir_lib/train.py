@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import DOCUMENT_PROMPT_NAME, MODES, QUERY_PROMPT_NAME, SEEDS_PATH, git_commit
+from .config import DOCUMENT_PROMPT_NAME, PAPER_MODES, QUERY_PROMPT_NAME, SEEDS_PATH, git_commit
 from .errors import ConfigError, NonFiniteLossError
 from .models import format_query, resolve_model
 from .samplers import DualViewBatchSampler, SingleViewBatchSampler
@@ -404,7 +404,7 @@ def train_modes(
     out_dir: str | Path,
     *,
     preset: str = "cpu",
-    modes=MODES,
+    modes=PAPER_MODES,
     seeds_path=SEEDS_PATH,
     reversals_path: str | Path | None = None,
     curation_path: str | Path | None = None,

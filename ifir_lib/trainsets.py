@@ -124,6 +124,12 @@ def _orig(seed, k, pool, rng):
     }
 
 
+def _aug(seed, k, pool, rng):
+    """The wording control: the original view under ``aug_instruction`` (same labels, same negatives)."""
+    ex = _orig(seed, k, pool, rng)
+    return {**ex, "id": seed["id"] + "::aug", "view": "aug", "instruction": seed["aug_instruction"]}
+
+
 def _dv(seed, rev, k, pool, rng):
     idx = rev.get("negative_index", 0)
     if not 0 <= idx < len(seed["instruction_negatives"]):
@@ -186,6 +192,8 @@ def build_trainset(
     usable = []
     for s in seeds:
         rev = reversals.get(s["id"])
+        if mode == "ins-aug" and rev is not None and not s.get("aug_instruction"):
+            rev = None  # the control needs the seed's reworded instruction as well
         key_decisions = [curation.get(s["id"])] + [curation.get(f"{s['id']}#{i}") for i in range(3)]
         if "reject" in key_decisions:
             counts["curated_out"] = counts.get("curated_out", 0) + 1
@@ -197,8 +205,8 @@ def build_trainset(
     pool = [p for s in seeds for p in (s["positive"], *s["hard_negatives"])]
     n_max = len(seeds) if mode == "ins-orig" else len(usable)
     if budget is None:  # as much as the data allows
-        budget = n_max * 2 if mode == "ins-dv" else n_max
-    n_seeds = budget // 2 if mode == "ins-dv" else budget
+        budget = n_max * 2 if mode in ("ins-dv", "ins-aug") else n_max
+    n_seeds = budget // 2 if mode in ("ins-dv", "ins-aug") else budget
     if n_seeds > n_max:
         raise ConfigError(
             f"budget {budget} needs {n_seeds} seeds for {mode}, only {n_max} usable "
@@ -220,11 +228,16 @@ def build_trainset(
             examples.append(_dv(s, reversals[s["id"]], num_negatives, pool, rng))
         elif mode == "all-orig":
             examples.append(_query(s, num_negatives, pool, rng))
+        elif mode == "ins-aug":
+            examples.append(_aug(s, num_negatives, pool, rng))
     counts.update(
         {
             "budget": budget,
             "seeds_used": len(chosen),
-            "views": {v: sum(1 for e in examples if e["view"] == v) for v in ("orig", "dv", "query")},
+            "views": {
+                v: sum(1 for e in examples if e["view"] == v)
+                for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))
+            },
         }
     )
     return TrainSet(mode, examples, counts)

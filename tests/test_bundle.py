@@ -1,4 +1,4 @@
-"""bundle: moved tests."""
+"""The bundled data as a whole: validation, statistics, the audit and the style shares."""
 
 import json
 import shutil
@@ -13,7 +13,9 @@ from ifir_lib.config import FOLLOWIR_DIR, SEEDS_PATH
 def test_bundled_data_is_valid_and_large_enough():
     assert bundle.validate_bundle() == []
     s = bundle.data_stats()
-    assert s["seeds"] >= 200 and len(s["instruction_types"]) >= 8 and len(s["domains"]) >= 10
+    assert s["seeds"] >= 1000 and len(s["instruction_types"]) >= 10 and len(s["domains"]) >= 16
+    assert max(s["reversal_styles"].values()) <= 0.40 and abs(sum(s["reversal_styles"].values()) - 1) < 0.01
+    assert s["eval_sets"]["v1"] == 32 and s["eval_sets"]["v2"] >= 64
     assert s["eval_queries"] >= 30 and s["eval_min_pool"] >= 20
     assert 40 <= s["passage_words"]["min"] and s["passage_words"]["max"] <= 120
 
@@ -25,7 +27,7 @@ def test_validator_catches_train_eval_overlap(tmp_path, bundled_seeds):
     corpus[0]["text"] = bundled_seeds[3]["hard_negatives"][0]["text"]
     (ev / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
     problems = bundle.validate_bundle(SEEDS_PATH, ev)
-    assert problems == [f"eval doc {corpus[0]['_id']} repeats a training passage"]
+    assert problems == [f"ev: eval doc {corpus[0]['_id']} repeats a training passage"]
 
 
 def test_cli_data_stats_json_last_line():
@@ -38,3 +40,28 @@ def test_cli_data_stats_json_last_line():
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     assert stats["seeds"] == len(seed_io.load_seeds()) and stats["eval_queries"] >= 30
     assert sum(stats["instruction_types"].values()) == stats["seeds"] and len(stats["domains"]) >= 10
+
+
+def test_audit_must_cover_every_seed_with_a_passing_verdict(tmp_path):
+    from ifir_lib.config import AUDIT_PATH
+
+    rows = [json.loads(line) for line in AUDIT_PATH.read_text().splitlines()]
+    kept = [r for r in rows if r["verdict"] != "drop"]
+    bad = tmp_path / "audit.jsonl"
+    bad.write_text(
+        "".join(json.dumps({**r, "verdict": "drop"} if i == 0 else r) + "\n" for i, r in enumerate(kept))
+    )
+    problems = bundle.validate_bundle(audit_path=bad)
+    assert len(problems) == 1 and f"{kept[0]['id']} has verdict 'drop' but is in the seeds" in problems[0]
+
+
+def test_style_shares_classify_phrasing():
+    shares = bundle.style_shares(
+        [
+            "Skip anything before 2000.",
+            "Which trials used a placebo?",
+            "I need figures for Kenya.",
+            "Only trials from Kenya.",
+        ]
+    )
+    assert shares == {"exclusion": 0.25, "question": 0.25, "persona": 0.25, "affirmative": 0.25}

@@ -4,6 +4,7 @@ from ifir_lib import figure_style as ST
 from ifir_lib import figures as F
 from ifir_lib import figures_process as P
 from ifir_lib import results as R
+from ifir_lib.config import PAPER_MODES
 from ifir_lib.testing import write_example_inputs
 
 # ---- published numbers -----------------------------------------------------------------------
@@ -40,9 +41,10 @@ def test_every_figure_uses_the_template_and_one_colour_per_config(tmp_path):
         for t in b.data
         if t.type == "scatter" and t.showlegend is not False and t.name in ST.MODE_LABELS.values()
     }
-    assert ours == {ST.MODE_LABELS[c]: ST.MODE_COLORS[c] for c in ST.MODE_ORDER}
+    shown = ("base", *PAPER_MODES)  # the modes the example inputs hold
+    assert ours == {ST.MODE_LABELS[c]: ST.MODE_COLORS[c] for c in shown}
     assert {t.name: t.line.color for t in e.data if t.showlegend} == {
-        ST.MODE_LABELS[c]: ST.MODE_COLORS[c] for c in ST.MODE_ORDER[1:]
+        ST.MODE_LABELS[c]: ST.MODE_COLORS[c] for c in PAPER_MODES
     }
     assert len([t for t in e.data]) == 8  # 4 configs x 2 seeds, one line each
 

@@ -26,6 +26,15 @@ def test_budgets_are_matched(bundled_seeds):
     assert sets["ins-dv"].counts["views"] == {"orig": 20, "dv": 20, "query": 0}
     assert sets["all-orig"].counts["views"] == {"orig": 40, "dv": 0, "query": 40}
     assert sets["all-dv"].counts["views"] == {"orig": 40, "dv": 40, "query": 0}
+    # the wording control: Ins-DV's budget and seeds, the second view reworded with the same labels
+    aug = build_trainset("ins-aug", bundled_seeds, budget=budget, num_negatives=5)
+    assert aug.counts["views"] == {"orig": 20, "dv": 0, "query": 0, "aug": 20}
+    assert {e["group"] for e in aug.examples} == {e["group"] for e in sets["ins-dv"].examples}
+    for o, a in zip(aug.examples[::2], aug.examples[1::2]):
+        assert (
+            a["view"] == "aug" and a["positive"] == o["positive"] and a["negatives"][:1] == o["negatives"][:1]
+        )
+        assert a["instruction"] != o["instruction"]
     # the All-* configs use the same seeds, so they differ only in the second view
     groups = lambda s: sorted({e["group"] for e in s.examples})
     assert groups(sets["all-orig"]) == groups(sets["all-dv"]) == groups(sets["ins-orig"])
