@@ -28,9 +28,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ifir_lib.followir import FollowIRData, load_followir, synthetic_followir, write_followir  # noqa: E402
-
 from ifir_lib import config  # noqa: E402
+from ifir_lib.corpora import FollowIRData, load_followir, write_followir  # noqa: E402
+from ifir_lib.testing import synthetic_followir  # noqa: E402
 
 
 def sentence_pool(n: int = 400) -> list[str]:
@@ -118,7 +118,7 @@ def main() -> int:
 
     logging.basicConfig(level=logging.ERROR)
     from ifir_lib import evaluate as E
-    from ifir_lib import mteb_tasks
+    from ifir_lib import mteb_glue as mteb_tasks
     from ifir_lib.models import load_model
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,7 +147,7 @@ def main() -> int:
             for key in ("mteb", "cold", "warm"):
                 t, c = time.perf_counter(), time.process_time()
                 if key == "mteb":
-                    res[key] = E.evaluate_mteb_task(
+                    res[key] = mteb_tasks.evaluate_mteb_task(
                         model, mteb_tasks.local_followir_task(folder), batch_size=a.batch_size
                     )
                 else:

@@ -1,6 +1,6 @@
 """Does dual-view training help on the bundled data? Ins-orig vs Ins-DV over several seeds.
 
-Run by hand: ``python bench/bench_method.py [--seeds 0,1,2] [--budget 104] [--preset cpu]``.
+Run by hand: ``python bench/bench_method.py [--rng-seeds 0,1,2] [--budget 104] [--preset cpu]``.
 Trains both configs at one matched budget with the bundled reference reversals, for each
 training seed, evaluates them (and the base model) on the bundled FollowIR-format set, and prints
 mean, spread and range over seeds, the per-seed Ins-DV minus Ins-orig difference, and a paired
@@ -21,7 +21,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--rng-seeds", default="0,1,2", help="comma-separated random seeds")
     ap.add_argument("--budget", type=int, default=104)
     ap.add_argument("--preset", default="cpu")
     ap.add_argument("--modes", default="ins-orig,ins-dv")
@@ -29,21 +29,21 @@ def main() -> int:
     a = ap.parse_args()
 
     from ifir_lib.demo import DemoConfig, run_demo
-    from ifir_lib.evaluate import load_per_query, load_results, per_query_path
+    from ifir_lib.results import load_per_query, load_results, per_query_path
     from ifir_lib.stats import compare
 
-    seeds = tuple(int(s) for s in a.seeds.split(","))
+    rng_seeds = tuple(int(s) for s in a.rng_seeds.split(","))
     modes = tuple(a.modes.split(","))
-    cfg = DemoConfig(preset=a.preset, modes=modes, budget=a.budget, seeds=seeds)
+    cfg = DemoConfig(train_preset=a.preset, modes=modes, budget=a.budget, rng_seeds=rng_seeds)
     res = run_demo(a.out, cfg, figures_dir=os.path.join(a.out, "figures"))
 
     df = load_results(res.results_csv)
     df = df[df.metric.isin(["p_mrr", "map_at_1000", "ndcg_at_5"])]
-    table = df.groupby(["config", "metric"])["value"].agg(["mean", "std", "min", "max", "count"]).round(2)
+    table = df.groupby(["mode", "metric"])["value"].agg(["mean", "std", "min", "max", "count"]).round(2)
     print("\nOver training seeds (base: one deterministic model):")
     print(table.unstack("metric").to_string())
 
-    p = df[df.metric == "p_mrr"].pivot_table(index="seed", columns="config", values="value")
+    p = df[df.metric == "p_mrr"].pivot_table(index="rng_seed", columns="mode", values="value")
     if {"ins-orig", "ins-dv"} <= set(p.columns):
         d = (p["ins-dv"] - p["ins-orig"]).dropna()
         print(
@@ -51,8 +51,8 @@ def main() -> int:
             f"mean {d.mean():+.2f}, sd {d.std():.2f}, {int((d > 0).sum())}/{len(d)} seeds positive"
         )
         pq = load_per_query(per_query_path(res.results_csv))
-        pq = pq[pq.metric == "p_mrr"].merge(df[["run_id", "config"]].drop_duplicates(), on="run_id")
-        by = pq.groupby(["config", "query_id"])["value"].mean().unstack("config")
+        pq = pq[pq.metric == "p_mrr"].merge(df[["run_id", "mode"]].drop_duplicates(), on="run_id")
+        by = pq.groupby(["mode", "query_id"])["value"].mean().unstack("mode")
         c = compare(by["ins-dv"].to_dict(), by["ins-orig"].to_dict())
         print(f"paired over {len(by)} queries (seed-averaged per-query p-MRR): {c}")
     return 0

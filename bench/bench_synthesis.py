@@ -29,7 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from ifir_lib import synthesize as syn  # noqa: E402
-from ifir_lib.local_openai_server import DEFAULT_MODEL, write_seeds  # noqa: E402
+from ifir_lib.local_openai_server import DEFAULT_MODEL  # noqa: E402
+from ifir_lib.testing import write_seeds  # noqa: E402
 
 
 def main() -> int:

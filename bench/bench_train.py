@@ -104,11 +104,13 @@ def main() -> int:
         f"{'OK' if peak_gb <= 4 else 'MISS'}"
     )
 
-    from ifir_lib.data import load_seeds
-    from ifir_lib.train import get_config
+    from ifir_lib.seeds import load_seeds
+    from ifir_lib.train import TrainConfig
     from ifir_lib.trainsets import build_trainset
 
-    cfg = get_config("cpu", max_steps=a.steps, batch_size=a.batch_size, warmup_steps=0, logging_steps=1000)
+    cfg = TrainConfig.preset(
+        "cpu", max_steps=a.steps, batch_size=a.batch_size, warmup_steps=0, logging_steps=1000
+    )
     examples = build_trainset("ins-dv", load_seeds(), num_negatives=cfg.num_negatives).examples
     base, mine = [], []
     for r in range(a.rounds):
