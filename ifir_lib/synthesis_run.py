@@ -197,6 +197,18 @@ class _GroupSync:
             os.fsync(self.fd)
 
 
+def _show_counts(bar, counts) -> None:
+    """The row counts as the progress bar's postfix (``ok=.. declined=.. ...``)."""
+    bar.set_postfix(
+        ok=counts["accepted"],
+        declined=counts["declined"],
+        rejected=counts["rejected"],
+        failed=counts["failed"],
+        cached=counts["cached"],
+        refresh=False,
+    )
+
+
 async def run_items(
     items, cfg, out: Path, tmpl: PromptTemplate, llm: LLM | None, summary: SynthesisSummary
 ) -> None:
@@ -240,14 +252,7 @@ async def run_items(
                 now = time.monotonic()
                 if now - last_postfix[0] > 0.2:  # formatting the counts per row would cost more than the row
                     last_postfix[0] = now
-                    bar.set_postfix(
-                        ok=counts["accepted"],
-                        declined=counts["declined"],
-                        rejected=counts["rejected"],
-                        failed=counts["failed"],
-                        cached=counts["cached"],
-                        refresh=False,
-                    )
+                    _show_counts(bar, counts)
 
         tasks: set[asyncio.Task] = set()
         fatal: list[BackendError] = []
@@ -307,14 +312,7 @@ async def run_items(
             fh.flush()
             if sync is not None:
                 await sync.drain()
-            bar.set_postfix(
-                ok=counts["accepted"],
-                declined=counts["declined"],
-                rejected=counts["rejected"],
-                failed=counts["failed"],
-                cached=counts["cached"],
-                refresh=False,
-            )
+            _show_counts(bar, counts)
             bar.close()
             summary.written = sum(counts[s] for s in STATUSES)
             for s in STATUSES:
