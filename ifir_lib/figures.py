@@ -158,6 +158,13 @@ def fig_metrics_by_mode(
     return fig
 
 
+def _error_bar(plus: float, minus: float, color: str) -> dict:
+    """An asymmetric error bar for one point, in the mode's colour."""
+    return dict(
+        type="data", symmetric=False, array=[plus], arrayminus=[minus], color=color, thickness=1.5, width=3
+    )
+
+
 def fig_tradeoff(
     results: pd.DataFrame,
     published: pd.DataFrame | str | None = "default",
@@ -194,24 +201,8 @@ def fig_tradeoff(
                         color=mode_color(r["mode"]),
                         line=dict(color="#222222", width=1),
                     ),
-                    error_x=dict(
-                        type="data",
-                        symmetric=False,
-                        array=[r["err_plus_x"]],
-                        arrayminus=[r["err_minus_x"]],
-                        color=mode_color(r["mode"]),
-                        thickness=1.5,
-                        width=3,
-                    ),
-                    error_y=dict(
-                        type="data",
-                        symmetric=False,
-                        array=[r["err_plus_y"]],
-                        arrayminus=[r["err_minus_y"]],
-                        color=mode_color(r["mode"]),
-                        thickness=1.5,
-                        width=3,
-                    ),
+                    error_x=_error_bar(r["err_plus_x"], r["err_minus_x"], mode_color(r["mode"])),
+                    error_y=_error_bar(r["err_plus_y"], r["err_minus_y"], mode_color(r["mode"])),
                     hovertemplate=f"{_short_model(backbone)}, {mode_label(r['mode'])}<br>%{{x:.2f}}, %{{y:.2f}}<extra></extra>",
                 )
             )

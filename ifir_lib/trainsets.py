@@ -111,17 +111,22 @@ def _fill(
     return out
 
 
+def _example(seed, view, instruction, positive, negatives, k, pool, rng) -> dict:
+    """One training example of ``seed``; ``negatives`` cut or padded to ``k`` (never the positive)."""
+    return {
+        "id": f"{seed['id']}::{view}",
+        "group": seed["id"],
+        "view": view,
+        "query": seed["query"],
+        "instruction": instruction,
+        "positive": positive,
+        "negatives": _fill(negatives, k, pool, {positive["id"]}, rng),
+    }
+
+
 def _orig(seed, k, pool, rng):
     negs = list(seed["instruction_negatives"]) + list(seed["hard_negatives"])
-    return {
-        "id": seed["id"] + "::orig",
-        "group": seed["id"],
-        "view": "orig",
-        "query": seed["query"],
-        "instruction": seed["instruction"],
-        "positive": seed["positive"],
-        "negatives": _fill(negs, k, pool, {seed["positive"]["id"]}, rng),
-    }
+    return _example(seed, "orig", seed["instruction"], seed["positive"], negs, k, pool, rng)
 
 
 def _aug(seed, k, pool, rng):
@@ -139,15 +144,7 @@ def _dv(seed, rev, k, pool, rng):
     n_star = seed["instruction_negatives"][idx]
     others = [p for i, p in enumerate(seed["instruction_negatives"]) if i != idx]
     negs = [seed["positive"]] + others + list(seed["hard_negatives"])
-    return {
-        "id": seed["id"] + "::dv",
-        "group": seed["id"],
-        "view": "dv",
-        "query": seed["query"],
-        "instruction": rev["reversal"],
-        "positive": n_star,
-        "negatives": _fill(negs, k, pool, {n_star["id"]}, rng),
-    }
+    return _example(seed, "dv", rev["reversal"], n_star, negs, k, pool, rng)
 
 
 def _query(seed, k, pool, rng):
