@@ -43,6 +43,23 @@ def keys(path):
     return [json.loads(line)["key"] for line in Path(path).read_text().splitlines()]
 
 
+def _synth_args(tmp_path, model, url):
+    """``ifir synthesize`` arguments for the seeds under ``tmp_path`` against ``url``."""
+    return [
+        "synthesize",
+        "--seeds",
+        str(tmp_path / "seeds.jsonl"),
+        "--out",
+        str(tmp_path / "o.jsonl"),
+        "--backend",
+        "openai",
+        "--model",
+        model,
+        "--base-url",
+        url,
+    ]
+
+
 def test_rows_schema_usage_and_template_version(server, tmp_path):
     seeds = [make_seed(i) for i in range(3)]
     s = syn.synthesize(
@@ -188,24 +205,7 @@ def test_fatal_errors_exit_2_with_one_line(server, tmp_path, capsys, case):
         server.api_key = "sk-the-right-one"  # our KEY is wrong; the server echoes it back in the 401
     else:
         model = "no-such-model"
-    rc = cli.main(
-        [
-            "synthesize",
-            "--seeds",
-            str(tmp_path / "seeds.jsonl"),
-            "--out",
-            str(tmp_path / "o.jsonl"),
-            "--backend",
-            "openai",
-            "--model",
-            model,
-            "--base-url",
-            url,
-            "--backoff",
-            "0.01",
-            "--no-progress",
-        ]
-    )
+    rc = cli.main(_synth_args(tmp_path, model, url) + ["--backoff", "0.01", "--no-progress"])
     out, err = capsys.readouterr()
     lines = [x for x in err.splitlines() if x.strip()]
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("ifir synthesize: error: "), err
@@ -377,26 +377,8 @@ def test_cli_summary_and_failed_exit_code(server, tmp_path, capsys):
     write_seeds(tmp_path / "seeds.jsonl", 2)
     server.rules = {make_seed(1)["query"]: "500"}
     rc = cli.main(
-        [
-            "synthesize",
-            "--seeds",
-            str(tmp_path / "seeds.jsonl"),
-            "--out",
-            str(tmp_path / "o.jsonl"),
-            "--backend",
-            "openai",
-            "--model",
-            DEFAULT_MODEL,
-            "--base-url",
-            server.url,
-            "--no-progress",
-            "--max-retries",
-            "1",
-            "--backoff",
-            "0.01",
-            "--price",
-            "0.5,1.5",
-        ]
+        _synth_args(tmp_path, DEFAULT_MODEL, server.url)
+        + ["--no-progress", "--max-retries", "1", "--backoff", "0.01", "--price", "0.5,1.5"]
     )
     o = capsys.readouterr()
     assert rc == 1 and "1 accepted, 0 declined, 0 rejected, 1 failed" in o.out
