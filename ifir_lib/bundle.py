@@ -61,7 +61,7 @@ def data_stats(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = F
         ),
         "instruction_styles": style_shares(s["instruction"] for s in seeds),
         "eval_sets": {
-            name: len(load_followir(folder).queries)
+            name: len((ev if Path(folder) == Path(followir_dir) else load_followir(folder)).queries)
             for name, folder in EVAL_SETS.items()
             if Path(folder).exists()
         },

@@ -18,7 +18,6 @@ import html
 import pandas as pd
 
 ALL = "(all)"
-STATUSES = ("accepted", "declined", "rejected", "failed")
 VERIFY_CHOICES = (ALL, "passed", "failed", "unverified")
 DECISION_CHOICES = (ALL, "undecided", "accept", "reject")
 COLUMNS = (

@@ -14,7 +14,6 @@ from .curation import CurationStore
 from .inspect_tables import (
     ALL,
     DECISION_CHOICES,
-    STATUSES,
     VERIFY_CHOICES,
     build_examples,
     choices,
@@ -24,6 +23,7 @@ from .inspect_tables import (
 )
 from .seeds import load_seeds
 from .synthesis_io import load_synthesis
+from .synthesis_run import STATUSES
 
 # ---------------------------------------------------------------------------------------------
 # The widget

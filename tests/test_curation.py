@@ -1,4 +1,4 @@
-"""curation: moved tests."""
+"""The curation file: last decision wins, comments kept, survives a restart."""
 
 import json
 

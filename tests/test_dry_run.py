@@ -1,4 +1,4 @@
-"""dry_run: moved tests."""
+"""--dry-run: steps, tokens and memory estimated for the paper preset without a GPU."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""inspect_tables: moved tests."""
+"""The explorer's pure parts: the example table, filters, word diff, scores."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""llm: moved tests."""
+"""The LLM wrapper: Retry-After and backoff, the cache key."""
 
 import random
 

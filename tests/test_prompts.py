@@ -1,4 +1,4 @@
-"""prompts: moved tests."""
+"""The Appendix A prompt: structure and rendering."""
 
 from ifir_lib import prompts
 from ifir_lib.testing import make_seed

@@ -1,4 +1,4 @@
-"""results: moved tests."""
+"""The results table: append-only writing, reading, backbones, the published numbers."""
 
 import json
 

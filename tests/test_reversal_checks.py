@@ -1,4 +1,4 @@
-"""reversal_checks: moved tests."""
+"""Parsing LLM answers and checking reversals (pure)."""
 
 import pytest
 

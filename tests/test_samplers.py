@@ -1,4 +1,4 @@
-"""samplers: moved tests."""
+"""Batches keep a seed's views together and never repeat a query."""
 
 from datasets import Dataset
 

@@ -1,4 +1,4 @@
-"""summaries: moved tests."""
+"""Summaries of the results table and paired comparisons."""
 
 import numpy as np
 import pandas as pd

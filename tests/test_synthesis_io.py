@@ -1,4 +1,4 @@
-"""synthesis_io: moved tests."""
+"""Synthesis files: which negative is N*, keys and shards, cut lines, resume, merge."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""template_baseline: moved tests."""
+"""The template baseline: polarity words flipped sentence by sentence."""
 
 import pytest
 

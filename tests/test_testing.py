@@ -1,4 +1,4 @@
-"""testing: moved tests."""
+"""The synthetic FollowIR generator: round trip, determinism, scale."""
 
 from ifir_lib.corpora import load_followir, write_followir
 from ifir_lib.testing import synthetic_followir

@@ -68,9 +68,9 @@ def test_non_finite_loss_stops_and_keeps_checkpoint(bundled_seeds, tmp_path):
     assert Path(info["last_checkpoint"]).exists() and not (tmp_path / "nan" / "modules.json").exists()
 
 
-def _train_cmd(out, *extra):
+def _train_args(out, budget, *extra):
+    """``ifir train`` arguments for a cpu-smoke Ins-DV run into ``out``."""
     return [
-        sys.executable,
         "-m",
         "ifir_lib",
         "train",
@@ -79,11 +79,15 @@ def _train_cmd(out, *extra):
         "--preset",
         "cpu-smoke",
         "--budget",
-        "16",
+        str(budget),
         "--out",
         str(out),
         *extra,
     ]
+
+
+def _train_cmd(out, *extra):
+    return [sys.executable, *_train_args(out, 16, *extra)]
 
 
 @pytest.mark.slow
@@ -113,24 +117,7 @@ def test_killed_run_resumes_from_last_checkpoint(tmp_path):
 def test_ddp_two_processes_on_cpu_agree(tmp_path):
     out = tmp_path / "ddp"
     torchrun = Path(sys.executable).with_name("torchrun")
-    cmd = [
-        str(torchrun),
-        "--nproc_per_node",
-        "2",
-        "-m",
-        "ifir_lib",
-        "train",
-        "--mode",
-        "ins-dv",
-        "--preset",
-        "cpu-smoke",
-        "--budget",
-        "32",
-        "--max-steps",
-        "2",
-        "--out",
-        str(out),
-    ]
+    cmd = [str(torchrun), "--nproc_per_node", "2", *_train_args(out, 32, "--max-steps", "2")]
     done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     prints = [(out / f"rank{r}.fingerprint").read_text() for r in (0, 1)]
