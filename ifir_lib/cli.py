@@ -17,7 +17,7 @@ import os
 import sys
 
 from . import config as C
-from .cli_results import add_demo, add_evaluate, add_figures
+from .cli_results import add_demo, add_evaluate, add_experiment, add_figures
 from .errors import ConfigError, IfirError
 
 _FMT = argparse.ArgumentDefaultsHelpFormatter
@@ -364,6 +364,7 @@ COMMANDS = (
     add_evaluate,
     add_figures,
     add_demo,
+    add_experiment,
 )
 
 

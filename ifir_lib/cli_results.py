@@ -228,3 +228,46 @@ def _cmd_demo(a):
     )
     run_demo(a.out, cfg, figures_dir=a.figures)
     return 0
+
+
+def add_experiment(sub):
+    from .experiment import EXPERIMENT_PRESETS
+
+    p = sub.add_parser(
+        "experiment",
+        help="Ins-DV against Ins-orig, ins-aug and All-* over several rng_seeds; tests and figures",
+        formatter_class=_FMT,
+    )
+    p.add_argument(
+        "--out", default="out/experiment", help="writes results.csv, summary.md, models/, figures/"
+    )
+    p.add_argument(
+        "--preset",
+        choices=list(EXPERIMENT_PRESETS),
+        default=None,
+        help="default: 'smoke' when IFIR_SMOKE or CI is set, else 'cpu' (under an hour on 2 cores)",
+    )
+    p.add_argument("--rng-seeds", default=None, help="comma-separated random seeds, e.g. 0,1,2")
+    p.add_argument("--budget", type=int, default=None, help="Ins-* examples per run")
+    p.add_argument("--modes", default=None, help="comma-separated modes trained for every rng_seed")
+    p.add_argument("--extra-modes", default=None, help="comma-separated modes for the first rng_seed only")
+    p.set_defaults(func=_cmd_experiment)
+
+
+def _cmd_experiment(a):
+    from .experiment import ExperimentConfig, run_experiment
+
+    def names(s):
+        return None if s is None else tuple(x for x in s.split(",") if x)
+
+    kw = {
+        "rng_seeds": tuple(int(s) for s in a.rng_seeds.split(",")) if a.rng_seeds else None,
+        "budget": a.budget,
+        "modes": names(a.modes),
+        "extra_modes": names(a.extra_modes),
+    }
+    cfg = ExperimentConfig.preset(
+        a.preset or ("smoke" if C.smoke_mode() else "cpu"), **{k: v for k, v in kw.items() if v is not None}
+    )
+    run_experiment(a.out, cfg)
+    return 0

@@ -11,7 +11,8 @@ import math
 from pathlib import Path
 
 from .models import format_query, resolve_model
-from .train import TrainConfig, to_dataset
+from .train import TrainConfig
+from .trainsets import to_dataset
 
 KNOWN_PARAMS = {
     "gte-multilingual-base": 305e6,

@@ -126,3 +126,27 @@ def find_run_dirs(root: str | Path) -> list[Path]:
         for p in root.rglob("ifir_run.json")
         if (p.parent / "modules.json").exists() and "checkpoints" not in p.parent.parts
     )
+
+
+def build_model(name: str, *, max_seq_length: int, pooling: str = "cls", device: str | None = None):
+    """A SentenceTransformer from an ST folder, a raw transformers backbone (CLS pooling), or a hub name."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    path = resolve_model(name)
+    p = Path(path)
+    if p.exists() and not (p / "modules.json").exists():
+        # a raw backbone folder (e.g. a transformers checkpoint): add pooling + normalisation
+        tr = Transformer(str(p), max_seq_length=max_seq_length)
+        pool = Pooling(tr.get_word_embedding_dimension(), pooling_mode=pooling)
+        model = SentenceTransformer(modules=[tr, pool, Normalize()], device=device)
+    else:
+        if not p.exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
+            raise FileNotFoundError(
+                f"base model {name!r} is neither a local folder nor reachable (HF_HUB_OFFLINE=1)"
+            )
+        model = SentenceTransformer(path, device=device, trust_remote_code=True)
+    # training may use shorter sequences than the model reads at inference; ``train`` restores this
+    model.native_max_seq_length = model.max_seq_length
+    model.max_seq_length = max_seq_length
+    return model

@@ -32,7 +32,9 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         **deduplicated by document id**. A relation matrix ``R`` (queries x unique docs) holds
         +1 for the query's positive, -1 for its listed negatives and 0 for other in-batch
         documents; 0 entries count as negatives only when ``in_batch_negatives`` is on
-        (ArcticTraining's default is off). For a query with positive p and negative set N::
+        (ArcticTraining's default is off), and then only documents of *other* seeds: a document
+        that another row of the same seed labels (an instruction negative, relevant to the
+        bare-query row) is never a false negative. For a query with positive p and negative set N::
 
             loss = -log( exp(s_p / t) / (exp(s_p / t) + sum_{n in N} exp(s_n / t)) )
 
@@ -52,7 +54,7 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
 
         Inputs: columns ``(query, positive, negative_1, ..., negative_k)`` and a ``label`` row
         per example ``[group_id, query_id, positive_doc_id, negative_doc_id_1, ...]`` (integer
-        ids assigned by ``train.encode_ids``); the first two are read by the batch sampler.
+        ids assigned by ``trainsets.encode_ids``); the first two are read by the batch sampler.
 
         Example::
 
@@ -104,7 +106,12 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         )
         candidate = rel != 0
         if self.in_batch_negatives:
-            candidate = torch.ones_like(candidate)
+            # other groups' documents are negatives; a document labelled by a row of the *same*
+            # group is not: a bare-query row must not push away its seed's instruction negatives
+            groups = labels[:, 0].to(queries.device)
+            same_group = (groups[:, None] == groups[None, :]).to(scores.dtype)  # (B, B)
+            labelled_in_group = (same_group @ candidate.to(scores.dtype)) > 0  # (B, U)
+            candidate = candidate | ~labelled_in_group
         # each positive competes with the query's negatives only (not with other positives)
         neg_mask = candidate & (rel != 1)
         neg_scores = scores.masked_fill(~neg_mask, float("-inf"))

@@ -3,7 +3,7 @@
 A batch must hold both views of a seed (the original ``(q+I, P+)`` and the reversed
 ``(q+I', N*)``), so the loss sees the same two documents with opposite labels side by side, and
 must never hold one query text twice (its rows would contradict each other in the relation
-matrix). Rows are identified by the integer ``label`` column that ``train.encode_ids`` writes:
+matrix). Rows are identified by the integer ``label`` column that ``trainsets.encode_ids`` writes:
 ``label[0]`` is the group (seed), ``label[1]`` the query. Not handled here: the loss
 (``relation_loss``), building rows (``trainsets``, ``train``).
 """

@@ -30,8 +30,9 @@ from pathlib import Path
 
 from .config import DOCUMENT_PROMPT_NAME, PAPER_MODES, QUERY_PROMPT_NAME, SEEDS_PATH, git_commit
 from .errors import ConfigError, NonFiniteLossError
-from .models import format_query, resolve_model
+from .models import build_model
 from .samplers import DualViewBatchSampler, SingleViewBatchSampler
+from .trainsets import to_dataset
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,9 @@ class TrainConfig:
     bf16: bool = True
     gradient_checkpointing: bool = True
     co_batch_views: bool = True
+    eval_steps: int = 0  # > 0: score the held-out seeds every so many steps, keep the best checkpoint
+    early_stopping_patience: int = 0  # > 0: stop after this many evaluations without improvement
+    save_max_seq_length: int | None = None  # stored with the trained model; None = the base model's own
     query_prompt: str = ""
     document_prompt: str = ""
     save_steps: int = 250
@@ -81,6 +85,8 @@ class TrainConfig:
             raise ConfigError("set max_steps or epochs")
         if self.pooling not in ("cls", "mean", "lasttoken"):
             raise ConfigError(f"unknown pooling {self.pooling!r}")
+        if self.early_stopping_patience > 0 and self.eval_steps <= 0:
+            raise ConfigError("early_stopping_patience needs eval_steps > 0 (held-out evaluations)")
 
     def replace(self, **kw) -> TrainConfig:
         """A copy with ``kw`` changed; ``None`` values are ignored (unset CLI flags)."""
@@ -122,82 +128,6 @@ TRAIN_PRESETS: dict[str, dict] = {
 
 
 # ---------------------------------------------------------------------------------------------
-# Data: examples -> a datasets.Dataset with integer id labels
-
-
-def encode_ids(examples: list[dict]) -> list[list[int]]:
-    """Label rows ``[group, query, positive_doc, negative_doc_1, ...]`` as integers.
-
-    The loss deduplicates documents by these ids; the sampler groups by the first two.
-    Ids are assigned in sorted order, so the same examples always get the same integers.
-    """
-    groups = {g: i for i, g in enumerate(sorted({e["group"] for e in examples}))}
-    queries = {
-        q: i for i, q in enumerate(sorted({format_query(e["query"], e["instruction"]) for e in examples}))
-    }
-    docs = {
-        d: i
-        for i, d in enumerate(sorted({p["id"] for e in examples for p in (e["positive"], *e["negatives"])}))
-    }
-    return [
-        [
-            groups[e["group"]],
-            queries[format_query(e["query"], e["instruction"])],
-            docs[e["positive"]["id"]],
-            *(docs[p["id"]] for p in e["negatives"]),
-        ]
-        for e in examples
-    ]
-
-
-def to_dataset(examples: list[dict], num_negatives: int, with_labels: bool = True):
-    """Columns ``query, positive, negative_1..k`` (+ ``label``); every row must have k negatives."""
-    from datasets import Dataset
-
-    bad = [e["id"] for e in examples if len(e["negatives"]) < num_negatives]
-    if bad:
-        raise ValueError(
-            f"{len(bad)} examples have fewer than {num_negatives} negatives (e.g. {bad[0]}); "
-            "rebuild the training set with the same num_negatives"
-        )
-    cols = {
-        "query": [format_query(e["query"], e["instruction"]) for e in examples],
-        "positive": [e["positive"]["text"] for e in examples],
-    }
-    for j in range(num_negatives):
-        cols[f"negative_{j + 1}"] = [e["negatives"][j]["text"] for e in examples]
-    if with_labels:
-        cols["label"] = encode_ids([{**e, "negatives": e["negatives"][:num_negatives]} for e in examples])
-    return Dataset.from_dict(cols)
-
-
-# ---------------------------------------------------------------------------------------------
-# Model
-
-
-def build_model(name: str, cfg: TrainConfig, device: str | None = None):
-    """A SentenceTransformer from an ST folder, a raw transformers backbone (CLS pooling), or a hub name."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-
-    path = resolve_model(name)
-    p = Path(path)
-    if p.exists() and not (p / "modules.json").exists():
-        # a raw backbone folder (e.g. a transformers checkpoint): add pooling + normalisation
-        tr = Transformer(str(p), max_seq_length=cfg.max_seq_length)
-        pool = Pooling(tr.get_word_embedding_dimension(), pooling_mode=cfg.pooling)
-        model = SentenceTransformer(modules=[tr, pool, Normalize()], device=device)
-    else:
-        if not p.exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
-            raise FileNotFoundError(
-                f"base model {name!r} is neither a local folder nor reachable (HF_HUB_OFFLINE=1)"
-            )
-        model = SentenceTransformer(path, device=device, trust_remote_code=True)
-    model.max_seq_length = cfg.max_seq_length
-    return model
-
-
-# ---------------------------------------------------------------------------------------------
 # Training
 
 
@@ -226,8 +156,13 @@ def train(
     manifest: dict | None = None,
     loss: str = "relation",
     device: str | None = None,
+    heldout: list[dict] | None = None,
 ) -> TrainResult:
     """Train on ``examples`` into ``out_dir`` (a SentenceTransformer folder); resume if interrupted.
+
+    With ``cfg.eval_steps > 0``, ``heldout`` seeds (never trained on; ``heldout.split_heldout``) are
+    scored every ``eval_steps`` and the best checkpoint is the one saved (docs/method.md §5).
+    The saved model reads ``cfg.save_max_seq_length`` tokens (default: as many as the base model).
 
     ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (the baseline for benchmarks).
     A NaN/inf loss stops the run with ``NonFiniteLossError``; earlier checkpoints are kept.
@@ -235,13 +170,17 @@ def train(
     import torch
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    from transformers import TrainerCallback
+    from transformers import EarlyStoppingCallback, TrainerCallback
 
+    from .heldout import HeldOutEvaluator
     from .relation_loss import RelationInfoNCELoss
 
+    if cfg.eval_steps > 0 and not heldout:
+        raise ConfigError("eval_steps > 0 needs held-out seeds (train(..., heldout=...))")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     run_file, log_file, ckpt_dir = out / "ifir_run.json", out / "train_log.jsonl", out / "checkpoints"
+    heldout_file = out / "heldout_log.jsonl"
     cfg_dict = dataclasses.asdict(cfg)
     rank = int(os.environ.get("RANK", "0"))
     if run_file.exists():
@@ -264,6 +203,7 @@ def train(
                     "base_model": cfg.base_model,
                     "config": cfg_dict,
                     "data": manifest or {},
+                    "heldout_seeds": len(heldout or []),
                     "git_commit": git_commit(),
                     "status": "running",
                     "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -273,7 +213,7 @@ def train(
         )
 
     torch.manual_seed(cfg.rng_seed)
-    model = build_model(cfg.base_model, cfg, device=device)
+    model = build_model(cfg.base_model, max_seq_length=cfg.max_seq_length, pooling=cfg.pooling, device=device)
     model.prompts = {QUERY_PROMPT_NAME: cfg.query_prompt, DOCUMENT_PROMPT_NAME: cfg.document_prompt}
     use_labels = loss == "relation"
     ds = to_dataset(examples, cfg.num_negatives, with_labels=use_labels)
@@ -316,7 +256,18 @@ def train(
         batch_sampler=sampler,
         prompts=prompts,
         save_strategy="steps",
-        save_steps=cfg.save_steps,
+        save_steps=cfg.eval_steps if cfg.eval_steps > 0 else cfg.save_steps,
+        **(
+            dict(
+                eval_strategy="steps",
+                eval_steps=cfg.eval_steps,
+                load_best_model_at_end=True,
+                metric_for_best_model="eval_heldout_score",
+                greater_is_better=True,
+            )
+            if cfg.eval_steps > 0
+            else {}
+        ),
         save_total_limit=cfg.save_total_limit,
         logging_steps=cfg.logging_steps,
         report_to="none",
@@ -329,6 +280,16 @@ def train(
 
     class JsonlLog(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kw):
+            if state.is_world_process_zero and logs and "eval_heldout_score" in logs:
+                row = {
+                    k.removeprefix("eval_heldout_"): v
+                    for k, v in logs.items()
+                    if k.startswith("eval_heldout")
+                }
+                with open(heldout_file, "a") as fh:
+                    fh.write(
+                        json.dumps({"step": state.global_step, "epoch": logs.get("epoch"), **row}) + "\n"
+                    )
             if state.is_world_process_zero and logs and "loss" in logs:
                 with open(log_file, "a") as fh:
                     fh.write(
@@ -345,17 +306,26 @@ def train(
                         + "\n"
                     )
 
+    callbacks = [JsonlLog()]
+    if cfg.early_stopping_patience > 0:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
     trainer = SentenceTransformerTrainer(
-        model=model, args=args, train_dataset=ds, loss=loss_fn, callbacks=[JsonlLog()]
+        model=model,
+        args=args,
+        train_dataset=ds,
+        loss=loss_fn,
+        evaluator=HeldOutEvaluator(heldout) if cfg.eval_steps > 0 else None,
+        callbacks=callbacks,
     )
     resume = None
     if ckpt_dir.exists() and any(ckpt_dir.glob("checkpoint-*")):
         resume = str(max(ckpt_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])))
         # steps after the checkpoint will be logged again; drop them so the log has one line per step
         step0 = int(Path(resume).name.split("-")[1])
-        if rank == 0 and log_file.exists():
-            kept = [r for r in _read_log(log_file) if r["step"] <= step0]
-            log_file.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        for f in (log_file, heldout_file) if rank == 0 else ():
+            if f.exists():
+                kept = [r for r in _read_log(f) if r["step"] <= step0]
+                f.write_text("".join(json.dumps(r) + "\n" for r in kept))
         log.warning("resuming %s from %s", out, resume)
     t0 = time.time()
     try:
@@ -379,12 +349,20 @@ def train(
     seconds = time.time() - t0
     steps = trainer.state.global_step
     if trainer.is_world_process_zero():
+        # with held-out evaluation the trainer has loaded the best checkpoint into ``model``
+        model.max_seq_length = cfg.save_max_seq_length or getattr(
+            model, "native_max_seq_length", cfg.max_seq_length
+        )
         model.save(str(out))
         info = json.loads(run_file.read_text())
+        best = trainer.state.best_model_checkpoint
         info.update(
             {
                 "status": "finished",
                 "steps": steps,
+                "best_step": int(Path(best).name.split("-")[1]) if best else steps,
+                "best_heldout_score": trainer.state.best_metric,
+                "saved_max_seq_length": model.max_seq_length,
                 "train_seconds": round(seconds, 2),
                 "train_loss": result.training_loss,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -410,19 +388,23 @@ def train_modes(
     curation_path: str | Path | None = None,
     budget: int | None = None,
     rng_seed: int = 0,
+    heldout_seeds: int = 0,
     **overrides,
 ) -> dict[str, TrainResult]:
     """Train one model per mode into ``out_dir/<mode>``; returns ``{mode: TrainResult}``.
 
     Reversals come from a synthesis file when given, else from the seeds' reference reversals.
-    ``overrides`` change ``TrainConfig`` fields of the preset (``None`` values are ignored).
+    ``heldout_seeds`` seeds (the same for every mode and rng_seed) are kept out of training and,
+    with ``eval_steps``, pick the checkpoint. ``overrides`` change ``TrainConfig`` fields of the
+    preset (``None`` values are ignored).
     """
     from .curation import load_decisions
+    from .heldout import split_heldout
     from .seeds import load_seeds
     from .trainsets import build_trainset, load_reversals
 
     cfg = TrainConfig.preset(preset, rng_seed=rng_seed, **overrides)
-    seeds = load_seeds(seeds_path)
+    seeds, heldout = split_heldout(load_seeds(seeds_path), heldout_seeds)
     reversals = load_reversals(reversals_path) if reversals_path else None
     curation = load_decisions(curation_path) if curation_path and Path(curation_path).exists() else None
     out = {}
@@ -437,5 +419,7 @@ def train_modes(
             rng_seed=rng_seed,
         )
         log.info("training %s on %d examples", mode, len(ts.examples))
-        out[mode] = train(ts.examples, Path(out_dir) / mode, cfg, mode=mode, manifest=ts.manifest())
+        out[mode] = train(
+            ts.examples, Path(out_dir) / mode, cfg, mode=mode, manifest=ts.manifest(), heldout=heldout
+        )
     return out

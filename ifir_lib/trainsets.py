@@ -37,6 +37,7 @@ from pathlib import Path
 from .config import MODES
 from .errors import ConfigError, DataError
 from .jsonl import read_jsonl, write_jsonl
+from .models import format_query
 from .seeds import counterpart, load_seeds
 
 
@@ -266,3 +267,53 @@ def load_trainset(path: str | Path) -> list[dict]:
     if not rows:
         raise DataError(path, None, "no training examples")
     return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Examples -> a datasets.Dataset with integer id labels (what the trainer takes)
+
+
+def encode_ids(examples: list[dict]) -> list[list[int]]:
+    """Label rows ``[group, query, positive_doc, negative_doc_1, ...]`` as integers.
+
+    The loss deduplicates documents by these ids; the sampler groups by the first two.
+    Ids are assigned in sorted order, so the same examples always get the same integers.
+    """
+    groups = {g: i for i, g in enumerate(sorted({e["group"] for e in examples}))}
+    queries = {
+        q: i for i, q in enumerate(sorted({format_query(e["query"], e["instruction"]) for e in examples}))
+    }
+    docs = {
+        d: i
+        for i, d in enumerate(sorted({p["id"] for e in examples for p in (e["positive"], *e["negatives"])}))
+    }
+    return [
+        [
+            groups[e["group"]],
+            queries[format_query(e["query"], e["instruction"])],
+            docs[e["positive"]["id"]],
+            *(docs[p["id"]] for p in e["negatives"]),
+        ]
+        for e in examples
+    ]
+
+
+def to_dataset(examples: list[dict], num_negatives: int, with_labels: bool = True):
+    """Columns ``query, positive, negative_1..k`` (+ ``label``); every row must have k negatives."""
+    from datasets import Dataset
+
+    bad = [e["id"] for e in examples if len(e["negatives"]) < num_negatives]
+    if bad:
+        raise ValueError(
+            f"{len(bad)} examples have fewer than {num_negatives} negatives (e.g. {bad[0]}); "
+            "rebuild the training set with the same num_negatives"
+        )
+    cols = {
+        "query": [format_query(e["query"], e["instruction"]) for e in examples],
+        "positive": [e["positive"]["text"] for e in examples],
+    }
+    for j in range(num_negatives):
+        cols[f"negative_{j + 1}"] = [e["negatives"][j]["text"] for e in examples]
+    if with_labels:
+        cols["label"] = encode_ids([{**e, "negatives": e["negatives"][:num_negatives]} for e in examples])
+    return Dataset.from_dict(cols)

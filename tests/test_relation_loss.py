@@ -57,6 +57,27 @@ def test_in_batch_negatives_switch():
     assert on == pytest.approx(expected_on_q0, rel=1e-6)
 
 
+def test_in_batch_negatives_never_include_the_same_seeds_documents():
+    """A seed's original row (q+I: P+ over N) and its bare-query row (q: P+ over a hard negative H)
+    share a batch with another seed's row. With in-batch negatives on, the bare-query row must not
+    treat N (relevant to q alone) as a negative; the other seed's documents still count."""
+    q = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    pos = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])  # P+ (id 1) twice, then seed B's P (id 5)
+    neg = torch.tensor([[0.8, 0.6], [0.0, 1.0], [0.6, 0.8]])  # N (2), H (3), seed B's negative (6)
+    labels = torch.tensor([[0, 0, 1, 2], [0, 1, 1, 3], [1, 2, 5, 6]])
+    on = RelationInfoNCELoss(FixedEmbedder(), temperature=1.0, in_batch_negatives=True)(
+        features(q, pos, neg), labels
+    ).item()
+    e = math.exp
+    # row 0 (q+I): its own N, plus seed B's two docs; H belongs to its own seed, so it is masked
+    row0 = -math.log(e(1) / (e(1) + e(0.8) + e(0.0) + e(0.6)))
+    # row 1 (bare q): own H, plus seed B's two docs; never N
+    row1 = -math.log(e(1) / (e(1) + e(0.0) + e(0.0) + e(0.6)))
+    # row 2 (seed B): own negative, plus seed A's P+, N and H
+    row2 = -math.log(e(1) / (e(1) + e(0.8) + e(0.0) + e(0.6) + e(1.0)))
+    assert on == pytest.approx((row0 + row1 + row2) / 3, rel=1e-6)
+
+
 def test_dual_view_batch_plain_mnrl_is_stuck_where_relation_loss_is_not():
     """The batch the paper's dedup is for: P+ is view 1's positive and view 2's negative.
 
