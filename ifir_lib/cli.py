@@ -216,7 +216,9 @@ def _cmd_synthesize(a):
 def _cmd_synthesize_merge(a):
     from .synthesis_io import merge_shards
 
-    s = merge_shards(a.shards, a.out, None if a.no_check else a.seeds, a.negative, a.rng_seed)
+    s = merge_shards(
+        a.shards, a.out, None if a.no_check else a.seeds, a.negative, a.rng_seed, on_conflict="error"
+    )
     print(
         f"merged {len(a.shards)} files -> {s.out}: {s.rows} rows, {s.duplicates} duplicates dropped, "
         f"{s.conflicts} conflicting, {s.failed} failed, {len(s.missing)} missing, {s.unexpected} not in the seeds"

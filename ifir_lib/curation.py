@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .errors import ConfigError, DataError
 from .jsonl import append_jsonl, read_jsonl
+from .locks import shared_append
 
 DECISIONS = ("accept", "reject")
 
@@ -68,7 +69,8 @@ class CurationStore:
             "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
         self._apply(row)  # validates before anything is written
-        append_jsonl(self.path, [row])  # fsync'd: a kernel crash right after a click must not lose it
+        with shared_append(self.path):  # two sessions on one file append whole rows, in turn
+            append_jsonl(self.path, [row])  # fsync'd: a kernel crash right after a click must not lose it
         return row
 
     def summary(self) -> dict[str, int]:

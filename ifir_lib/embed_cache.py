@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import cache_dir
+from .locks import shared_append
 from .models import encode, model_fingerprint, prompt_name
 
 log = logging.getLogger(__name__)
@@ -96,11 +97,15 @@ class EmbeddingCache:
         name = uuid.uuid4().hex
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)
         karr = np.array([k.encode("ascii") for k in keys], dtype="S32")
-        for suffix, arr in ((".vecs.npy", vecs), (".keys.npy", karr)):  # keys last: they publish the shard
-            tmp = self.dir / f".{name}{suffix}.tmp"
-            with open(tmp, "wb") as fh:
-                np.save(fh, arr)
-            os.replace(tmp, self.dir / f"{name}{suffix}")
+        with shared_append(self.dir):  # writers take turns; readers need no lock (keys publish last)
+            for suffix, arr in (
+                (".vecs.npy", vecs),
+                (".keys.npy", karr),
+            ):  # keys last: they publish the shard
+                tmp = self.dir / f".{name}{suffix}.tmp"
+                with open(tmp, "wb") as fh:
+                    np.save(fh, arr)
+                os.replace(tmp, self.dir / f"{name}{suffix}")
         if self._index is not None:
             self._add_shard(self.dir / f"{name}.keys.npy")
 

@@ -50,3 +50,7 @@ class NonFiniteLossError(IfirError, FloatingPointError):
 
 class FigureExportError(IfirError, RuntimeError):
     """Static (PNG/SVG) figure export needs a Chrome that kaleido can find."""
+
+
+class OutputLocked(IfirError, RuntimeError):
+    """Another live process holds the output (``locks.exclusive``); the message names it."""

@@ -41,6 +41,7 @@ class ExperimentConfig:
     rng_seeds: tuple[int, ...] = (0, 1, 2)
     extra_modes: tuple[str, ...] = ("all-orig", "all-dv")  # trained for the first rng_seed only
     budget: int | None = None  # Ins-* examples per run; None = as many as the data allows
+    extra_budget: int | None = None  # the All-* budget (seeds; 2 examples each); None = budget
     heldout_seeds: int = 1000  # kept out of training; they pick the checkpoint
     epochs: float | None = None
     max_steps: int | None = None
@@ -92,6 +93,7 @@ EXPERIMENT_PRESETS: dict[str, dict] = {
     "cpu": dict(
         train_preset="cpu",
         budget=640,
+        extra_budget=320,  # All-* then train on 640 examples too, the Ins-* runs' length
         heldout_seeds=64,
         epochs=1.0,
         max_steps=0,
@@ -272,14 +274,16 @@ def run_experiment(out_dir: str | Path = "out/experiment", cfg: ExperimentConfig
         heldout_scores(build_model(base, max_seq_length=tcfg.max_seq_length), heldout) if heldout else None
     )
 
-    plan = [(s, cfg.modes + (cfg.extra_modes if i == 0 else ())) for i, s in enumerate(cfg.rng_seeds)]
-    for k, (rng_seed, modes) in enumerate(plan, 1):
-        print(f"[2/4] rng_seed {rng_seed} ({k}/{len(plan)}): train {', '.join(modes)}, budget {cfg.budget}")
+    extra_budget = cfg.extra_budget if cfg.extra_budget is not None else cfg.budget
+    plan = [(s, modes, b) for s in cfg.rng_seeds for modes, b in ((cfg.modes, cfg.budget),)]
+    plan += [(cfg.rng_seeds[0], cfg.extra_modes, extra_budget)] if cfg.extra_modes else []
+    for k, (rng_seed, modes, budget) in enumerate(plan, 1):
+        print(f"[2/4] ({k}/{len(plan)}) rng_seed {rng_seed}: train {', '.join(modes)}, budget {budget}")
         runs = train_modes(
             out / "models" / f"seed{rng_seed}",
             preset=cfg.train_preset,
             modes=modes,
-            budget=cfg.budget,
+            budget=budget,
             rng_seed=rng_seed,
             heldout_seeds=cfg.heldout_seeds,
             **cfg.train_overrides(),

@@ -43,6 +43,8 @@ def read_rows(path: str | Path) -> tuple[list[tuple[int, dict]], bool]:
         try:
             out.append((len(lines) + 1, _parse(path, len(lines) + 1, tail)))
         except DataError:
+            if not lines and tail.lstrip()[:1] == b"[":
+                raise  # a one-line JSON array without a final newline, not a cut write
             log.warning(
                 "%s: dropping a cut last line (%d bytes) left by an interrupted write", path, len(tail)
             )
@@ -55,7 +57,12 @@ def _parse(path: Path, n: int, line: bytes) -> dict:
     except UnicodeDecodeError as e:
         raise DataError(path, n, f"not UTF-8 text (byte {e.start})") from None
     except json.JSONDecodeError as e:
-        raise DataError(path, n, f"invalid JSON ({e.msg} at column {e.colno})") from None
+        hint = (
+            "; the file looks like a JSON array, write one object per line"
+            if n == 1 and line.lstrip()[:1] == b"["
+            else ""
+        )
+        raise DataError(path, n, f"invalid JSON ({e.msg} at column {e.colno}){hint}") from None
     if not isinstance(obj, dict):
         hint = (
             "; the file looks like a JSON array, write one object per line"

@@ -112,6 +112,8 @@ class OpenAIBackend:
             ) from None
         except openai.APIStatusError as e:
             code = e.status_code
+            if _is_html(e.response):
+                raise BackendError(self._not_an_api(f"HTTP {code}")) from None
             if code == 429 and "insufficient_quota" in str(getattr(e, "body", "")):  # billing, not load
                 raise BackendError(
                     self.redact(f"{self.where}: quota exhausted ({_api_message(e)})")
@@ -121,15 +123,28 @@ class OpenAIBackend:
                     f"HTTP {code}", retry_after=retry_after_seconds(e.response.headers)
                 ) from None
             raise RequestFailed(self.redact(f"HTTP {code}: {_api_message(e)}")) from None
+        if not hasattr(resp, "choices"):  # a 200 that is not JSON: a web page, a portal, a proxy
+            raise BackendError(self._not_an_api("HTTP 200"))
         if not resp.choices:
             raise _Transient("empty choices")
         text = resp.choices[0].message.content or ""
         u = resp.usage
         return text, int(getattr(u, "prompt_tokens", 0) or 0), int(getattr(u, "completion_tokens", 0) or 0)
 
+    def _not_an_api(self, status: str) -> str:
+        return self.redact(
+            f"{self.where} answered {status} with an HTML page, not the OpenAI chat API; "
+            "check --base-url (it usually ends in /v1)"
+        )
+
     async def aclose(self):
         if self._client is not None:
             await self._client.close()
+
+
+def _is_html(response) -> bool:
+    ctype = (getattr(response, "headers", None) or {}).get("content-type", "")
+    return "html" in ctype.lower()
 
 
 def resolve_chat_model(name: str) -> tuple[str, str | None]:

@@ -28,6 +28,7 @@ import pandas as pd
 from .config import BASE_MODE, MODES, PUBLISHED_RESULTS_PATH, git_commit
 from .errors import DataError
 from .jsonl import read_jsonl
+from .locks import shared_append
 
 RESULT_COLUMNS = [
     "run_id",
@@ -158,9 +159,10 @@ def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | N
     missing = [c for c in RESULT_COLUMNS if any(c not in r for r in rows)]
     if missing:
         raise ValueError(f"result rows lack columns {missing}")
-    _append_csv(path, RESULT_COLUMNS, rows)
-    if per_query:
-        _append_csv(per_query_path(path), PER_QUERY_COLUMNS, per_query)
+    with shared_append(path):  # two evaluations appending at once take turns, whole runs at a time
+        _append_csv(path, RESULT_COLUMNS, rows)
+        if per_query:
+            _append_csv(per_query_path(path), PER_QUERY_COLUMNS, per_query)
     return path
 
 

@@ -31,6 +31,13 @@ REQUIRED_FIELDS = (
     "hard_negatives",
     "instruction_type",
 )
+# What each stage reads. Synthesis and training fill what they do not need: no hard negatives
+# (training pads from the pool) and instruction type "unknown" (as Promptriever rows have none).
+STAGE_FIELDS = {
+    "bundle": REQUIRED_FIELDS,
+    "synthesis": REQUIRED_FIELDS[:5],
+    "train": REQUIRED_FIELDS[:5],
+}
 INSTRUCTION_TYPES = (
     "exclusion",
     "required_attribute",
@@ -55,12 +62,24 @@ def _check_passage(path, n, field, p):
 
 
 def validate_seed(
-    row: dict, path: str | Path = "<seeds>", n: int | None = None, min_hard_negatives: int = 2
+    row: dict,
+    path: str | Path = "<seeds>",
+    n: int | None = None,
+    min_hard_negatives: int = 2,
+    stage: str = "bundle",
 ) -> dict:
-    """Check one seed row against the schema; raise ``DataError`` naming file, line and field."""
-    for f in REQUIRED_FIELDS:
+    """Check one seed row for ``stage`` (``STAGE_FIELDS``); raise ``DataError`` naming file, line
+    and field. Outside ``bundle``, absent optional fields are filled (no hard negatives, type
+    ``unknown``)."""
+    if not isinstance(row, dict):
+        raise DataError(path, n, f"expected a JSON object, got {type(row).__name__}")
+    for f in STAGE_FIELDS[stage]:
         if f not in row:
             raise DataError(path, n, "missing", f)
+    if stage != "bundle":
+        row.setdefault("hard_negatives", [])
+        row.setdefault("instruction_type", "unknown")
+        min_hard_negatives = 0
     for f in ("id", "query", "instruction", "instruction_type"):
         if not isinstance(row[f], str) or not row[f].strip():
             raise DataError(path, n, "must be a non-empty string", f)
@@ -97,16 +116,21 @@ def validate_seed(
 
 
 def load_seeds(
-    path: str | Path = SEEDS_PATH, limit: int | None = None, min_hard_negatives: int = 2
+    path: str | Path = SEEDS_PATH,
+    limit: int | None = None,
+    min_hard_negatives: int = 2,
+    stage: str = "bundle",
 ) -> list[dict]:
-    """Read and validate a seed JSONL file; duplicate ids are an error.
+    """Read and validate a seed JSONL file for ``stage``; duplicate ids are an error.
 
     Every row is checked before anything is returned, so a bad line 900 fails before line 1 is
     sent to an LLM.
     """
+    if stage not in STAGE_FIELDS:
+        raise ValueError(f"unknown stage {stage!r}; choose from {', '.join(STAGE_FIELDS)}")
     seeds, seen = [], {}
     for n, row in read_jsonl(path):
-        validate_seed(row, path, n, min_hard_negatives=min_hard_negatives)
+        validate_seed(row, path, n, min_hard_negatives=min_hard_negatives, stage=stage)
         if row["id"] in seen:
             raise DataError(path, n, f"duplicate id {row['id']!r} (first on line {seen[row['id']]})", "id")
         seen[row["id"]] = n

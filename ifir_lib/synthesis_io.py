@@ -143,20 +143,23 @@ def merge_shards(
     seeds: list[dict] | str | Path | None = None,
     negative: str | None = None,
     rng_seed: int = 0,
+    on_conflict: str = "keep-first",
 ) -> MergeSummary:
     """Join shard outputs into ``out`` (written atomically), one row per key.
 
     Duplicates keep the first non-failed row; two different accepted reversals for one key are
     counted as ``conflicts``. With ``seeds``, completeness is checked against the keys the
     seeds imply (``negative`` defaults to ``all`` when keys carry ``#``, else ``first``).
+    ``on_conflict='error'`` raises ``DataError`` naming the key and both files, before writing.
     """
     best: dict[str, dict] = {}
+    origin: dict[str, str] = {}
     dups = conflicts = 0
     for p in paths:
         for r in load_synthesis(p):
             k = r["key"]
             if k not in best:
-                best[k] = r
+                best[k], origin[k] = r, str(p)
                 continue
             dups += 1
             old = best[k]
@@ -166,9 +169,16 @@ def merge_shards(
                 "reversal"
             ):
                 conflicts += 1
+                if on_conflict == "error":
+                    raise DataError(
+                        p,
+                        None,
+                        f"key {k!r} has another accepted reversal in {origin[k]}; nothing was written",
+                        "reversal",
+                    )
     missing, unexpected, order = [], 0, sorted(best)
     if seeds is not None:
-        seeds = load_seeds(seeds) if isinstance(seeds, (str, Path)) else seeds
+        seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
         mode = negative or ("all" if any("#" in k for k in best) else "reference")
         expected = [k for k, _, _ in plan(seeds, mode, rng_seed)]
         missing = [k for k in expected if k not in best]

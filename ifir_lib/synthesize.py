@@ -37,6 +37,7 @@ from . import config as _config
 from .errors import ConfigError
 from .jsonl import atomic_write_text
 from .llm import LLM, ResponseCache, run_sync
+from .locks import exclusive
 from .prompts import DEFAULT_TEMPLATE, load_template
 from .seeds import load_seeds
 from .synthesis_io import NEGATIVE_MODES, parse_shard, plan, prepare_output
@@ -200,13 +201,20 @@ def synthesize(
     cfg = (config or SynthesisConfig()).replace(**overrides) if overrides else (config or SynthesisConfig())
     t0 = time.monotonic()
     seed_rows = (
-        load_seeds(seeds, limit=cfg.limit) if isinstance(seeds, (str, Path)) else list(seeds)[: cfg.limit]
+        load_seeds(seeds, limit=cfg.limit, stage="synthesis")
+        if isinstance(seeds, (str, Path))
+        else list(seeds)[: cfg.limit]
     )
     tmpl = load_template(cfg.template)
     out = Path(out)
     items = plan(
         seed_rows, "reference" if cfg.backend == "reference" else cfg.negative, cfg.rng_seed, cfg.shard
     )
+    with exclusive(out, "synthesis output"):  # a second writer fails here, before reading anything
+        return _synthesize_locked(seeds, seed_rows, items, out, cfg, tmpl, t0)
+
+
+def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float) -> SynthesisSummary:
     done = prepare_output(out, cfg.retry_failed)
     pending = [it for it in items if it[0] not in done]
     model, tname, tversion = row_identity(cfg, tmpl)

@@ -20,6 +20,7 @@ experiment all use it). Not handled here: building examples (``trainsets``), bat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from .config import DOCUMENT_PROMPT_NAME, PAPER_MODES, QUERY_PROMPT_NAME, SEEDS_PATH, git_commit
 from .errors import ConfigError, NonFiniteLossError
+from .locks import exclusive
 from .models import build_model
 from .samplers import DualViewBatchSampler, SingleViewBatchSampler
 from .trainsets import to_dataset
@@ -147,7 +149,26 @@ def _read_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def train(
+def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, **kwargs) -> TrainResult:
+    """Train on ``examples`` into ``out_dir`` (a SentenceTransformer folder); resume if interrupted.
+
+    With ``cfg.eval_steps > 0``, ``heldout`` seeds (never trained on; ``heldout.split_heldout``) are
+    scored every ``eval_steps`` and the best checkpoint is the one saved (docs/method.md §5).
+    The saved model reads ``cfg.save_max_seq_length`` tokens (default: as many as the base model).
+
+    ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (the baseline for benchmarks).
+    A NaN/inf loss stops the run with ``NonFiniteLossError``; earlier checkpoints are kept.
+    Keyword arguments: ``mode``, ``manifest``, ``loss``, ``device``, ``heldout``. A second process
+    training into the same ``out_dir`` fails at once with ``OutputLocked``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    first_rank = int(os.environ.get("RANK", "0")) == 0
+    with exclusive(out, "training run folder") if first_rank else contextlib.nullcontext():
+        return _train(examples, out, cfg, **kwargs)
+
+
+def _train(
     examples: list[dict],
     out_dir: str | Path,
     cfg: TrainConfig,
@@ -158,15 +179,6 @@ def train(
     device: str | None = None,
     heldout: list[dict] | None = None,
 ) -> TrainResult:
-    """Train on ``examples`` into ``out_dir`` (a SentenceTransformer folder); resume if interrupted.
-
-    With ``cfg.eval_steps > 0``, ``heldout`` seeds (never trained on; ``heldout.split_heldout``) are
-    scored every ``eval_steps`` and the best checkpoint is the one saved (docs/method.md §5).
-    The saved model reads ``cfg.save_max_seq_length`` tokens (default: as many as the base model).
-
-    ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (the baseline for benchmarks).
-    A NaN/inf loss stops the run with ``NonFiniteLossError``; earlier checkpoints are kept.
-    """
     import torch
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -404,7 +416,7 @@ def train_modes(
     from .trainsets import build_trainset, load_reversals
 
     cfg = TrainConfig.preset(preset, rng_seed=rng_seed, **overrides)
-    seeds, heldout = split_heldout(load_seeds(seeds_path), heldout_seeds)
+    seeds, heldout = split_heldout(load_seeds(seeds_path, stage="train"), heldout_seeds)
     reversals = load_reversals(reversals_path) if reversals_path else None
     curation = load_decisions(curation_path) if curation_path and Path(curation_path).exists() else None
     out = {}

@@ -182,7 +182,7 @@ def build_trainset(
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     if not isinstance(seeds, list):
-        seeds = load_seeds(seeds)
+        seeds = load_seeds(seeds, stage="train")
     if reversals is None:
         reversals = reversals_from_reference(seeds)
     curation = curation or {}

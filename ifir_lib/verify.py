@@ -155,7 +155,7 @@ def verify(
             or None to skip it. Its cache and retries apply.
     """
 
-    seeds = load_seeds(seeds) if isinstance(seeds, (str, Path)) else seeds
+    seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
     out = [{**r, **{c: r.get(c) for c in VERIFY_COLUMNS}} for r in rows]
     pairs = _pairs(out, seeds)
     if embedder is not None and pairs:

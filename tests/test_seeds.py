@@ -55,3 +55,30 @@ def test_cli_bad_seed_file_is_one_clear_line(tmp_path):
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert f"{p}:1: invalid JSON" in out.stderr
+
+
+def test_each_stage_checks_only_what_it_reads(tmp_path):
+    """A Promptriever-style row (no instruction type, no hard negatives) is fine for synthesis and
+    training, which fill what they do not need; the bundled-data check still demands both."""
+    from ifir_lib.errors import DataError
+    from ifir_lib.seeds import load_seeds
+    from ifir_lib.testing import make_seed
+    from ifir_lib.trainsets import build_trainset
+
+    rows = []
+    for i in range(4):
+        s = make_seed(i, negatives=1)
+        del s["instruction_type"], s["hard_negatives"]
+        rows.append(s)
+    path = tmp_path / "seeds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=f"{path}:1: field 'hard_negatives': missing"):
+        load_seeds(path)
+    seeds = load_seeds(path, stage="synthesis")
+    assert seeds[0]["instruction_type"] == "unknown" and seeds[0]["hard_negatives"] == []
+    ts = build_trainset("ins-dv", load_seeds(path, stage="train"), budget=4, num_negatives=3)
+    assert len(ts.examples) == 4 and all(len(e["negatives"]) == 3 for e in ts.examples)
+    del rows[2]["positive"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=f"{path}:3: field 'positive': missing"):
+        load_seeds(path, stage="synthesis")

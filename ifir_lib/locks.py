@@ -1,0 +1,71 @@
+"""One writer per output: OS-level file locks (``fcntl.flock``) that die with their process.
+
+``exclusive(path)`` locks ``<path>.lock`` for as long as a run writes ``path`` (a synthesis
+output, a training run folder): a second process fails at once with ``OutputLocked``, naming
+the holder's pid, host and start time. ``shared_append(path)`` waits its turn instead, for short
+writes that many processes make (the results table, the curation log, the embedding cache).
+The kernel drops a lock when its process exits, so a ``kill -9`` never leaves a stale lock;
+the ``.lock`` file itself stays behind, empty, and is harmless. Not handled here: NFS, where
+``flock`` may not be enforced across hosts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import OutputLocked
+
+
+def lock_path(path: str | Path) -> Path:
+    """``out/reversals.jsonl -> out/reversals.jsonl.lock``, ``runs/ins-dv -> runs/ins-dv.lock``: beside
+    the output, whether it exists yet or not."""
+    p = Path(path).absolute()
+    return p.with_name(p.name + ".lock")
+
+
+@contextlib.contextmanager
+def exclusive(path: str | Path, what: str = "output") -> Iterator[Path]:
+    """Hold the lock on ``path`` for the block, or raise ``OutputLocked`` at once."""
+    lp = lock_path(path)
+    lp.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(lp, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "a process that has not written its name yet"
+        fh.close()
+        raise OutputLocked(
+            f"{path}: this {what} is being written by another process ({holder}); "
+            "wait for it to finish, stop it, or write to another path"
+        ) from None
+    try:
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+        fh.flush()
+        yield lp
+    finally:
+        fh.seek(0)
+        fh.truncate()
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+@contextlib.contextmanager
+def shared_append(path: str | Path) -> Iterator[None]:
+    """Wait for, then hold, the append lock on ``path`` for one short write."""
+    lp = lock_path(path)
+    lp.parent.mkdir(parents=True, exist_ok=True)
+    with open(lp, "a", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -1,0 +1,200 @@
+"""Bad input, tried on purpose: what people really feed each command.
+
+Every case runs the real command (``ifir ...`` in-process) and checks one of two outcomes: a
+clear one-line error (exit 2) that names the file, the line and the field, with nothing
+half-written left behind; or, where the input is legitimate but awkward (a BOM, CRLF, a cut last
+line, a huge passage, qrels for unknown queries), a correct result. ``CASES`` counts them.
+"""
+
+import http.server
+import json
+import logging
+import threading
+
+import pytest
+
+from ifir_lib import cli
+from ifir_lib.corpora import write_followir
+from ifir_lib.testing import make_seed, synthetic_followir
+
+CASES = (
+    "empty file",
+    "UTF-8 BOM",
+    "Windows line endings",
+    "truncated last line",
+    "JSON array",
+    "empty passage",
+    "50,000-word passage",
+    "non-string id",
+    "duplicate id across shards",
+    "results CSV missing a column",
+    "qrels for unknown queries",
+    "model path that is not a SentenceTransformer folder",
+    "--base-url that answers HTML",
+)
+
+
+def _lines(n=3, **kw):
+    return [json.dumps(make_seed(i, **kw)) for i in range(n)]
+
+
+def _synth(tmp_path, seeds_bytes: bytes, capsys):
+    seeds, out = tmp_path / "seeds.jsonl", tmp_path / "out" / "o.jsonl"
+    seeds.write_bytes(seeds_bytes)
+    code = cli.main(
+        ["synthesize", "--seeds", str(seeds), "--out", str(out), "--backend", "template", "--no-progress"]
+    )
+    return code, capsys.readouterr().err, seeds, out
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_empty_file(tmp_path, capsys):
+    code, err, seeds, out = _synth(tmp_path, b"", capsys)
+    assert code == 2 and f"{seeds}: no seed rows" in err
+    assert not out.exists()
+
+
+def test_utf8_bom_is_read(tmp_path, capsys):
+    code, _, _, out = _synth(tmp_path, b"\xef\xbb\xbf" + "\n".join(_lines()).encode() + b"\n", capsys)
+    assert code == 0 and len(_rows(out)) == 3
+
+
+def test_windows_line_endings_are_read(tmp_path, capsys):
+    code, _, _, out = _synth(tmp_path, "\r\n".join(_lines()).encode() + b"\r\n", capsys)
+    assert code == 0 and [r["seed_id"] for r in _rows(out)] == ["seed-0000", "seed-0001", "seed-0002"]
+
+
+def test_truncated_last_line_is_dropped_with_a_warning(tmp_path, capsys, caplog):
+    cut = "\n".join(_lines()) + "\n" + _lines(4)[3][:40]
+    with caplog.at_level(logging.WARNING):
+        code, _, seeds, out = _synth(tmp_path, cut.encode(), capsys)
+    assert code == 0 and len(_rows(out)) == 3
+    assert f"{seeds}: dropping a cut last line" in caplog.text
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_json_array_is_named(tmp_path, capsys, indent):
+    text = json.dumps([make_seed(0), make_seed(1)], indent=indent)
+    code, err, seeds, out = _synth(tmp_path, text.encode(), capsys)
+    assert code == 2 and f"{seeds}:1:" in err and "looks like a JSON array" in err
+    assert not out.exists()
+
+
+def test_empty_passage(tmp_path, capsys):
+    bad = make_seed(1)
+    bad["positive"]["text"] = "  "
+    lines = [json.dumps(make_seed(0)), json.dumps(bad)]
+    code, err, seeds, out = _synth(tmp_path, ("\n".join(lines) + "\n").encode(), capsys)
+    assert code == 2 and f"{seeds}:2: field 'positive': missing or empty 'text'" in err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_50k_word_passage_is_truncated_not_fatal(tmp_path, capsys):
+    data = synthetic_followir(3, 20, rng_seed=5)
+    doc = next(iter(data.corpus))
+    data.corpus[doc]["text"] = " ".join(["erosion"] * 50_000)
+    folder = write_followir(data, tmp_path / "fir")
+    code = cli.main(["evaluate", "--model", "minilm", "--followir", str(folder), "--json", "--no-cache"])
+    out = capsys.readouterr().out
+    assert code == 0 and "p_mrr" in json.loads(out.strip().splitlines()[-1])["results"][0]["metrics"]
+
+
+def test_non_string_id(tmp_path, capsys):
+    bad = make_seed(0)
+    bad["id"] = 17
+    code, err, seeds, out = _synth(tmp_path, (json.dumps(bad) + "\n").encode(), capsys)
+    assert code == 2 and f"{seeds}:1: field 'id': must be a non-empty string" in err
+    assert not out.exists()
+
+
+def test_duplicate_id_across_shards(tmp_path, capsys):
+    """Two shard outputs hold different accepted reversals for one key: merge names both files."""
+    row = {"key": "seed-0000", "seed_id": "seed-0000", "status": "accepted", "negative_index": 0}
+    a, b, out = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "all.jsonl"
+    a.write_text(json.dumps({**row, "reversal": "Only studies from Chile."}) + "\n")
+    b.write_text(json.dumps({**row, "reversal": "Only studies from Peru."}) + "\n")
+    code = cli.main(["synthesize-merge", str(a), str(b), "--out", str(out), "--no-check"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{b}: field 'reversal': key 'seed-0000' has another accepted reversal in {a}" in err
+    assert not out.exists()
+
+
+def test_results_csv_missing_a_column(tmp_path, capsys):
+    csv = tmp_path / "results.csv"
+    csv.write_text("run_id,model,mode,rng_seed,dataset,value\nr,m,base,0,d,1.0\n")  # no 'metric'
+    code = cli.main(["figures", "--results", str(csv), "--out", str(tmp_path / "figs")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(csv) in err and "metric" in err
+    assert not list((tmp_path / "figs").glob("*")) if (tmp_path / "figs").exists() else True
+
+
+@pytest.mark.slow
+def test_qrels_for_unknown_queries_are_excluded_and_named(tmp_path, capsys, caplog):
+    data = synthetic_followir(3, 20, rng_seed=6)
+    data.qrels_og["ghost-query"] = {next(iter(data.corpus)): 1}
+    folder = write_followir(data, tmp_path / "fir")
+    with caplog.at_level(logging.WARNING):
+        code = cli.main(["evaluate", "--model", "minilm", "--followir", str(folder), "--json", "--no-cache"])
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["results"][0]
+    assert code == 0 and res["n_queries"]["p_mrr"] == 3
+    assert "ghost-query" in caplog.text and "qrels_og" in caplog.text
+
+
+def test_model_path_that_is_not_a_sentence_transformer(tmp_path, capsys):
+    folder = tmp_path / "weights"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a model")
+    fir = write_followir(synthetic_followir(2, 10, rng_seed=7), tmp_path / "fir")
+    code = cli.main(["evaluate", "--model", str(folder), "--followir", str(fir)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{folder}: not a SentenceTransformer folder" in err
+
+
+class _HtmlHandler(http.server.BaseHTTPRequestHandler):
+    """A web page where an API was expected (a wrong --base-url, a captive portal)."""
+
+    def do_POST(self):  # noqa: N802
+        body = b"<!doctype html><html><body><h1>Welcome to the router</h1></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):  # the client hanging up is expected here
+        pass
+
+
+def test_base_url_that_answers_html(tmp_path, capsys, monkeypatch):
+    srv = _QuietServer(("127.0.0.1", 0), _HtmlHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("IFIR_CACHE", str(tmp_path / "cache"))
+    seeds, out = tmp_path / "seeds.jsonl", tmp_path / "o.jsonl"
+    seeds.write_text("\n".join(_lines(2)) + "\n")
+    url = f"http://127.0.0.1:{srv.server_port}/"
+    try:
+        code = cli.main(
+            ["synthesize", "--seeds", str(seeds), "--out", str(out), "--backend", "openai"]
+            + ["--model", "m", "--base-url", url, "--no-progress"]
+        )
+    finally:
+        srv.shutdown()
+    err = capsys.readouterr().err
+    assert code == 2 and "answered HTTP 200 with an HTML page, not the OpenAI chat API" in err
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()]  # one line
+    assert not out.exists() or not out.read_text().strip()
+
+
+def test_every_case_is_tried():
+    tested = [n for n in globals() if n.startswith("test_") and n != "test_every_case_is_tried"]
+    assert len(tested) == len(CASES) == 13
