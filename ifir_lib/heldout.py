@@ -1,4 +1,4 @@
-"""A held-out slice of the training seeds, for early stopping (docs/method.md §5).
+"""A held-out slice of the training seeds, for early stopping (docs/method.md §6).
 
 The slice is chosen by a hash of each seed id, independent of any ``rng_seed``, so every mode
 and every training seed stops on the same held-out seeds, and none of them is trained on.

@@ -1,6 +1,6 @@
 """Uncertainty for retrieval metrics: bootstrap intervals over queries, paired tests, tables.
 
-The paper reports single numbers without variance (docs/method.md §6); with 20-52 queries per
+The paper reports single numbers without variance (docs/method.md §7); with 20-52 queries per
 FollowIR set a difference of a few p-MRR points can be noise. Everything here works on
 per-query scores (``{qid: value}``), resampling *queries* (topics), the unit that varies in
 IR test collections (Sakai 2006, "Evaluating evaluation metrics based on the bootstrap";

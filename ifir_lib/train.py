@@ -153,7 +153,7 @@ def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, **kwargs)
     """Train on ``examples`` into ``out_dir`` (a SentenceTransformer folder); resume if interrupted.
 
     With ``cfg.eval_steps > 0``, ``heldout`` seeds (never trained on; ``heldout.split_heldout``) are
-    scored every ``eval_steps`` and the best checkpoint is the one saved (docs/method.md §5).
+    scored every ``eval_steps`` and the best checkpoint is the one saved (docs/method.md §6).
     The saved model reads ``cfg.save_max_seq_length`` tokens (default: as many as the base model).
 
     ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (the baseline for benchmarks).

@@ -1,5 +1,7 @@
 """Figures: summaries on hand-made tables, the published numbers, and real PNG/SVG renders."""
 
+import pandas as pd
+
 from ifir_lib import figure_style as ST
 from ifir_lib import figures as F
 from ifir_lib import figures_process as P
@@ -50,3 +52,19 @@ def test_every_figure_uses_the_template_and_one_colour_per_config(tmp_path):
 
 
 # ---- files on disk -----------------------------------------------------------------------------
+
+
+def test_paper_markers_have_their_own_axis_and_panels_name_the_set(tmp_path):
+    """Our bundled sets' MAP (about 80) and the paper's FollowIR Score (about 20) never share an axis."""
+    ex = write_example_inputs(tmp_path)
+    res = R.load_results(ex["results"])
+    two_sets = pd.concat([res.assign(dataset="followir_mini"), res.assign(dataset="followir_v2")])
+    fig = F.fig_metrics_by_mode(two_sets, metrics=("score",))
+    bar_axes = {t.yaxis for t in fig.data if t.type == "bar"}
+    paper_axes = {
+        t.yaxis for t in fig.data if t.type == "scatter" and t.hovertemplate and "paper" in t.hovertemplate
+    }
+    assert len(bar_axes) == 2 and len(paper_axes) == 1 and not bar_axes & paper_axes
+    titles = [a.text for a in fig.layout.annotations]
+    assert any(t.endswith("followir_mini") for t in titles) and any(t.endswith("followir_v2") for t in titles)
+    assert "paper · FollowIR" in titles
