@@ -315,7 +315,7 @@ def _cmd_train(a):
     from .curation import load_decisions
     from .dry_run import dry_run
     from .jsonl import read_jsonl
-    from .train import TrainConfig, train
+    from .train import TrainConfig, mode_config, train
     from .trainsets import build_trainset, load_reversals, load_trainset
 
     cfg = TrainConfig.preset(
@@ -331,6 +331,7 @@ def _cmd_train(a):
         rng_seed=a.rng_seed,
         co_batch_views=False if a.no_co_batch else None,
     )
+    cfg = mode_config(cfg, a.mode)
     first = next(read_jsonl(a.data))[1]
     if "negatives" in first:  # an already built training set
         examples, manifest = load_trainset(a.data), {"source": str(a.data)}

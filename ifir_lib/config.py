@@ -40,7 +40,21 @@ DOCUMENT_PROMPT_NAME = "document"
 PAPER_MODES = ("ins-orig", "ins-dv", "all-orig", "all-dv")
 # ins-aug is this project's wording control: Ins-DV's budget and seeds, but the second view is the
 # original instruction reworded in the reversal's style, labels unchanged (docs/method.md §3).
-MODES = (*PAPER_MODES, "ins-aug")
+# Ablations of Ins-DV: its data and budget, one thing changed (docs/method.md §3). Values are
+# TrainConfig fields, except "reversals", which names the reversal source.
+ABLATIONS = {
+    "ins-dv-template": {"reversals": "template"},  # the template backend's trivial negation as I'
+    "ins-dv-nocobatch": {"co_batch_views": False},  # a seed's two views in independent batches
+    "ins-dv-inbatch": {"in_batch_negatives": True},  # in-batch negatives on (the seed's own masked)
+}
+MODES = (*PAPER_MODES, "ins-aug", *ABLATIONS)
+
+
+def data_mode(mode: str) -> str:
+    """The data configuration ``mode`` trains on: ``ins-dv`` for its ablations, else itself."""
+    return "ins-dv" if mode in ABLATIONS else mode
+
+
 BASE_MODE = "base"
 
 

@@ -77,14 +77,18 @@ class ExperimentConfig:
         return dataclasses.replace(cls(**EXPERIMENT_PRESETS[name]), **overrides)
 
     def train_overrides(self) -> dict:
-        return dict(
-            epochs=self.epochs,
-            max_steps=self.max_steps,
-            learning_rate=self.learning_rate,
-            num_negatives=self.num_negatives,
-            eval_steps=self.eval_steps,
-            early_stopping_patience=self.early_stopping_patience,
-        )
+        """The ``TrainConfig`` fields this config sets (``None`` = the train preset's)."""
+        return {f: getattr(self, f) for f in TRAIN_FIELDS}
+
+
+TRAIN_FIELDS = (
+    "epochs",
+    "max_steps",
+    "learning_rate",
+    "num_negatives",
+    "eval_steps",
+    "early_stopping_patience",
+)
 
 
 # The cpu preset's choices and the evidence for them are in README § "The offline experiment".

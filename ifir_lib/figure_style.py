@@ -21,6 +21,9 @@ MODE_LABELS = {
     "all-orig": "All-orig",
     "all-dv": "All-DV",
     "ins-aug": "Ins-aug",
+    "ins-dv-template": "Ins-DV (template I')",
+    "ins-dv-nocobatch": "Ins-DV (views apart)",
+    "ins-dv-inbatch": "Ins-DV (in-batch neg.)",
 }
 MODE_COLORS = {
     "base": "#999999",
@@ -29,6 +32,10 @@ MODE_COLORS = {
     "all-orig": "#E69F00",
     "all-dv": "#D55E00",
     "ins-aug": "#882255",  # the wording control: a hue no paper mode or status uses
+    # Ins-DV's ablations: blues and greys that read as variants of Ins-DV
+    "ins-dv-template": "#6699CC",
+    "ins-dv-nocobatch": "#004488",
+    "ins-dv-inbatch": "#77AADD",
 }
 OTHER_COLOR = "#555555"  # a mode outside MODE_ORDER (e.g. a "custom" training run)
 # Synthesis statuses get hues the modes do not use, so no colour means two things.

@@ -390,6 +390,13 @@ def _train(
     return TrainResult(out, steps, seconds, eps, _read_log(log_file), resume)
 
 
+def mode_config(cfg: TrainConfig, mode: str) -> TrainConfig:
+    """``cfg`` with what an ablation mode changes (``config.ABLATIONS``); other modes keep it."""
+    from .config import ABLATIONS
+
+    return cfg.replace(**{k: v for k, v in ABLATIONS.get(mode, {}).items() if k != "reversals"})
+
+
 def train_modes(
     out_dir: str | Path,
     *,
@@ -432,6 +439,11 @@ def train_modes(
         )
         log.info("training %s on %d examples", mode, len(ts.examples))
         out[mode] = train(
-            ts.examples, Path(out_dir) / mode, cfg, mode=mode, manifest=ts.manifest(), heldout=heldout
+            ts.examples,
+            Path(out_dir) / mode,
+            mode_config(cfg, mode),
+            mode=mode,
+            manifest=ts.manifest(),
+            heldout=heldout,
         )
     return out

@@ -34,7 +34,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import MODES
+from .config import ABLATIONS, MODES, data_mode
 from .errors import ConfigError, DataError
 from .jsonl import read_jsonl, write_jsonl
 from .models import format_query
@@ -183,8 +183,15 @@ def build_trainset(
         raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     if not isinstance(seeds, list):
         seeds = load_seeds(seeds, stage="train")
-    if reversals is None:
+    if ABLATIONS.get(mode, {}).get("reversals") == "template":
+        from .template_baseline import template_reversal
+
+        reversals = {
+            s["id"]: {"reversal": template_reversal(s["instruction"]), "negative_index": 0} for s in seeds
+        }
+    elif reversals is None:
         reversals = reversals_from_reference(seeds)
+    name, mode = mode, data_mode(mode)
     curation = curation or {}
     counts = {"seeds": len(seeds)}
     usable = []
@@ -238,7 +245,7 @@ def build_trainset(
             },
         }
     )
-    return TrainSet(mode, examples, counts)
+    return TrainSet(name, examples, counts)
 
 
 def save_trainset(ts: TrainSet, path: str | Path) -> Path:

@@ -112,3 +112,23 @@ def test_training_file_errors_name_file_and_line(tmp_path, bundled_seeds):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"train\.jsonl:3: field 'negatives'"):
         load_trainset(path)
+
+
+def test_ablation_modes_are_ins_dv_with_one_thing_changed():
+    from ifir_lib.template_baseline import template_reversal
+    from ifir_lib.testing import make_seed
+    from ifir_lib.train import TrainConfig, mode_config
+
+    seeds = [make_seed(i) for i in range(8)]
+    dv = build_trainset("ins-dv", seeds, budget=8, num_negatives=3)
+    tpl = build_trainset("ins-dv-template", seeds, budget=8, num_negatives=3)
+    assert tpl.mode == "ins-dv-template" and [e["id"] for e in tpl.examples] == [e["id"] for e in dv.examples]
+    for e in tpl.examples:
+        seed = next(s for s in seeds if s["id"] == e["group"])
+        if e["view"] == "dv":
+            assert e["instruction"] == template_reversal(seed["instruction"]) != seed["reference_reversal"]
+            assert e["positive"] == seed["instruction_negatives"][0]
+    cfg = TrainConfig.preset("cpu-smoke")
+    assert mode_config(cfg, "ins-dv-nocobatch").co_batch_views is False
+    assert mode_config(cfg, "ins-dv-inbatch").in_batch_negatives is True
+    assert mode_config(cfg, "ins-dv-template") == cfg == mode_config(cfg, "ins-dv")
