@@ -17,15 +17,13 @@ import os
 import sys
 
 from . import config as C
-from .cli_results import add_demo, add_evaluate, add_experiment, add_figures
+from .cli_results import add_demo, add_evaluate, add_experiment, add_figures, add_parser
 from .errors import ConfigError, IfirError
-
-_FMT = argparse.ArgumentDefaultsHelpFormatter
 
 
 # ---- data ---------------------------------------------------------------------------------
 def _add_data(sub):
-    p = sub.add_parser("data", help="bundled data: counts and validation", formatter_class=_FMT)
+    p = add_parser(sub, "data", "bundled data: counts and validation")
     p.add_argument("action", choices=["stats", "validate"])
     p.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL")
     p.add_argument("--followir", default=str(C.FOLLOWIR_DIR), help="FollowIR-format folder")
@@ -55,10 +53,8 @@ def _add_mine(sub):
     from .mining import MiningConfig
 
     d = MiningConfig()
-    p = sub.add_parser(
-        "mine-negatives",
-        help="hard negatives per seed, mined from the pooled corpus with an embedder",
-        formatter_class=_FMT,
+    p = add_parser(
+        sub, "mine-negatives", "hard negatives per seed, mined from the pooled corpus with an embedder"
     )
     p.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL (hard_negatives may be missing)")
     p.add_argument("--out", required=True, help="output seed JSONL (written atomically)")
@@ -150,10 +146,10 @@ def _add_synthesize(sub):
     from .synthesize import BACKENDS, SYNTHESIS_PRESETS, SynthesisConfig
 
     d = SynthesisConfig()
-    p = sub.add_parser(
+    p = add_parser(
+        sub,
         "synthesize",
-        help="polarity-reversal synthesis (arXiv 2604.18845): seeds -> reversals JSONL",
-        formatter_class=_FMT,
+        "polarity-reversal synthesis (arXiv 2604.18845): seeds -> reversals JSONL",
         description="Write one complementary instruction per seed (per seed and negative with "
         "--negative all). Rerun the same command to resume after a kill.",
     )
@@ -176,9 +172,7 @@ def _add_synthesize(sub):
     _llm_flags(p)
     p.set_defaults(func=_cmd_synthesize)
 
-    m = sub.add_parser(
-        "synthesize-merge", help="join shard outputs, de-duplicate, check completeness", formatter_class=_FMT
-    )
+    m = add_parser(sub, "synthesize-merge", "join shard outputs, de-duplicate, check completeness")
     m.add_argument("shards", nargs="+", help="shard output JSONL files")
     m.add_argument("--out", required=True)
     m.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL to check completeness against")
@@ -232,11 +226,7 @@ def _cmd_synthesize_merge(a):
 
 
 def _add_verify(sub):
-    v = sub.add_parser(
-        "verify",
-        help="check reversals: retriever flip (embedder) and optional LLM judge",
-        formatter_class=_FMT,
-    )
+    v = add_parser(sub, "verify", "check reversals: retriever flip (embedder) and optional LLM judge")
     v.add_argument("--in", dest="inp", required=True, help="synthesis JSONL")
     v.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL")
     v.add_argument("--out", default=None, help="output JSONL (default: rewrite --in atomically)")
@@ -270,9 +260,7 @@ def _cmd_verify(a):
 def _add_train(sub):
     from .train import TRAIN_PRESETS
 
-    p = sub.add_parser(
-        "train", help="fine-tune a bi-encoder on one mode (resumes when rerun)", formatter_class=_FMT
-    )
+    p = add_parser(sub, "train", "fine-tune a bi-encoder on one mode (resumes when rerun)")
     p.add_argument(
         "--data",
         default=str(C.SEEDS_PATH),

@@ -15,12 +15,17 @@ from . import config as C
 _FMT = argparse.ArgumentDefaultsHelpFormatter
 
 
+def add_parser(sub, name: str, help: str, **kw) -> argparse.ArgumentParser:
+    """One subcommand, its defaults shown in ``--help``."""
+    return sub.add_parser(name, help=help, formatter_class=_FMT, **kw)
+
+
 # ---- evaluation ----------------------------------------------------------------------------
 def add_evaluate(sub):
-    p = sub.add_parser(
+    p = add_parser(
+        sub,
         "evaluate",
-        formatter_class=_FMT,
-        help="FollowIR p-MRR / Score and nDCG@10 with 95%% intervals; appends to a results CSV",
+        "FollowIR p-MRR / Score and nDCG@10 with 95%% intervals; appends to a results CSV",
         description="Evaluate a model on FollowIR-format folders (our code), named mteb tasks "
         "('followir' = Robust04, News21, Core17) and BEIR-style folders. Numbers are x100.",
     )
@@ -138,10 +143,10 @@ def _cmd_evaluate(a):
 
 # ---- figures and the demo -------------------------------------------------------------------
 def add_figures(sub):
-    p = sub.add_parser(
+    p = add_parser(
+        sub,
         "figures",
-        help="paper figures (PNG, SVG, HTML) from a results table",
-        formatter_class=_FMT,
+        "paper figures (PNG, SVG, HTML) from a results table",
         description="Rebuild every figure whose inputs are given; figures whose inputs are "
         "absent are skipped with a note.",
     )
@@ -190,7 +195,7 @@ def _cmd_figures(a):
 
 def _run_parser(sub, name: str, help: str, out: str, presets, default: str):
     """A parser with the flags ``demo`` and ``experiment`` share: --out, --preset, --budget, --rng-seeds."""
-    p = sub.add_parser(name, help=help, formatter_class=_FMT)
+    p = add_parser(sub, name, help)
     p.add_argument("--out", default=f"out/{name}", help=out)
     p.add_argument(
         "--preset",

@@ -284,25 +284,26 @@ def dense_retrieve(
     return {q: {doc_ids[j]: float(v) for j, v in zip(best_i[n], best_s[n])} for n, q in enumerate(qids)}
 
 
-def evaluate_beir(
-    model,
-    folder,
-    *,
-    batch_size: int = 32,
-    cache=True,
-    bootstrap: int = 1000,
-    rng_seed: int = 0,
-    split: str = "test",
-    top_k: int = 1000,
-    name: str | None = None,
-) -> EvalResult:
-    """nDCG@10 (x100, pytrec_eval ``ndcg_cut_10``, as mteb) of full-corpus dense retrieval on a BEIR folder."""
+# what ``evaluate_beir`` takes besides ``split``: the same options as ``evaluate_followir``
+BEIR_OPTIONS = dict(batch_size=32, cache=True, bootstrap=1000, rng_seed=0, top_k=1000, name=None)
+
+
+def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResult:
+    """nDCG@10 (x100, pytrec_eval ``ndcg_cut_10``, as mteb) of full-corpus dense retrieval on a BEIR folder.
+
+    ``options`` (``BEIR_OPTIONS``): ``batch_size``, ``cache``, ``bootstrap``, ``rng_seed``,
+    ``top_k``, ``name``, as for ``evaluate_followir``.
+    """
+    unknown = set(options) - set(BEIR_OPTIONS)
+    if unknown:
+        raise TypeError(f"evaluate_beir got unknown options {sorted(unknown)}")
+    o = {**BEIR_OPTIONS, **options}
     t0 = time.perf_counter()
     corpus, queries, qrels = load_beir(folder, split)
-    model, name = _resolve_model(model, name)
+    model, name = _resolve_model(model, o["name"])
     fp = model_fingerprint(model)
     run = dense_retrieve(
-        model, corpus, queries, top_k=top_k, batch_size=batch_size, cache=cache, fingerprint=fp
+        model, corpus, queries, top_k=o["top_k"], batch_size=o["batch_size"], cache=o["cache"], fingerprint=fp
     )
     pq = {
         "ndcg_at_10": {
@@ -319,7 +320,7 @@ def evaluate_beir(
         fingerprint=fp,
         qrels=qrels,
     )
-    _with_ci(res, bootstrap, rng_seed)
+    _with_ci(res, o["bootstrap"], o["rng_seed"])
     res.timings = {"total_s": time.perf_counter() - t0}
     return res
 

@@ -30,6 +30,7 @@ from . import config as C
 from .errors import ConfigError
 
 TESTED_METRICS = ("p_mrr", "map_at_1000")
+TEST_COLUMNS = ["dataset", "metric", "mode", "versus", "pairs", "diff", "ci_low", "ci_high", "p_value"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ TRAIN_FIELDS = (
 
 
 # The cpu preset's choices and the evidence for them are in README § "The offline experiment".
+_FAST = dict(max_steps=4, eval_steps=2, early_stopping_patience=2, bootstrap=100, n_perm=200)
 EXPERIMENT_PRESETS: dict[str, dict] = {
     "paper": {},
     "cpu": dict(
@@ -105,17 +107,7 @@ EXPERIMENT_PRESETS: dict[str, dict] = {
         eval_steps=10,
         early_stopping_patience=3,
     ),
-    "smoke": dict(
-        train_preset="cpu-smoke",
-        rng_seeds=(0, 1),
-        budget=16,
-        heldout_seeds=8,
-        max_steps=4,
-        eval_steps=2,
-        early_stopping_patience=2,
-        bootstrap=100,
-        n_perm=200,
-    ),
+    "smoke": dict(_FAST, train_preset="cpu-smoke", rng_seeds=(0, 1), budget=16, heldout_seeds=8),
 }
 
 
@@ -154,19 +146,9 @@ def paired_tests(results_csv: str | Path, cfg: ExperimentConfig) -> pd.DataFrame
             b = {f"{s}/{q}": vals[(s, q)] for s, q in common}
             t = compare(a, b, n=cfg.n_perm, rng_seed=0)
             rows.append(
-                dict(
-                    dataset=dataset,
-                    metric=metric,
-                    mode=cfg.baseline,
-                    versus=other,
-                    pairs=t.n,
-                    diff=t.diff,
-                    ci_low=t.ci_low,
-                    ci_high=t.ci_high,
-                    p_value=t.p_permutation,
-                )
+                (dataset, metric, cfg.baseline, other, t.n, t.diff, t.ci_low, t.ci_high, t.p_permutation)
             )
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=TEST_COLUMNS)
     if len(df):
         df["p_holm"] = holm(df["p_value"].tolist())
     return df
@@ -283,15 +265,10 @@ def run_experiment(out_dir: str | Path = "out/experiment", cfg: ExperimentConfig
     plan += [(cfg.rng_seeds[0], cfg.extra_modes, extra_budget)] if cfg.extra_modes else []
     for k, (rng_seed, modes, budget) in enumerate(plan, 1):
         print(f"[2/4] ({k}/{len(plan)}) rng_seed {rng_seed}: train {', '.join(modes)}, budget {budget}")
-        runs = train_modes(
-            out / "models" / f"seed{rng_seed}",
-            preset=cfg.train_preset,
-            modes=modes,
-            budget=budget,
-            rng_seed=rng_seed,
-            heldout_seeds=cfg.heldout_seeds,
-            **cfg.train_overrides(),
+        run_kw = dict(
+            budget=budget, rng_seed=rng_seed, heldout_seeds=cfg.heldout_seeds, **cfg.train_overrides()
         )
+        runs = train_modes(out / "models" / f"seed{rng_seed}", preset=cfg.train_preset, modes=modes, **run_kw)
         for mode, res in runs.items():
             evaluate_all(str(res.run_dir), str(res.run_dir), mode, rng_seed)
 

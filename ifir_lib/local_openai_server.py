@@ -52,6 +52,11 @@ def default_reversal(prompt: str) -> str:
     )
 
 
+def _error(status: int, message: str, code: str, kind: str = "invalid_request_error"):
+    """An error reply in the OpenAI API's shape: ``{"error": {"message", "type", "code"}}``."""
+    return web.json_response({"error": {"message": message, "type": kind, "code": code}}, status=status)
+
+
 class FakeOpenAIServer:
     def __init__(self, latency_s: float = 0.0):
         self.latency_s = latency_s
@@ -95,27 +100,9 @@ class FakeOpenAIServer:
             await asyncio.sleep(self.latency_s)
         if self.api_key is not None and auth != f"Bearer {self.api_key}":
             given = auth.removeprefix("Bearer ")
-            return web.json_response(
-                {
-                    "error": {
-                        "message": f"Incorrect API key provided: {given}",
-                        "type": "invalid_request_error",
-                        "code": "invalid_api_key",
-                    }
-                },
-                status=401,
-            )
+            return _error(401, f"Incorrect API key provided: {given}", "invalid_api_key")
         if body.get("model") not in self.models:
-            return web.json_response(
-                {
-                    "error": {
-                        "message": f"The model `{body.get('model')}` does not exist",
-                        "type": "invalid_request_error",
-                        "code": "model_not_found",
-                    }
-                },
-                status=404,
-            )
+            return _error(404, f"The model `{body.get('model')}` does not exist", "model_not_found")
         if fault == "429":
             return web.json_response(
                 {"error": {"message": "Rate limit reached", "type": "rate_limit"}},

@@ -150,18 +150,14 @@ def permutation_test(
     return float((np.sum(stat >= obs - 1e-12) + 1) / (n_perm + 1))
 
 
-def compare(
-    a: Mapping[str, float],
-    b: Mapping[str, float],
-    *,
-    n: int = 10000,
-    rng_seed: int = 0,
-    alpha: float = 0.05,
-    strata: Mapping[str, str] | None = None,
-) -> PairedTest:
-    """Compare run ``a`` with run ``b`` on the same queries with both paired tests."""
+def compare(a: Mapping[str, float], b: Mapping[str, float], *, n: int = 10000, **kw) -> PairedTest:
+    """Compare run ``a`` with run ``b`` on the same queries with both paired tests.
+
+    ``kw``: ``rng_seed`` (0), ``alpha`` (0.05), ``strata`` (None), as for ``paired_bootstrap``.
+    """
+    rng_seed, strata = kw.get("rng_seed", 0), kw.get("strata")
     common, _, _ = _paired(a, b, strata)
-    diff, lo, hi, p_boot = paired_bootstrap(a, b, n_boot=n, rng_seed=rng_seed, alpha=alpha, strata=strata)
+    diff, lo, hi, p_boot = paired_bootstrap(a, b, n_boot=n, **kw)
     p_perm = permutation_test(a, b, n_perm=n, rng_seed=rng_seed, strata=strata)
     return PairedTest(len(common), diff, lo, hi, p_boot, p_perm)
 

@@ -34,15 +34,18 @@ class SynthesisSummary:
     out: str
     backend: str
     model: str
-    keys: int = 0  # planned for this shard
-    skipped: int = 0  # already in the output file
+    # rows: planned for this shard, already in the output file, written now
+    keys: int = 0
+    skipped: int = 0
     written: int = 0
+    # the written rows by status, and answers that came from the response cache
     accepted: int = 0
     declined: int = 0
     rejected: int = 0
     failed: int = 0
     cached: int = 0
-    requests: int = 0  # HTTP attempts (or in-process generations)
+    # traffic of this run: HTTP attempts (or in-process generations), retries, tokens, cost
+    requests: int = 0
     retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

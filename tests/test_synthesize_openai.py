@@ -43,21 +43,11 @@ def keys(path):
     return [json.loads(line)["key"] for line in Path(path).read_text().splitlines()]
 
 
-def _synth_args(tmp_path, model, url):
-    """``ifir synthesize`` arguments for the seeds under ``tmp_path`` against ``url``."""
-    return [
-        "synthesize",
-        "--seeds",
-        str(tmp_path / "seeds.jsonl"),
-        "--out",
-        str(tmp_path / "o.jsonl"),
-        "--backend",
-        "openai",
-        "--model",
-        model,
-        "--base-url",
-        url,
-    ]
+def _synth_args(tmp_path, model, url, out=None, *extra):
+    """``ifir synthesize`` arguments for the seeds under ``tmp_path`` against ``url``, then ``extra``."""
+    seeds, out = str(tmp_path / "seeds.jsonl"), str(out or tmp_path / "o.jsonl")
+    flags = ["--seeds", seeds, "--out", out, "--backend", "openai", "--model", model, "--base-url", url]
+    return ["synthesize", *flags, *extra]
 
 
 def test_rows_schema_usage_and_template_version(server, tmp_path):
@@ -173,22 +163,7 @@ def test_bad_seed_file_fails_before_any_request(server, tmp_path, capsys):
     rows = [make_seed(i) for i in range(3)]
     del rows[2]["positive"]
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    rc = cli.main(
-        [
-            "synthesize",
-            "--seeds",
-            str(p),
-            "--out",
-            str(tmp_path / "o.jsonl"),
-            "--backend",
-            "openai",
-            "--model",
-            DEFAULT_MODEL,
-            "--base-url",
-            server.url,
-            "--no-progress",
-        ]
-    )
+    rc = cli.main(_synth_args(tmp_path, DEFAULT_MODEL, server.url, None, "--no-progress"))
     err = capsys.readouterr().err
     assert rc == 2 and server.requests == 0
     assert f"{p}:3: field 'positive': missing" in err and "Traceback" not in err
@@ -237,28 +212,9 @@ def test_api_key_never_written_or_printed(server, tmp_path):
     server.api_key = KEY
     server.faults = ["429", "500", "drop", "tagless"]
     server.retry_after = "0.1"
-    cmd = [
-        sys.executable,
-        "-m",
-        "ifir_lib",
-        "-v",
-        "synthesize",
-        "--seeds",
-        str(tmp_path / "seeds.jsonl"),
-        "--out",
-        str(tmp_path / "out" / "o.jsonl"),
-        "--backend",
-        "openai",
-        "--model",
-        DEFAULT_MODEL,
-        "--base-url",
-        server.url,
-        "--backoff",
-        "0.01",
-        "--concurrency",
-        "2",
-        "--json",
-    ]
+    extra = ["--backoff", "0.01", "--concurrency", "2", "--json"]
+    cmd = [sys.executable, "-m", "ifir_lib", "-v"]
+    cmd += _synth_args(tmp_path, DEFAULT_MODEL, server.url, tmp_path / "out" / "o.jsonl", *extra)
     r = subprocess.run(cmd, capture_output=True, text=True, env=_cli_env(tmp_path), cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
     assert set(server.auth_headers) == {f"Bearer {KEY}"}  # the key was used...
@@ -277,25 +233,8 @@ def test_resume_after_sigkill(server, tmp_path):
     write_seeds(tmp_path / "seeds.jsonl", n)
     server.latency_s = 0.08
     out = tmp_path / "o.jsonl"
-    cmd = [
-        sys.executable,
-        "-m",
-        "ifir_lib",
-        "synthesize",
-        "--seeds",
-        str(tmp_path / "seeds.jsonl"),
-        "--out",
-        str(out),
-        "--backend",
-        "openai",
-        "--model",
-        DEFAULT_MODEL,
-        "--base-url",
-        server.url,
-        "--concurrency",
-        "3",
-        "--no-progress",
-    ]
+    cmd = [sys.executable, "-m", "ifir_lib"]
+    cmd += _synth_args(tmp_path, DEFAULT_MODEL, server.url, out, "--concurrency", "3", "--no-progress")
     proc = subprocess.Popen(
         cmd, env=_cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -324,51 +263,22 @@ def test_resume_after_sigkill(server, tmp_path):
 
 def test_shards_then_merge_cli(server, tmp_path, capsys):
     write_seeds(tmp_path / "seeds.jsonl", 9)
-    base = [
-        "--seeds",
-        str(tmp_path / "seeds.jsonl"),
-        "--backend",
-        "openai",
-        "--model",
-        DEFAULT_MODEL,
-        "--base-url",
-        server.url,
-        "--no-progress",
-        "--negative",
-        "all",
-    ]
     outs = []
     for i in range(3):
         outs.append(str(tmp_path / f"shard{i}.jsonl"))
-        assert cli.main(["synthesize", "--out", outs[-1], "--shard", f"{i}/3", *base]) == 0
+        extra = ["--shard", f"{i}/3", "--no-progress", "--negative", "all"]
+        assert cli.main(_synth_args(tmp_path, DEFAULT_MODEL, server.url, outs[-1], *extra)) == 0
     assert server.requests == 18
     per = [len(keys(o)) for o in outs]
     assert sum(per) == 18 and all(per)
     # a re-run shard overlapping another's output (e.g. a copied file): merge de-duplicates
     Path(outs[2]).write_text(Path(outs[2]).read_text() + Path(outs[0]).read_text().splitlines(True)[0])
     capsys.readouterr()
-    rc = cli.main(
-        [
-            "synthesize-merge",
-            *outs,
-            "--out",
-            str(tmp_path / "all.jsonl"),
-            "--seeds",
-            str(tmp_path / "seeds.jsonl"),
-        ]
-    )
+    seeds = ["--seeds", str(tmp_path / "seeds.jsonl")]
+    rc = cli.main(["synthesize-merge", *outs, "--out", str(tmp_path / "all.jsonl"), *seeds])
     assert rc == 0 and "18 rows, 1 duplicates dropped" in capsys.readouterr().out
     assert len(set(keys(tmp_path / "all.jsonl"))) == 18
-    rc = cli.main(
-        [
-            "synthesize-merge",
-            *outs[:2],
-            "--out",
-            str(tmp_path / "part.jsonl"),
-            "--seeds",
-            str(tmp_path / "seeds.jsonl"),
-        ]
-    )
+    rc = cli.main(["synthesize-merge", *outs[:2], "--out", str(tmp_path / "part.jsonl"), *seeds])
     o = capsys.readouterr()
     assert rc == 1 and "missing keys: seed-" in o.err
 
