@@ -124,7 +124,7 @@ def paired_tests(results_csv: str | Path, cfg: ExperimentConfig) -> pd.DataFrame
 
     results = load_results(results_csv)
     pq = load_per_query(per_query_path(results_csv))
-    runs = results.drop_duplicates("run_id")[["run_id", "mode", "rng_seed", "dataset"]]
+    runs = results.drop_duplicates(["run_id", "dataset"])[["run_id", "mode", "rng_seed", "dataset"]]
     values = pq.merge(runs, on=["run_id", "dataset"])
     rows = []
     for (dataset, metric), g in values[values["metric"].isin(TESTED_METRICS)].groupby(["dataset", "metric"]):

@@ -76,6 +76,13 @@ def test_paired_tests_pair_by_seed_and_query(tmp_path):
             fake_result("v2", [v - 1 for v in vals]), csv, model=f"orig{s}", mode="ins-orig", rng_seed=s
         )
     save_result(fake_result("v2", [v - 2 for v in dv[0]]), csv, model="alldv", mode="all-dv", rng_seed=0)
+    # a run evaluated on two sets keeps one run_id: both sets are tested
+    two = tmp_path / "two" / "results.csv"
+    for d, b_vals, d_vals in (("v1", [1.0, 2.0], [3.0, 3.0]), ("v2", [0.0, 0.0], [1.0, 1.0])):
+        save_result(fake_result(d, b_vals), two, run_id="b", model="base", mode="base", rng_seed=0)
+        save_result(fake_result(d, d_vals), two, run_id="d", model="dv", mode="ins-dv", rng_seed=0)
+    both = paired_tests(two, ExperimentConfig.preset("smoke", n_perm=200))
+    assert sorted(both["dataset"]) == ["v1", "v2"] and list(both["diff"]) == [1.5, 1.0]
     t = paired_tests(csv, ExperimentConfig.preset("smoke", n_perm=200)).set_index("versus")
     assert t.loc["ins-orig", "pairs"] == 8 and t.loc["ins-orig", "diff"] == pytest.approx(1.0)
     assert t.loc["all-dv", "pairs"] == 4 and t.loc["all-dv", "diff"] == pytest.approx(2.0)
