@@ -145,9 +145,8 @@ def fig_metrics_by_mode(
                     row=r,
                     col=n_cols,
                 )
-            fig.update_yaxes(
-                title_text=f"paper: FollowIR {METRIC_LABELS.get(metric, metric)}", row=r, col=n_cols
-            )
+            title = f"paper: FollowIR {METRIC_LABELS.get(metric, metric)}"
+            fig.update_yaxes(title_text=title, side="right", row=r, col=n_cols)  # clear of our panels
         for c in range(1, n_cols + 1):
             fig.update_xaxes(
                 tickvals=list(xpos.values()),
