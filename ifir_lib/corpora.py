@@ -141,6 +141,12 @@ def load_followir(folder: str | Path = FOLLOWIR_DIR, *, unknown_qrels: str = "ex
             for q in qids:
                 queries.pop(q, None)
 
+    for kind, qrels in (("qrels_og", qrels_og), ("qrels_changed", qrels_changed)):
+        strays = sorted(q for q in qrels if q not in queries)
+        if strays:
+            problems.append(
+                f"{kind}/test.jsonl judges {len(strays)} queries not in queries.jsonl: {_preview(strays)}; ignored"
+            )
     unknown = collections.Counter()
     for qrels in (qrels_og, qrels_changed):
         for qid, docs in qrels.items():
