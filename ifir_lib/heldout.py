@@ -21,7 +21,7 @@ import hashlib
 import numpy as np
 from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
 
-from .models import format_query, prompt_name
+from .models import encode, format_query
 
 
 def split_heldout(seeds: list[dict], n: int) -> tuple[list[dict], list[dict]]:
@@ -50,15 +50,8 @@ def heldout_scores(model, seeds: list[dict], batch_size: int = 64) -> dict[str, 
             queries.append(format_query(s["query"], s["reference_reversal"]))
     qi = {t: i for i, t in enumerate(dict.fromkeys(queries))}
     di = {d: i for i, d in enumerate(docs)}
-    q_emb = model.encode(
-        list(qi), prompt_name=prompt_name(model, "query"), batch_size=batch_size, normalize_embeddings=True
-    )
-    d_emb = model.encode(
-        list(docs.values()),
-        prompt_name=prompt_name(model, "document"),
-        batch_size=batch_size,
-        normalize_embeddings=True,
-    )
+    q_emb = encode(model, list(qi), "query", batch_size=batch_size)
+    d_emb = encode(model, list(docs.values()), "document", batch_size=batch_size)
     sim = np.asarray(q_emb) @ np.asarray(d_emb).T
     acc = {"orig_acc": [], "rev_acc": [], "query_acc": []}
     for s in seeds:

@@ -189,8 +189,7 @@ def _train(
 
     if cfg.eval_steps > 0 and not heldout:
         raise ConfigError("eval_steps > 0 needs held-out seeds (train(..., heldout=...))")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir)  # made, and locked, by ``train``
     run_file, log_file, ckpt_dir = out / "ifir_run.json", out / "train_log.jsonl", out / "checkpoints"
     heldout_file = out / "heldout_log.jsonl"
     cfg_dict = dataclasses.asdict(cfg)
