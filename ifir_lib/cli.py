@@ -17,7 +17,15 @@ import os
 import sys
 
 from . import config as C
-from .cli_results import add_demo, add_evaluate, add_experiment, add_figures, add_parser
+from .cli_results import (
+    add_demo,
+    add_evaluate,
+    add_experiment,
+    add_figures,
+    add_parser,
+    add_runs,
+    add_table,
+)
 from .errors import ConfigError, IfirError
 
 
@@ -133,11 +141,9 @@ def _llm_config(a, base):
         kw["use_cache"] = False
     cfg = base.replace(**kw)
     if a.price:
-        try:
-            pin, pout = (float(x) for x in a.price.split(","))
-        except ValueError:
-            raise ConfigError(f"--price expects IN,OUT in USD per 1M tokens, got {a.price!r}") from None
-        cfg = cfg.replace(prices={**cfg.prices, cfg.model: (pin, pout)})
+        from .synthesis_pricing import parse_price
+
+        cfg = cfg.replace(prices={**cfg.prices, cfg.model: parse_price(a.price)})
     return cfg
 
 
@@ -154,7 +160,7 @@ def _add_synthesize(sub):
         "--negative all). Rerun the same command to resume after a kill.",
     )
     p.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL")
-    p.add_argument("--out", required=True, help="output JSONL (appended to; a rerun resumes)")
+    p.add_argument("--out", default=None, help="output JSONL (appended to; a rerun resumes); required")
     p.add_argument("--preset", choices=list(SYNTHESIS_PRESETS), default="paper")
     p.add_argument("--backend", choices=BACKENDS, default=None, help=f"default: the preset's ({d.backend})")
     p.add_argument("--limit", type=int, default=None, help="first N seeds only")
@@ -170,6 +176,12 @@ def _add_synthesize(sub):
     )
     p.add_argument("--no-progress", action="store_true")
     _llm_flags(p)
+    # --dry-run: count and price the run, send nothing (synthesis_pricing); --price and --concurrency apply
+    p.add_argument("--dry-run", action="store_true", help="count requests and tokens, price it; send nothing")
+    p.add_argument("--tokenizer", default=None, help="dry run: local tokenizer (default: --model)")
+    p.add_argument("--output-tokens", type=float, default=None, help="dry run: expected tokens per answer")
+    p.add_argument("--requests-per-s", type=float, default=None, help="dry run: measured rate per connection")
+    p.add_argument("--tokens-per-s", type=float, default=None, help="dry run: output tokens/s per connection")
     p.set_defaults(func=_cmd_synthesize)
 
     m = add_parser(sub, "synthesize-merge", "join shard outputs, de-duplicate, check completeness")
@@ -198,6 +210,22 @@ def _cmd_synthesize(a):
     if a.no_progress:
         kw["progress"] = False
     cfg = _llm_config(a, SynthesisConfig.preset(a.preset, **kw))
+    if a.dry_run:
+        from .synthesis_pricing import parse_price, price_synthesis
+
+        r = price_synthesis(
+            a.seeds,
+            cfg,
+            tokenizer=a.tokenizer,
+            output_tokens=a.output_tokens,
+            price=parse_price(a.price) if a.price else None,
+            requests_per_s=a.requests_per_s,
+            tokens_per_s=a.tokens_per_s,
+        )
+        print(json.dumps(r.to_dict()) if a.json else r.format())
+        return 0
+    if not a.out:
+        raise ConfigError("--out is required (except with --dry-run)")
     s = synthesize(a.seeds, a.out, cfg)
     print(json.dumps(s.__dict__) if a.json else s.format())
     if s.failed:
@@ -258,8 +286,6 @@ def _cmd_verify(a):
 
 # ---- training ------------------------------------------------------------------------------
 def _add_train(sub):
-    from .train import TRAIN_PRESETS
-
     p = add_parser(sub, "train", "fine-tune a bi-encoder on one mode (resumes when rerun)")
     p.add_argument(
         "--data",
@@ -274,7 +300,7 @@ def _add_train(sub):
     p.add_argument(
         "--budget", type=int, default=None, help="examples per mode, matched across modes (default: all)"
     )
-    p.add_argument("--preset", choices=list(TRAIN_PRESETS), default="paper")
+    p.add_argument("--preset", choices=list(C.TRAIN_PRESET_NAMES), default="paper")
     p.add_argument("--base-model", default=None, help="name or path; 'minilm' is the PyPI-shipped MiniLM")
     p.add_argument("--out", required=True, help="run directory (a SentenceTransformer folder when done)")
     for flag, typ in (
@@ -291,10 +317,20 @@ def _add_train(sub):
     p.add_argument("--no-co-batch", action="store_true", help="shuffle the two views independently")
     p.add_argument("--loss", choices=["relation", "mnrl"], default="relation")
     p.add_argument(
+        "--report-to",
+        default="auto",
+        help="trackers: tensorboard (RUN/tb/), wandb, mlflow, none, or a list (a,b); auto = tensorboard if installed",
+    )
+    p.add_argument(
         "--dry-run", action="store_true", help="validate and estimate steps, tokens, memory; train nothing"
     )
     p.add_argument(
         "--world-size", type=int, default=None, help="for --dry-run: number of GPUs ($WORLD_SIZE or 1)"
+    )
+    p.add_argument(
+        "--launch-config",
+        default=None,
+        help="for --dry-run: check an accelerate YAML, DeepSpeed JSON or torchrun script (launch/) against it",
     )
     p.set_defaults(func=_cmd_train)
 
@@ -335,12 +371,17 @@ def _cmd_train(a):
             curation=curation,
             rng_seed=cfg.rng_seed,
         )
-        examples, manifest = ts.examples, ts.manifest()
+        from .runs import data_sources
+
+        sources = data_sources(a.mode, a.data, a.reversals, a.curation)
+        examples, manifest = ts.examples, {**ts.manifest(), **sources}
     if a.dry_run:
-        world = a.world_size or int(os.environ.get("WORLD_SIZE", 1))
-        print(json.dumps(dry_run(cfg, examples, world_size=world), indent=2))
+        world = a.world_size or int(os.environ.get("WORLD_SIZE", 0)) or (None if a.launch_config else 1)
+        print(json.dumps(dry_run(cfg, examples, world_size=world, launch_config=a.launch_config), indent=2))
         return 0
-    res = train(examples, a.out, cfg, mode=a.mode, manifest=manifest, loss=a.loss)
+    if a.launch_config:
+        raise ConfigError("--launch-config is read by --dry-run only; launch with accelerate or torchrun")
+    res = train(examples, a.out, cfg, mode=a.mode, manifest=manifest, loss=a.loss, report_to=a.report_to)
     print(f"trained {a.mode}: {res.steps} steps, {res.examples_per_s:.2f} examples/s -> {res.run_dir}")
     return 0
 
@@ -353,9 +394,11 @@ COMMANDS = (
     _add_verify,
     _add_train,
     add_evaluate,
+    add_table,
     add_figures,
     add_demo,
     add_experiment,
+    add_runs,
 )
 
 

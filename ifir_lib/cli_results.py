@@ -42,7 +42,15 @@ def add_evaluate(sub):
         action="append",
         default=None,
         metavar="NAMES",
-        help="mteb task names, comma-separated; 'followir' = the three FollowIR tasks",
+        help="mteb task names, comma-separated; 'followir' = the three FollowIR tasks; 'paper' = the six "
+        "columns of the paper's Tables 1-2 (FollowIR, InfoSearchLength, InfoSearchKeyword, MAIR-IFEval, "
+        "MAIR-InstructIR)",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help="local copies of hub datasets as DIR/owner/name (default: $IFIR_DATA_DIR; else the HF cache)",
     )
     p.add_argument(
         "--beir", action="append", default=None, metavar="DIR", help="BEIR-style folder: nDCG@10 (repeatable)"
@@ -85,9 +93,8 @@ def _cmd_evaluate(a):
         a.followir = [str(C.FOLLOWIR_DIR)]
     kw = dict(batch_size=a.batch_size, bootstrap=a.bootstrap, rng_seed=a.bootstrap_seed)
     # check every named dataset before loading the model: a missing one fails in milliseconds
-    tasks = [mteb_glue.get_task(n) for n in mteb_glue.expand_task_names(a.tasks or [])]
-    for t in tasks:
-        mteb_glue.check_task_available(t)
+    tasks = [mteb_glue.get_task(n, a.data_dir) for n in mteb_glue.expand_task_names(a.tasks or [])]
+    mteb_glue.check_available(tasks)  # one line per missing dataset
     for folder in (a.followir or []) + (a.beir or []):  # bad paths fail before the model loads
         if not Path(folder).is_dir():
             raise DataError(folder, None, "not a directory (expected a FollowIR- or BEIR-format folder)")
@@ -118,7 +125,7 @@ def _cmd_evaluate(a):
         else:
             results.append(evaluate.evaluate_beir(model, folder, cache=not a.no_cache, name=a.model, **kw))
     if tasks:
-        results += mteb_glue.evaluate_mteb(model, [t.metadata.name for t in tasks], name=a.model, **kw)
+        results += mteb_glue.evaluate_mteb(model, tasks, name=a.model, **kw)
     run_id = a.run_id or make_run_id(a.model, mode, rng_seed)
     if a.out:
         for r in results:
@@ -138,6 +145,40 @@ def _cmd_evaluate(a):
         if len(results) > 1:
             out["results"] = [r.summary() for r in results]
         print(json.dumps(out))
+    return 0
+
+
+# ---- the paper's tables ----------------------------------------------------------------------
+def add_table(sub):
+    p = add_parser(
+        sub,
+        "table",
+        "results as the paper's Tables 1-2: one row per mode, one column per benchmark",
+        description="Print the tidy results table in the paper's layout (ifir_lib/tables.py: columns, "
+        "averaging over runs, best-value marks).",
+    )
+    p.add_argument("--results", required=True, help="tidy results CSV")
+    p.add_argument("--format", choices=["latex", "markdown", "csv"], default="markdown")
+    p.add_argument("--published", action="store_true", help="add the paper's numbers, one block per backbone")
+    p.add_argument("--runs", default=None, help="folder of training runs, to find each run's backbone")
+    p.add_argument("--decimals", type=int, default=2)
+    p.set_defaults(func=_cmd_table)
+
+
+def _cmd_table(a):
+    from .results import load_results
+    from .tables import build_table, render
+
+    table = build_table(
+        load_results(a.results), published=a.published, runs_dir=a.runs, decimals=a.decimals, source=a.results
+    )
+    caption = (
+        f"Results x100 from {Path(a.results).name}"
+        + ("; cells are means over runs" if table.show_runs else "")
+        + ("; published numbers: arXiv 2604.18845" if a.published else "")
+        + "; best per block in bold."
+    )
+    print(render(table, a.format, caption), end="")
     return 0
 
 
@@ -283,4 +324,26 @@ def _cmd_experiment(a):
         extra_modes=_names(a.extra_modes),
     )
     run_experiment(a.out, cfg)
+    return 0
+
+
+# ---- the registry of runs --------------------------------------------------------------------
+def add_runs(sub):
+    p = add_parser(
+        sub,
+        "runs",
+        "list every training run and evaluation under a folder, with status and headline metrics",
+        description="One line per run: mode, backbone, rng_seed, data, reversals, budget, steps, git "
+        "commit, status (done, running, stopped, failed) and p-MRR / Score per evaluation set.",
+    )
+    p.add_argument("--root", default="out", help="folder to search for run folders and results tables")
+    p.add_argument("--json", action="store_true", help="print a JSON list of runs (all columns)")
+    p.set_defaults(func=_cmd_runs)
+
+
+def _cmd_runs(a):
+    from .runs import format_runs, runs_records, runs_table
+
+    df = runs_table(a.root)
+    print(json.dumps(runs_records(df)) if a.json else format_runs(df))
     return 0

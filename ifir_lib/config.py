@@ -48,6 +48,8 @@ ABLATIONS = {
     "ins-dv-inbatch": {"in_batch_negatives": True},  # in-batch negatives on (the seed's own masked)
 }
 MODES = (*PAPER_MODES, "ins-aug", *ABLATIONS)
+# The names of ``train.TRAIN_PRESETS``, here so that the command line parses without torch.
+TRAIN_PRESET_NAMES = ("paper", "cpu", "cpu-smoke")
 
 
 def data_mode(mode: str) -> str:

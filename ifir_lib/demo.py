@@ -16,11 +16,7 @@ from pathlib import Path
 
 from . import config as C
 from .errors import ConfigError
-from .evaluate import evaluate_followir
-from .figure_export import make_all_figures
 from .results import load_results, per_query_path, save_result
-from .synthesize import synthesize
-from .train import TrainConfig, train_modes
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +85,8 @@ def evaluate_into(
     bootstrap: int,
 ) -> None:
     """Evaluate one model on one FollowIR-format folder into the table, unless it is there already."""
+    from .evaluate import evaluate_followir  # torch on first use: the command line parses without it
+
     if _already_evaluated(results_csv, label, mode, rng_seed, Path(followir_dir).name):
         print(f"  {mode:>9} rng_seed {rng_seed}: already in {results_csv.name}")
         return
@@ -110,6 +108,10 @@ def run_demo(
     figures_dir=C.FIGURES_DIR,
 ) -> DemoResult:
     """Run every stage; write ``out_dir/results.csv``, ``out_dir/models/<mode>/`` and figures."""
+    from .figure_export import make_all_figures
+    from .synthesize import synthesize
+    from .train import TrainConfig, train_modes
+
     cfg = cfg or DemoConfig.preset("smoke" if C.smoke_mode() else "default")
     t0 = time.time()
     out = Path(out_dir)

@@ -1,8 +1,10 @@
 """``ifir train --dry-run``: validate a config against its examples and estimate steps, tokens and memory.
 
 Runs without a GPU and without loading the model's weights (only its config, when local), so a
-paper-scale job can be checked on a laptop before GPU hours are spent. The numbers are
-estimates, not measurements (``bench/gpu_check.py`` measures). Not handled here: training.
+paper-scale job can be checked on a laptop before GPU hours are spent. With a launch file
+(``launch/``: accelerate YAML, DeepSpeed JSON, torchrun script) it also checks that the launch
+agrees with the config (``launch_check``). The numbers are estimates, not measurements
+(``bench/gpu_check.py`` measures). Not handled here: training.
 """
 
 from __future__ import annotations
@@ -45,8 +47,16 @@ def _backbone_shape(name: str) -> dict | None:
     return None
 
 
-def dry_run(cfg: TrainConfig, examples: list[dict], world_size: int = 1) -> dict:
+def dry_run(
+    cfg: TrainConfig,
+    examples: list[dict],
+    world_size: int | None = 1,
+    launch_config: str | Path | None = None,
+) -> dict:
     """Validate ``cfg`` against ``examples`` and estimate steps, tokens and peak GPU memory.
+
+    ``launch_config``: a launch file checked against ``cfg`` and ``world_size`` (``None``: the
+    file's own process count); its report is under ``"launch"``.
 
     Tokens are estimated as 1.3 x words, capped at ``max_seq_length``. Memory follows
     Korthikanti et al. (arXiv 2205.05198): 16 bytes per parameter for fp32 weights, gradients
@@ -54,6 +64,13 @@ def dry_run(cfg: TrainConfig, examples: list[dict], world_size: int = 1) -> dict
     (only layer boundaries kept under gradient checkpointing). An estimate, not a measurement.
     """
     to_dataset(examples[:1], cfg.num_negatives, with_labels=False)  # checks negatives count
+    launch = None
+    if launch_config:
+        from .launch_check import check_launch_file
+
+        launch = check_launch_file(launch_config, cfg, world_size)
+        world_size = launch["world_size"]
+    world_size = world_size or 1
 
     def toks(text):
         return min(cfg.max_seq_length, int(len(text.split()) * 1.3) + 2)
@@ -96,4 +113,6 @@ def dry_run(cfg: TrainConfig, examples: list[dict], world_size: int = 1) -> dict
                 "est_peak_gb": round((static + act) / 2**30, 2),
             }
         )
+    if launch:
+        out["launch"] = launch
     return out

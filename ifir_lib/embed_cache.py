@@ -25,6 +25,7 @@ import numpy as np
 from .config import cache_dir
 from .locks import shared_append
 from .models import encode, model_fingerprint, prompt_name
+from .progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def encode_by_length(model, texts: list[str], kind: str, *, batch_size: int = 32
         return np.asarray(encode(model, texts, kind, batch_size=batch_size), dtype=np.float32)
     order = np.argsort(-lens, kind="stable")
     out = None
-    for start in range(0, len(texts), batch_size):
+    for start in progress(range(0, len(texts), batch_size), desc=f"encode {kind}s", unit="batch"):
         idx = order[start : start + batch_size]
         vecs = np.asarray(
             encode(model, [texts[i] for i in idx], kind, batch_size=batch_size), dtype=np.float32

@@ -85,6 +85,24 @@ class EvalResult:
             out["problems"] = self.problems
         return out
 
+    def table(self):
+        """The metrics as a small DataFrame for reading: one row per metric with its 95% interval
+        and query count, values rounded to 2 places (x100)."""
+        import pandas as pd
+
+        rows = [
+            {
+                "dataset": self.dataset,
+                "metric": m,
+                "value": v,
+                "ci_low": self.ci.get(m, (np.nan, np.nan))[0],
+                "ci_high": self.ci.get(m, (np.nan, np.nan))[1],
+                "queries": len(self.per_query.get(m, {})),
+            }
+            for m, v in self.metrics.items()
+        ]
+        return pd.DataFrame(rows).round(2)
+
 
 FollowIRResult = EvalResult  # the name the brief and the notebooks use for FollowIR results
 

@@ -18,6 +18,7 @@ from .errors import FigureExportError
 from .figure_style import COLUMN_WIDTH, PNG_SCALE
 from .figures import fig_metrics_by_mode, fig_per_query, fig_tradeoff
 from .figures_process import fig_loss_curves, fig_synthesis_stats
+from .progress import progress
 from .results import (
     add_backbone,
     load_per_query,
@@ -48,8 +49,11 @@ def _write_static(items: list[tuple[go.Figure, Path]]) -> None:
         scales.append(PNG_SCALE if path.suffix == ".png" else 1)
         widths.append(int(fig.layout.width or COLUMN_WIDTH))
         heights.append(int(fig.layout.height or 400))
+    # one kaleido call renders them all, so the bar moves once, at the end; it shows what is running
     try:
-        pio.write_images(figs, files, scale=scales, width=widths, height=heights)
+        with progress(total=len(files), desc="export PNG/SVG", unit="file", delay=0) as bar:
+            pio.write_images(figs, files, scale=scales, width=widths, height=heights)
+            bar.update(len(files))
     except RuntimeError as e:
         if "chrome" in str(e).lower():
             raise FigureExportError(

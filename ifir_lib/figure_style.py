@@ -1,7 +1,7 @@
 """The look shared by every figure: one colour per mode, the plotly template, sizes for a paper.
 
 Okabe-Ito colours (colour-blind safe): hue says Ins vs All, lightness says orig vs DV, so the
-two comparisons the paper makes read at a glance. Sizes fit a 3.5 in column (504 px = 3.5 in at
+two comparisons the paper makes read at a glance; line plots add one dash per mode for greyscale. Sizes fit a 3.5 in column (504 px = 3.5 in at
 144 px/in, so 1 pt = 2 px and the 20 px base font prints at 10 pt). Not handled here: drawing
 (``figures``), data (``results``).
 """
@@ -38,6 +38,19 @@ MODE_COLORS = {
     "ins-dv-inbatch": "#77AADD",
 }
 OTHER_COLOR = "#555555"  # a mode outside MODE_ORDER (e.g. a "custom" training run)
+# Line dash per mode, for line plots: a greyscale print still tells the modes apart.
+MODE_DASHES = {
+    "base": "solid",
+    "ins-orig": "dot",
+    "ins-dv": "solid",
+    "all-orig": "dash",
+    "all-dv": "longdash",
+    "ins-aug": "dashdot",
+    # Ins-DV's ablations: custom patterns (px at the 3 px line width of the loss curves)
+    "ins-dv-template": "longdashdot",
+    "ins-dv-nocobatch": "15px,6px,3px,6px,3px,6px",
+    "ins-dv-inbatch": "3px,9px",
+}
 # Synthesis statuses get hues the modes do not use, so no colour means two things.
 STATUS_COLORS = {"accepted": "#009E73", "declined": "#CC79A7", "rejected": "#332288", "failed": "#BBBBBB"}
 METRIC_LABELS = {
@@ -115,6 +128,10 @@ _register_template()
 
 def mode_color(mode: str) -> str:
     return MODE_COLORS.get(mode, OTHER_COLOR)
+
+
+def mode_dash(mode: str) -> str:
+    return MODE_DASHES.get(mode, "solid")
 
 
 def mode_label(mode: str) -> str:

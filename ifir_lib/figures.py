@@ -15,7 +15,6 @@ HTML output works without it).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,6 +23,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .figure_style import (
+    BASE_FONT,
     COLUMN_WIDTH,
     METRIC_LABELS,
     PAGE_WIDTH,
@@ -40,7 +40,7 @@ from .figure_style import (
 from .results import AGGREGATE_DATASETS, add_backbone, load_published, mode_order
 from .summaries import per_query_summary, summarize
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+TRADEOFF_HEIGHT = {1: 500, 2: 900}  # px, by number of panels (ours; ours over the paper's)
 
 
 def _paper_values(published: pd.DataFrame | None, metric: str) -> pd.DataFrame:
@@ -97,7 +97,12 @@ def fig_metrics_by_mode(
     offsets = {"gte-multilingual-mlm-base": -0.12, "bge-m3-retromae": 0.12}
     for r, metric in enumerate(metrics, 1):
         for c, (backbone, dset) in enumerate(panels, 1):
-            sm = summarize(results[results["dataset"].astype(str) == dset], metric, None, error)
+            # an aggregate panel stands for its collections: a metric without an aggregate row
+            # (p-MRR is often stored per collection) is their mean (``per_run``)
+            agg = dset.lower() in AGGREGATE_DATASETS
+            sm = summarize(
+                results if agg else results[results["dataset"].astype(str) == dset], metric, None, error
+            )
             sm = sm[sm["backbone"] == backbone]
             fig.add_trace(
                 go.Bar(
@@ -186,7 +191,13 @@ def fig_tradeoff(
     error: str = "auto",
 ) -> go.Figure:
     """(b) p-MRR against Score: one filled point per (backbone, mode) with error bars on both
-    axes; the paper's modes as open markers in the same colours (shape = backbone)."""
+    axes; below it, in its own panel, the paper's Table 1/2 FollowIR values as open markers in
+    the same colours (shape = backbone).
+
+    The two panels have their own axes for the reason ``fig_metrics_by_mode`` gives: the
+    paper's Score is FollowIR's (about 20), ours the bundled set's MAP (about 80), and one axis
+    for both would squeeze our points into a corner.
+    """
     published = _published_or_default(published)
     sx, sy = summarize(results, x_metric, dataset, error), summarize(results, y_metric, dataset, error)
     s = sx.merge(sy, on=["backbone", "mode"], suffixes=("_x", "_y"))
@@ -194,8 +205,19 @@ def fig_tradeoff(
         raise ValueError(f"no run has both {x_metric} and {y_metric}")
     model_symbols = ["circle", "triangle-up", "hexagon", "star", "cross"]
     backbones = list(dict.fromkeys(s["backbone"]))
-    fig = go.Figure()
-    fig.add_hline(y=0, line=dict(color="#888888", width=1))
+    px_, py_ = _paper_values(published, x_metric), _paper_values(published, y_metric)
+    paper = px_.merge(py_, on=["backbone", "mode"], suffixes=("_x", "_y"))
+    sets = list(dict.fromkeys(results["dataset"].astype(str)))
+    where = dataset or (sets[0] if len(sets) == 1 else "mean over sets")
+    ours_title = f"{', '.join(_short_model(b) for b in backbones)} · {where}"
+    n_rows = 2 if len(paper) else 1
+    fig = make_subplots(
+        rows=n_rows,
+        cols=1,
+        vertical_spacing=0.16,
+        subplot_titles=(ours_title, "paper · FollowIR")[:n_rows],
+    )
+    fig.add_hline(y=0, line=dict(color="#888888", width=1), row="all", col=1)
     for i, backbone in enumerate(backbones):
         for _, r in s[s["backbone"] == backbone].iterrows():
             fig.add_trace(
@@ -216,10 +238,10 @@ def fig_tradeoff(
                     error_x=_error_bar(r["err_plus_x"], r["err_minus_x"], mode_color(r["mode"])),
                     error_y=_error_bar(r["err_plus_y"], r["err_minus_y"], mode_color(r["mode"])),
                     hovertemplate=f"{_short_model(backbone)}, {mode_label(r['mode'])}<br>%{{x:.2f}}, %{{y:.2f}}<extra></extra>",
-                )
+                ),
+                row=1,
+                col=1,
             )
-    px_, py_ = _paper_values(published, x_metric), _paper_values(published, y_metric)
-    paper = px_.merge(py_, on=["backbone", "mode"], suffixes=("_x", "_y"))
     for bb, g in paper.groupby("backbone"):
         label, symbol = PAPER_BACKBONES[bb]
         fig.add_trace(
@@ -237,7 +259,9 @@ def fig_tradeoff(
                 ),
                 text=[mode_label(c) for c in g["mode"]],
                 hovertemplate="paper, " + label + ", %{text}<br>%{x:.2f}, %{y:.2f}<extra></extra>",
-            )
+            ),
+            row=2,
+            col=1,
         )
     # paper points are coloured by mode too: name every mode colour, drawn by us or not
     for mode in mode_order(set(paper["mode"]) - set(s["mode"])):
@@ -252,13 +276,16 @@ def fig_tradeoff(
     for bb, (label, symbol) in PAPER_BACKBONES.items():
         if (paper["backbone"] == bb).any():
             fig.add_trace(_legend_marker(f"{label} (paper)", symbol, "#222222", open_=True, group=bb))
-    fig.update_layout(
-        template=TEMPLATE,
-        width=COLUMN_WIDTH,
-        height=500,
-        xaxis_title=f"{METRIC_LABELS.get(x_metric, x_metric)} (×100)",
-        yaxis_title=f"{METRIC_LABELS.get(y_metric, y_metric)} (×100)",
-    )
+    xl, yl = METRIC_LABELS.get(x_metric, x_metric), METRIC_LABELS.get(y_metric, y_metric)
+    fig.update_xaxes(title_text=f"{xl} (×100)", row=1, col=1)
+    fig.update_yaxes(title_text=f"{yl} (×100)", row=1, col=1)
+    if n_rows == 2:
+        fig.update_xaxes(title_text=f"paper: FollowIR {xl}", row=2, col=1)
+        fig.update_yaxes(title_text=f"paper: FollowIR {yl}", row=2, col=1)
+    fig.update_layout(template=TEMPLATE, width=COLUMN_WIDTH, height=TRADEOFF_HEIGHT[n_rows])
+    if n_rows == 2:  # legend at the top of the canvas, clear of the panel title (4 rows of it)
+        fig.update_annotations(font=dict(size=BASE_FONT))
+        fig.update_layout(legend=dict(yref="container", y=0.995, yanchor="top"), margin=dict(t=175))
     return fig
 
 
@@ -334,6 +361,7 @@ def fig_per_query(
             tickvals=list(xpos.values()),
             ticktext=[mode_label(k) for k in modes],
             range=[-0.6 - pad, len(modes) - 0.4 + pad],
+            tickangle=30 if len(modes) * len(backbones) > 5 else 0,  # six labels touch at column width
             row=1,
             col=c,
         )

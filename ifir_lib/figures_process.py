@@ -19,11 +19,13 @@ from .figure_style import (
     SMALL_FONT,
     STATUS_COLORS,
     TEMPLATE,
+    _rank,
     mode_color,
+    mode_dash,
     mode_label,
 )
 from .results import mode_order
-from .summaries import synthesis_summary
+from .summaries import smoothed_losses, synthesis_summary
 
 
 def fig_synthesis_stats(rows: list[dict] | pd.DataFrame) -> go.Figure:
@@ -106,11 +108,19 @@ def fig_synthesis_stats(rows: list[dict] | pd.DataFrame) -> go.Figure:
             col=2,
         )
     else:
+        # plotly.js draws no axes for a panel without a trace, and an annotation that refers to
+        # undrawn axes falls back to the first panel: an invisible point keeps this panel's axes
+        fig.add_trace(
+            go.Scatter(x=[0], y=[0], mode="markers", opacity=0, showlegend=False, hoverinfo="skip"), 2, 2
+        )
+        panel = fig.get_subplot(2, 2)
+        fig.update_xaxes(visible=False, row=2, col=2)
+        fig.update_yaxes(visible=False, row=2, col=2)
         fig.add_annotation(
             text="no verification results",
             showarrow=False,
-            xref="x4 domain",
-            yref="y4 domain",
+            xref=f"{panel.xaxis.plotly_name.replace('axis', '')} domain",
+            yref=f"{panel.yaxis.plotly_name.replace('axis', '')} domain",
             x=0.5,
             y=0.5,
             font=dict(size=SMALL_FONT, color="#666666"),
@@ -126,17 +136,21 @@ def fig_synthesis_stats(rows: list[dict] | pd.DataFrame) -> go.Figure:
     fig.update_xaxes(title_text="seed rows", row=1, col=1)
     fig.update_xaxes(title_text="words in reversal", row=1, col=2)
     fig.update_yaxes(title_text="reversals", row=1, col=2)
+    fig.update_xaxes(title_text="synthesis backend", row=2, col=1)
+    fig.update_xaxes(title_text="synthesis backend", row=2, col=2)
     fig.update_yaxes(title_text="% of rows", range=[0, 100], row=2, col=1)
     fig.update_yaxes(title_text="% verified", range=[0, 115], tickvals=[0, 25, 50, 75, 100], row=2, col=2)
     return fig
 
 
-def fig_loss_curves(logs: pd.DataFrame) -> go.Figure:
-    """(e) Training loss per step, one line per run coloured by its mode (seeds share a colour)."""
+def fig_loss_curves(logs: pd.DataFrame, window: int | None = None) -> go.Figure:
+    """(e) Training loss per step: each run's raw loss as a faint thin line, and per mode the
+    loss averaged over the mode's runs and smoothed by a centred rolling mean of ``window``
+    logged steps (``summaries.smoothed_losses``; None: about a fifth of the run) as a bold line.
+    No markers; modes differ by colour and dash (``mode_dash``), so greyscale print still works."""
     if logs.empty:
         raise ValueError("no training log lines with a loss")
     fig = go.Figure()
-    shown = set()
     for mode in mode_order(logs["mode"]):
         for run, g in logs[logs["mode"] == mode].groupby("run", sort=True):
             g = g.sort_values("step")
@@ -144,17 +158,45 @@ def fig_loss_curves(logs: pd.DataFrame) -> go.Figure:
                 go.Scatter(
                     x=g["step"],
                     y=g["loss"],
-                    mode="lines+markers" if len(g) < 15 else "lines",
-                    name=mode_label(mode),
+                    mode="lines",
+                    name=f"{mode_label(mode)} (raw)",
                     legendgroup=mode,
-                    showlegend=mode not in shown,
-                    line=dict(color=mode_color(mode), width=2),
-                    marker=dict(size=6),
+                    showlegend=False,
+                    opacity=0.25,
+                    line=dict(color=mode_color(mode), width=1),
                     hovertemplate=f"{run}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
                 )
             )
-            shown.add(mode)
+    smooth = smoothed_losses(logs, window)
+    for mode, g in smooth.groupby("mode", sort=False):
+        fig.add_trace(
+            go.Scatter(
+                x=g["step"],
+                y=g["smoothed"],
+                mode="lines",
+                name=mode_label(mode),
+                legendgroup=mode,
+                legendrank=_rank(mode),
+                line=dict(color=mode_color(mode), width=3, dash=mode_dash(mode)),
+                customdata=g[["n_runs", "window"]],
+                hovertemplate=f"{mode_label(mode)}<br>step %{{x}}: %{{y:.4f}}"
+                + " (mean of %{customdata[0]} runs, rolling over %{customdata[1]} points)<extra></extra>",
+            )
+        )
+    windows = sorted(set(smooth["window"]))
+    what = f"{'/'.join(map(str, windows))}-point rolling mean"
     fig.update_layout(
-        template=TEMPLATE, width=COLUMN_WIDTH, height=400, xaxis_title="step", yaxis_title="training loss"
+        template=TEMPLATE,
+        width=COLUMN_WIDTH,
+        height=440,
+        xaxis_title="training step",
+        yaxis_title="training loss",
+        # 60 px legend samples, so that each mode's dash pattern shows
+        legend=dict(
+            title=dict(text=f"bold: {what}; faint: each run", side="top"),
+            title_font_size=SMALL_FONT,
+            itemwidth=60,
+        ),
+        yaxis_rangemode="tozero",
     )
     return fig

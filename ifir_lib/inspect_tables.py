@@ -2,6 +2,7 @@
 
 - ``build_examples(seeds, rows=None)`` joins seeds with synthesis rows into one DataFrame, one
   example per row (or, with seeds alone, one per seed showing its ``reference_reversal``);
+- ``readable_table(df, columns, n)`` a notebook table with whole, wrapped texts and plain numbers;
 - ``filter_examples(df, ...)`` by instruction type, backend, status, verification, decision, text;
 - ``word_diff_html(a, b)`` marks the words the reversal removed (``<del>``) and added (``<ins>``);
 - ``view_scores(model, ...)`` cosine scores of P+ and N* under both instructions, and the flip;
@@ -113,6 +114,36 @@ def build_examples(seeds: list[dict], rows: list[dict] | None = None) -> pd.Data
         )
     # object dtype: verify columns hold True/False/None, and pandas would turn None into NaN
     return pd.DataFrame(out, columns=list(COLUMNS), dtype=object)
+
+
+def _readable(v) -> str:
+    """``2246.0 -> '2,246'``, ``0.3371 -> '0.34'``, ``None -> '—'``, text unchanged."""
+    if v is None or (isinstance(v, float) and v != v):
+        return "—"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+    return str(v)
+
+
+def readable_table(
+    df: pd.DataFrame, columns: list[str] | None = None, n: int | None = None, width_em: int = 28
+):
+    """A table for a notebook reader: long texts whole and wrapped in columns ``width_em`` wide
+    (pandas would cut each cell to 50 characters), numbers as ``2,246`` or ``0.34`` (not
+    ``2.246000e+03``), missing values as a dash.
+
+    Keeps ``columns`` (default: all) and the first ``n`` rows; returns a pandas ``Styler`` (HTML).
+    Example: ``readable_table(examples, ["key", "instruction", "reversal"], n=5)``.
+    """
+    view = df[list(columns)] if columns is not None else df
+    view = view.head(n) if n is not None else view
+    styler = (
+        view.style.format(_readable)
+        .set_properties(**{"white-space": "normal", "text-align": "left", "vertical-align": "top"})
+        .set_table_styles([{"selector": "td, th", "props": f"max-width: {width_em}em; text-align: left;"}])
+    )
+    # a row number says nothing; a named index (modes, quantities) stays
+    return styler.hide(axis="index") if isinstance(view.index, pd.RangeIndex) else styler
 
 
 def filter_examples(

@@ -86,12 +86,18 @@ def dumps(row: dict) -> str:
 
 def atomic_write_text(path: str | Path, text: str, fsync: bool = True) -> None:
     """Write via a temp file in the same folder + ``os.replace``: readers see old or new, never half."""
+    atomic_write_chunks(path, [text], fsync=fsync)
+
+
+def atomic_write_chunks(path: str | Path, chunks: Iterable[str], fsync: bool = True) -> None:
+    """``atomic_write_text`` for text that comes in pieces (written as they come, never joined)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             if fsync:
                 os.fsync(fh.fileno())
@@ -102,8 +108,8 @@ def atomic_write_text(path: str | Path, text: str, fsync: bool = True) -> None:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict], fsync: bool = True) -> Path:
-    """Replace ``path`` with ``rows``, atomically."""
-    atomic_write_text(path, "".join(dumps(r) for r in rows), fsync=fsync)
+    """Replace ``path`` with ``rows``, atomically, writing as the rows come (they need not fit in memory)."""
+    atomic_write_chunks(path, (dumps(r) for r in rows), fsync=fsync)
     return Path(path)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from .jsonl import write_jsonl
 from .models import encode, load_model
+from .progress import progress
 from .seeds import load_seeds
 
 
@@ -59,7 +60,7 @@ def mine_negatives(
         [dict(s) for s in seeds],
         {"mined": len(todo), "skipped_duplicate": 0, "skipped_false_negative": 0},
     )
-    for row, i in enumerate(todo):
+    for row, i in progress(enumerate(todo), total=len(todo), desc="mine negatives", unit="seed"):
         s = seeds[i]
         own = [seen[p["text"]] for p in (s["positive"], *s["instruction_negatives"])]
         pos_score = sims[row, own[0]]

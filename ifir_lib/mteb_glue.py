@@ -1,4 +1,4 @@
-"""mteb 2.x glue: local-file tasks in the FollowIR / BEIR schema, running named tasks, offline checks.
+"""mteb 2.x glue: local-file tasks in the FollowIR / BEIR schema, running named tasks.
 
 ``LocalFollowIRTask`` subclasses mteb's ``AbsTaskRetrieval`` (the class mteb 2.26's
 ``Robust04InstructionRetrieval`` & co. use) and feeds it a FollowIR-format folder in mteb 2.x's
@@ -13,7 +13,8 @@ whole FollowIR code path (data schema, prompts, reranking, scoring) without the 
 
 ``evaluate_mteb(model, names)`` runs named tasks (``followir`` = Robust04, News21, Core17)
 through ``mteb.evaluate``: the numbers are mteb's own, the intervals come from per-query scores
-of mteb's run. This module depends on ``evaluate`` (the result type), never the reverse.
+of mteb's run. Task names, local copies and offline checks come from ``paper_tasks``. This module
+depends on ``evaluate`` (the result type), never the reverse.
 
 Not handled here: our own evaluation (``evaluate``) and metric definitions (``metrics``).
 """
@@ -22,33 +23,35 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import socket
 import time
 import warnings
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 
 from . import metrics as M
 from .corpora import FOLLOWIR_TASKS, FollowIRData, load_beir, load_followir, score_metric_for
-from .errors import DataError, DatasetUnavailable
+from .errors import DataError, DatasetUnavailable  # noqa: F401 (DatasetUnavailable: re-exported)
 from .evaluate import EvalResult, _resolve_model, _with_ci, followir_per_query
+from .paper_tasks import PAPER_TASKS, check_available, get_paper_task
+from .progress import progress, progress_enabled
 from .stats import stratified_mean
 
 log = logging.getLogger(__name__)
 
 
 def expand_task_names(names: list[str] | str) -> list[str]:
-    """``['followir', 'SciFact'] -> [Robust04..., News21..., Core17..., 'SciFact']`` (comma lists allowed)."""
+    """``['followir', 'SciFact'] -> [Robust04..., News21..., Core17..., 'SciFact']`` (comma lists allowed).
+
+    ``paper`` is the six columns of the paper's Tables 1-2 (``paper_tasks.PAPER_TASKS``).
+    """
     if isinstance(names, str):
         names = [names]
     out = []
     for item in names:
         for n in (x.strip() for x in item.split(",")):
-            if n.lower() == "followir":
-                out.extend(FOLLOWIR_TASKS)
+            if n.lower() in ("followir", "paper"):
+                out.extend(FOLLOWIR_TASKS if n.lower() == "followir" else PAPER_TASKS)
             elif n:
                 out.append(n)
     return list(dict.fromkeys(out))
@@ -188,70 +191,26 @@ def local_retrieval_task(folder: str | Path, name: str | None = None):
 # named tasks: availability check and running
 
 
-def _offline() -> bool:
-    import datasets.config
-    import huggingface_hub.constants as hc
-
-    return bool(datasets.config.HF_HUB_OFFLINE or hc.HF_HUB_OFFLINE)
-
-
-def _hub_reachable(timeout: float = 2.0) -> bool:
-    if os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy"):
-        return True  # a proxy decides; don't second-guess it with a raw socket
-    import huggingface_hub.constants as hc
-
-    url = urlparse(hc.ENDPOINT)
-    try:
-        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def _go_offline() -> None:
-    """Switch this process's datasets / huggingface_hub to cache-only mode (no retry loops)."""
-    import datasets.config
-    import huggingface_hub.constants as hc
-
-    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
-    hc.HF_HUB_OFFLINE = True
-
-
 def check_task_available(task) -> None:
-    """Raise ``DatasetUnavailable`` (one clear line) unless ``task``'s dataset can be loaded now.
+    """Raise ``DatasetUnavailable`` (one line per dataset) unless ``task``'s data can be loaded now.
 
     Offline (``HF_HUB_OFFLINE=1`` / ``HF_DATASETS_OFFLINE=1``) or with the hub unreachable, the
-    dataset must be in the local cache; the check then takes milliseconds instead of the ~25 s
-    of retries ``datasets`` would spend before failing.
+    dataset must be a local copy or in the local cache; the check takes milliseconds instead of
+    the ~25 s of retries ``datasets`` would spend before failing (``paper_tasks.missing_datasets``).
     """
-    import datasets
-
-    md = task.metadata.dataset
-    path, rev = md["path"], md.get("revision")
-    if Path(path).exists():
-        return
-    why = "offline mode is on (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)"
-    if not _offline():
-        if _hub_reachable():
-            return
-        why = "the Hugging Face hub is unreachable"
-        _go_offline()
-    try:
-        datasets.get_dataset_config_names(path, revision=rev)
-    except Exception as e:  # ConnectionError, FileNotFoundError, DatasetNotFoundError, ...
-        raise DatasetUnavailable(
-            f"{task.metadata.name}",
-            None,
-            f"dataset {path} (revision {str(rev)[:10]}) is not in the local cache and {why}; "
-            f"download it once online (python -c \"import mteb; mteb.get_task('{task.metadata.name}').load_data()\") "
-            f"or point HF_HOME at a cache that has it [{type(e).__name__}]",
-        ) from None
+    check_available([task])
 
 
-def get_task(name: str):
-    """``mteb.get_task`` with a one-line ``DataError`` for unknown names."""
+def get_task(name: str, data_dir: str | Path | None = None):
+    """``mteb.get_task`` (or a paper task, ``paper_tasks``) with a one-line ``DataError`` for unknown names.
+
+    With ``data_dir`` (or ``$IFIR_DATA_DIR``), a local copy of the task's hub repo there is read instead.
+    """
     import mteb
 
+    task = get_paper_task(name, data_dir)
+    if task is not None:
+        return task
     try:
         return mteb.get_task(name)
     except KeyError as e:
@@ -320,7 +279,7 @@ def _qrel_diff_of(task) -> dict[str, list[str]]:
 
 
 def evaluate_mteb_task(
-    model, task, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0
+    model, task, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0, name: str | None = None
 ) -> EvalResult:
     """Run one mteb task (name or task object) through ``mteb.evaluate``; mteb's numbers, our CIs.
 
@@ -333,8 +292,8 @@ def evaluate_mteb_task(
     if isinstance(task, str):
         task = get_task(task)
         check_task_available(task)
-    model, mname = _resolve_model(model)
-    out = run_mteb(model, task, batch_size=batch_size)
+    model, mname = _resolve_model(model, name)
+    out = run_mteb(model, task, batch_size=batch_size, show_progress_bar=progress_enabled())
     s, run, qrels = out["scores"], out["run"], out["qrels"]
     tname = task.metadata.name
     if "p-MRR" in s:
@@ -422,21 +381,20 @@ def aggregate_followir(
 
 
 def evaluate_mteb(
-    model, names, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0
+    model, names, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0, name=None, data_dir=None
 ) -> list[EvalResult]:
-    """Evaluate named mteb tasks (``'followir'`` expands to its three); adds the FollowIR aggregate.
+    """Evaluate named mteb tasks (``'followir'``, ``'paper'`` expand) or task objects; adds the FollowIR aggregate.
 
-    Every task's dataset is checked first, so a missing one fails in milliseconds with one line
+    Every task's dataset is checked first, so missing ones fail in milliseconds with one line each
     (``DatasetUnavailable``) before any model time is spent.
     """
-    tasks = [get_task(n) for n in expand_task_names(names)]
-    for t in tasks:
-        check_task_available(t)
-    model, _ = _resolve_model(model)
-    out = [
-        evaluate_mteb_task(model, t, batch_size=batch_size, bootstrap=bootstrap, rng_seed=rng_seed)
-        for t in tasks
-    ]
+    names = [names] if isinstance(names, str) else list(names)
+    tasks = [get_task(n, data_dir) for n in expand_task_names([n for n in names if isinstance(n, str)])]
+    tasks += [t for t in names if not isinstance(t, str)]
+    check_available(tasks)
+    model, mname = _resolve_model(model, name)
+    kw = dict(batch_size=batch_size, bootstrap=bootstrap, rng_seed=rng_seed, name=mname)
+    out = [evaluate_mteb_task(model, t, **kw) for t in progress(tasks, desc="mteb tasks", unit="task")]
     fir = [r for r in out if r.dataset in FOLLOWIR_TASKS]
     if len(fir) == len(FOLLOWIR_TASKS):
         out.append(aggregate_followir(fir, bootstrap=bootstrap, rng_seed=rng_seed))

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import BASE_MODE, MODES, PUBLISHED_RESULTS_PATH, git_commit
+from .config import BASE_MODE, MODES, PUBLISHED_RESULTS_PATH, REPO_DIR, git_commit
 from .errors import DataError
 from .jsonl import read_jsonl
 from .locks import shared_append
@@ -243,8 +243,12 @@ def backbone_of(model: str, runs_dir: str | Path | None = None) -> str:
     """The backbone a model was fine-tuned from: ``config.base_model`` of ``<model>/ifir_run.json``
     (or ``<runs_dir>/<folder name>/ifir_run.json`` when the table moved machines); a model
     without one (the untrained base) is its own backbone. ``'runs/ins-dv-s0' -> 'minilm'``.
+    A relative folder is looked up from the working directory, then from the checkout, where
+    ``make demo`` writes it (a notebook runs in ``notebooks/``).
     """
     candidates = [Path(str(model))]
+    if not candidates[0].is_absolute():
+        candidates.append(REPO_DIR / candidates[0])
     if runs_dir is not None:
         candidates.append(Path(runs_dir) / Path(str(model)).name)
     for run in candidates:

@@ -192,12 +192,22 @@ def load_promptriever(
     split: str = "train",
     limit: int | None = None,
     streaming: bool = False,
-) -> list[dict]:
+    as_dataset: bool = False,
+    out_dir: str | Path | None = None,
+):
     """Load Promptriever rows as seeds, from a local JSONL/Parquet file or (when asked) the hub.
 
     A local path is read with ``datasets`` in the same schema; a hub name needs network access
-    (``HF_DATASETS_OFFLINE=1`` makes it fail fast offline).
+    (``HF_DATASETS_OFFLINE=1`` makes it fail fast offline). Returns a list of seeds, or with
+    ``as_dataset=True`` an ``arrow_seeds.ArrowSeeds`` written to ``out_dir`` (memory-mapped,
+    passages stored once by id; the path for the full 980k rows). Parquet may then be a folder.
     """
+    if as_dataset:
+        from .promptriever_arrow import promptriever_to_arrow
+
+        if out_dir is None:
+            raise ValueError("as_dataset=True needs out_dir, the folder for the Arrow tables")
+        return promptriever_to_arrow(source, out_dir, split=split, limit=limit)
     import datasets
 
     src = Path(source)

@@ -1,8 +1,10 @@
 """Summaries of the results table, pure and unit-tested: per run, per mode, per query, and comparisons.
 
-``summarize`` gives the mean over random seeds per ``(backbone, mode)`` with an error bar;
-``per_query_summary`` the per-query values and a stratified bootstrap CI; ``compare_results``
-paired tests of several runs against a baseline (``stats.results_table``). Not handled here:
+``summarize`` gives the mean over random seeds per ``(backbone, mode)`` with an error bar, and
+``headline_table`` those means for several metrics side by side;
+``per_query_summary`` the per-query values and a stratified bootstrap CI; ``smoothed_losses``
+the training loss per mode with a centred rolling mean; ``compare_results`` paired tests of
+several runs against a baseline (``stats.results_table``). Not handled here:
 reading and writing the table (``results``), drawing (``figures``).
 """
 
@@ -42,14 +44,20 @@ def per_run(results: pd.DataFrame, metric: str, dataset: str | None = None) -> p
         agg = d[d["dataset"].astype(str).str.lower().isin(AGGREGATE_DATASETS)]
         if len(agg):
             d = agg
+    cols = ["run_id", "backbone", "mode", "rng_seed", "value", "ci_low", "ci_high"]
     if d.empty:
-        return pd.DataFrame(columns=["run_id", "backbone", "mode", "rng_seed", "value", "ci_low", "ci_high"])
+        return pd.DataFrame(columns=cols)
+    # a run is a trained model, not a table row: ``evaluate`` gives each dataset's rows their own
+    # run_id, so group by the model (its first run_id names the run)
     return (
-        d.groupby(["run_id", "backbone", "mode", "rng_seed"], dropna=False, sort=False)[
-            ["value", "ci_low", "ci_high"]
-        ]
-        .mean()
-        .reset_index()
+        d.groupby(["model", "backbone", "mode", "rng_seed"], dropna=False, sort=False)
+        .agg(
+            run_id=("run_id", "first"),
+            value=("value", "mean"),
+            ci_low=("ci_low", "mean"),
+            ci_high=("ci_high", "mean"),
+        )
+        .reset_index()[cols]
     )
 
 
@@ -93,6 +101,29 @@ def summarize(
     return df.sort_values(
         ["backbone", "mode"], key=lambda s: s.map(order) if s.name == "mode" else s
     ).reset_index(drop=True)
+
+
+def headline_table(results: pd.DataFrame, metrics=("p_mrr", "score", "ndcg_at_5")) -> pd.DataFrame:
+    """One row per ``(backbone, mode)`` in paper order, one column per metric: the mean over
+    random seeds that figure (a) draws (``summarize``), plus ``runs`` (seeds averaged).
+
+    Metrics absent from the table are left out. Example: seeds of Ins-DV at p-MRR 4 and 6 ->
+    ``p_mrr`` 5.0, ``runs`` 2.
+    """
+    parts = [
+        summarize(results, m).set_index(["backbone", "mode"])[["mean", "n_runs"]].rename(columns={"mean": m})
+        for m in metrics
+        if (results["metric"] == m).any()
+    ]
+    if not parts:
+        raise ValueError(f"none of {list(metrics)} is in the results table")
+    table = parts[0]
+    for p in parts[1:]:
+        table = table.join(p.drop(columns="n_runs"), how="outer")
+    order = {c: i for i, c in enumerate(mode_order(table.index.get_level_values("mode")))}
+    table = table.rename(columns={"n_runs": "runs"}).reset_index()
+    table = table.sort_values(["backbone", "mode"], key=lambda s: s.map(order) if s.name == "mode" else s)
+    return table.set_index(["backbone", "mode"])[[*(m for m in metrics if m in table), "runs"]]
 
 
 def per_query_summary(
@@ -162,6 +193,33 @@ def synthesis_summary(rows: list[dict] | pd.DataFrame) -> dict[str, pd.DataFrame
     )
     verify["rate"] = verify["passed"] / verify["n"]
     return {"by_type": by_type, "by_backend": by_backend, "lengths": lengths, "verify": verify}
+
+
+def smoothing_window(n_points: int) -> int:
+    """Points in the rolling window for a loss curve of ``n_points``: about a fifth of the run,
+    odd (so it is centred on a point), at least 3. Example: 40 -> 9, 10 -> 3, 1000 -> 201."""
+    w = max(3, round(n_points / 5))
+    return w if w % 2 else w + 1
+
+
+def smoothed_losses(logs: pd.DataFrame, window: int | None = None) -> pd.DataFrame:
+    """Per mode: the loss at each step averaged over that mode's runs (rng_seeds), then a centred
+    rolling mean over ``window`` logged steps (``smoothing_window`` of the mode's steps when None).
+
+    Centred, not TensorBoard's exponential average: an EMA at 0.9 trails a falling loss by about
+    nine points, a third of a 30-point run, so the smooth curve would sit above every raw one.
+    Near the ends the window holds fewer points (``min_periods=1``). Example: losses 1, 3, 2 with
+    window 3 -> 2, 2, 2.5. ``logs`` has ``run, mode, step, loss`` (``results.load_train_logs``).
+    Returns ``mode, step, loss, smoothed, n_runs, window``, steps ascending within each mode.
+    """
+    cols = ["mode", "step", "loss", "smoothed", "n_runs", "window"]
+    out = []
+    for mode in mode_order(logs["mode"]):
+        g = logs[logs["mode"] == mode].groupby("step")["loss"].agg(loss="mean", n_runs="size").reset_index()
+        w = window or smoothing_window(len(g))
+        smooth = g["loss"].rolling(w, center=True, min_periods=1).mean()
+        out.append(g.assign(mode=mode, smoothed=smooth, window=w))
+    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .errors import DataError
 from .jsonl import atomic_write_text, dumps, read_rows
+from .jsonl_stream import JsonlStream, atomic_write_rows
 from .seeds import load_seeds
 
 log = logging.getLogger(__name__)
@@ -64,17 +65,21 @@ def shard_of(seed_id: str, num_shards: int) -> int:
     return int(hashlib.sha256(seed_id.encode("utf-8")).hexdigest()[:16], 16) % num_shards
 
 
+def iter_plan(seeds, mode: str = "first", rng_seed: int = 0, shard: str | None = None):
+    """``(key, seed, negative_index)`` for this shard, in seed order, one at a time: ``seeds`` may
+    be any iterable of seed dicts (``arrow_seeds.ArrowSeeds`` streams them from disk)."""
+    i, n = parse_shard(shard) if shard else (0, 1)
+    for s in seeds:
+        if n == 1 or shard_of(s["id"], n) == i:
+            for j in choose_negatives(s, mode, rng_seed):
+                yield row_key(s["id"], j, mode), s, j
+
+
 def plan(
     seeds: list[dict], mode: str = "first", rng_seed: int = 0, shard: str | None = None
 ) -> list[tuple[str, dict, int]]:
     """``[(key, seed, negative_index), ...]`` for this shard, in seed order."""
-    i, n = parse_shard(shard) if shard else (0, 1)
-    return [
-        (row_key(s["id"], j, mode), s, j)
-        for s in seeds
-        if n == 1 or shard_of(s["id"], n) == i
-        for j in choose_negatives(s, mode, rng_seed)
-    ]
+    return list(iter_plan(seeds, mode, rng_seed, shard))
 
 
 def _read_rows(path: Path) -> tuple[list[dict], bool]:
@@ -104,21 +109,31 @@ def prepare_output(path: Path, retry_failed: bool) -> set[str]:
     """Make ``path`` a clean resume point; return the keys already done.
 
     Drops a cut last line, duplicate keys and (with ``retry_failed``) failed rows, rewriting the
-    file atomically only when something changed, so a kill during this step loses nothing.
+    file atomically only when something changed, so a kill during this step loses nothing. The
+    file is read line by line (twice when it is rewritten): only the keys are held.
     """
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         return set()
-    rows, cut = _read_rows(path)
-    keep, done = [], set()
-    for r in rows:
-        if r["key"] in done or (retry_failed and r.get("status") == "failed"):
-            continue
-        done.add(r["key"])
-        keep.append(r)
-    if cut or len(keep) != len(rows):
-        log.info("%s: rewriting (%d rows kept of %d, cut last line: %s)", path, len(keep), len(rows), cut)
-        atomic_write_text(path, "".join(dumps(r) for r in keep))
+    stream = JsonlStream(path)
+
+    def kept(done: set[str]):
+        for n, r in stream:
+            if "key" not in r:
+                raise DataError(path, n, "missing", "key")
+            if r["key"] in done or (retry_failed and r.get("status") == "failed"):
+                continue
+            done.add(r["key"])
+            yield r
+
+    done, n_kept = set(), 0
+    for _ in kept(done):
+        n_kept += 1
+    if stream.cut or n_kept != stream.rows:
+        log.info(
+            "%s: rewriting (%d rows kept of %d, cut last line: %s)", path, n_kept, stream.rows, stream.cut
+        )
+        atomic_write_rows(path, kept(set()))
     return done
 
 
@@ -180,7 +195,7 @@ def merge_shards(
     if seeds is not None:
         seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
         mode = negative or ("all" if any("#" in k for k in best) else "reference")
-        expected = [k for k, _, _ in plan(seeds, mode, rng_seed)]
+        expected = [k for k, _, _ in iter_plan(seeds, mode, rng_seed)]  # keys only, seeds streamed
         missing = [k for k in expected if k not in best]
         exp = set(expected)
         unexpected = sum(1 for k in best if k not in exp)

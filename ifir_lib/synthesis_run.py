@@ -217,14 +217,16 @@ async def run_items(
 ) -> None:
     from tqdm.auto import tqdm
 
+    from .progress import progress_enabled
+
     counts = collections.Counter()
     rejects, fails = collections.Counter(), collections.Counter()
     slots = asyncio.Semaphore(cfg.concurrency)  # bounds the tasks alive at once, not just requests
     bar = tqdm(
-        total=len(items),
+        total=len(items) if hasattr(items, "__len__") else None,
         desc=f"synthesize [{cfg.backend}]",
         unit="row",
-        disable=not cfg.progress,
+        disable=not (cfg.progress and progress_enabled()),
         dynamic_ncols=True,
         leave=True,
     )

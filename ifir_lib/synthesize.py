@@ -27,6 +27,7 @@ reversal is correct (the paper applied no filter).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import time
@@ -40,7 +41,7 @@ from .llm import LLM, ResponseCache, run_sync
 from .locks import exclusive
 from .prompts import DEFAULT_TEMPLATE, load_template
 from .seeds import load_seeds
-from .synthesis_io import NEGATIVE_MODES, parse_shard, plan, prepare_output
+from .synthesis_io import NEGATIVE_MODES, iter_plan, parse_shard, plan, prepare_output
 from .synthesis_run import SynthesisSummary, row_identity, run_items
 
 log = logging.getLogger(__name__)
@@ -203,27 +204,36 @@ def synthesize(
     seed_rows = (
         load_seeds(seeds, limit=cfg.limit, stage="synthesis")
         if isinstance(seeds, (str, Path))
+        else seeds.head(cfg.limit or len(seeds))  # ArrowSeeds: streamed from disk, never all in memory
+        if hasattr(seeds, "iter_batches")
         else list(seeds)[: cfg.limit]
     )
     tmpl = load_template(cfg.template)
     out = Path(out)
-    items = plan(
+    items = (plan if isinstance(seed_rows, list) else iter_plan)(
         seed_rows, "reference" if cfg.backend == "reference" else cfg.negative, cfg.rng_seed, cfg.shard
     )
     with exclusive(out, "synthesis output"):  # a second writer fails here, before reading anything
         return _synthesize_locked(seeds, seed_rows, items, out, cfg, tmpl, t0)
 
 
+def _pending(items, done: set[str], summary: SynthesisSummary):
+    """The planned items whose key is not in ``done``, counting ``keys`` and ``skipped`` as they pass."""
+    for it in items:
+        summary.keys += 1
+        if it[0] in done:
+            summary.skipped += 1
+        else:
+            yield it
+
+
 def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float) -> SynthesisSummary:
     done = prepare_output(out, cfg.retry_failed)
-    pending = [it for it in items if it[0] not in done]
     model, tname, tversion = row_identity(cfg, tmpl)
     summary = SynthesisSummary(
         str(out),
         cfg.backend,
         model,
-        keys=len(items),
-        skipped=len(items) - len(pending),
         price_known=cfg.price() is not None or cfg.backend in ("template", "reference"),
         template=tname,
         template_version=tversion,
@@ -241,7 +251,14 @@ def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float)
         ),
         fsync=False,
     )
-    if not pending:  # nothing to do: no backend, no request, no model load
+    pending = _pending(items, done, summary)  # keys and skipped are counted as the items pass
+    if isinstance(items, list):
+        pending = list(pending)  # a list run knows its total for the progress bar
+        nothing = not pending
+    else:  # streamed: look at the first pending item only
+        first = next(pending, None)
+        nothing, pending = first is None, itertools.chain([first], pending)
+    if nothing:  # nothing to do: no backend, no request, no model load
         summary.elapsed_s = time.monotonic() - t0
         return summary
     llm = build_llm(cfg) if cfg.backend in ("openai", "transformers") else None

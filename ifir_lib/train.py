@@ -11,6 +11,7 @@ A run directory is a SentenceTransformer folder plus its provenance::
     RUN/                      SentenceTransformer(RUN) loads it; prompts hold the query format
     RUN/ifir_run.json         config, mode, data manifest, git commit, status
     RUN/train_log.jsonl       one line per logged step: loss, learning rate, epoch
+    RUN/tb/                   TensorBoard events with the config as hparams (``tracking``)
     RUN/checkpoints/          HF Trainer checkpoints; rerunning the same command resumes
 
 ``train_modes`` trains several modes from one seed file in turn (the demo, the notebook and the
@@ -33,8 +34,9 @@ from .config import DOCUMENT_PROMPT_NAME, PAPER_MODES, QUERY_PROMPT_NAME, SEEDS_
 from .errors import ConfigError, NonFiniteLossError
 from .locks import exclusive
 from .models import build_model
+from .progress import progress_enabled
 from .samplers import DualViewBatchSampler, SingleViewBatchSampler
-from .trainsets import to_dataset
+from .trainsets import as_train_dataset
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +152,7 @@ def _read_log(path: Path) -> list[dict]:
 
 
 def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, **kwargs) -> TrainResult:
-    """Train on ``examples`` into ``out_dir`` (a SentenceTransformer folder); resume if interrupted.
+    """Train on ``examples`` (dicts, or ``TrainSet.dataset``) into ``out_dir``; resume if interrupted.
 
     With ``cfg.eval_steps > 0``, ``heldout`` seeds (never trained on; ``heldout.split_heldout``) are
     scored every ``eval_steps`` and the best checkpoint is the one saved (docs/method.md §6).
@@ -158,14 +160,23 @@ def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, **kwargs)
 
     ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (the baseline for benchmarks).
     A NaN/inf loss stops the run with ``NonFiniteLossError``; earlier checkpoints are kept.
-    Keyword arguments: ``mode``, ``manifest``, ``loss``, ``device``, ``heldout``. A second process
-    training into the same ``out_dir`` fails at once with ``OutputLocked``.
+    Keyword arguments: ``mode``, ``manifest``, ``loss``, ``device``, ``heldout``, ``report_to``
+    (``tracking.resolve_report_to``). A second process training into the same ``out_dir`` fails
+    at once with ``OutputLocked``; an exception marks the run ``failed`` (``runs.record_failure``).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     first_rank = int(os.environ.get("RANK", "0")) == 0
     with exclusive(out, "training run folder") if first_rank else contextlib.nullcontext():
-        return _train(examples, out, cfg, **kwargs)
+        t0 = time.time()
+        try:
+            return _train(examples, out, cfg, **kwargs)
+        except BaseException as e:
+            if first_rank:
+                from .runs import record_failure
+
+                record_failure(out, e, since=t0)
+            raise
 
 
 def _train(
@@ -178,14 +189,16 @@ def _train(
     loss: str = "relation",
     device: str | None = None,
     heldout: list[dict] | None = None,
+    report_to: str | None = "auto",
 ) -> TrainResult:
     import torch
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    from transformers import EarlyStoppingCallback, TrainerCallback
+    from transformers import EarlyStoppingCallback
 
     from .heldout import HeldOutEvaluator
     from .relation_loss import RelationInfoNCELoss
+    from .tracking import JsonlLog, reporting
 
     if cfg.eval_steps > 0 and not heldout:
         raise ConfigError("eval_steps > 0 needs held-out seeds (train(..., heldout=...))")
@@ -194,6 +207,9 @@ def _train(
     heldout_file = out / "heldout_log.jsonl"
     cfg_dict = dataclasses.asdict(cfg)
     rank = int(os.environ.get("RANK", "0"))
+    tracker_args, tracker_callbacks = reporting(
+        report_to, out, cfg_dict, mode=mode, rng_seed=cfg.rng_seed, evaluates=cfg.eval_steps > 0
+    )  # an uninstalled tracker fails here, before the model loads
     if run_file.exists():
         prev = json.loads(run_file.read_text())
         if prev.get("config") != cfg_dict or prev.get("mode") != mode:
@@ -227,7 +243,7 @@ def _train(
     model = build_model(cfg.base_model, max_seq_length=cfg.max_seq_length, pooling=cfg.pooling, device=device)
     model.prompts = {QUERY_PROMPT_NAME: cfg.query_prompt, DOCUMENT_PROMPT_NAME: cfg.document_prompt}
     use_labels = loss == "relation"
-    ds = to_dataset(examples, cfg.num_negatives, with_labels=use_labels)
+    ds = as_train_dataset(examples, cfg.num_negatives, with_labels=use_labels)  # a list or a Dataset
     doc_cols = [c for c in ds.column_names if c not in ("query", "label")]
     prompts = {"query": cfg.query_prompt, **{c: cfg.document_prompt for c in doc_cols}}
     if loss == "relation":
@@ -281,43 +297,15 @@ def _train(
         ),
         save_total_limit=cfg.save_total_limit,
         logging_steps=cfg.logging_steps,
-        report_to="none",
+        **tracker_args,
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
-        disable_tqdm=False,
+        disable_tqdm=not progress_enabled(),
         use_cpu=(device == "cpu"),
         ddp_find_unused_parameters=False,
     )
 
-    class JsonlLog(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kw):
-            if state.is_world_process_zero and logs and "eval_heldout_score" in logs:
-                row = {
-                    k.removeprefix("eval_heldout_"): v
-                    for k, v in logs.items()
-                    if k.startswith("eval_heldout")
-                }
-                with open(heldout_file, "a") as fh:
-                    fh.write(
-                        json.dumps({"step": state.global_step, "epoch": logs.get("epoch"), **row}) + "\n"
-                    )
-            if state.is_world_process_zero and logs and "loss" in logs:
-                with open(log_file, "a") as fh:
-                    fh.write(
-                        json.dumps(
-                            {
-                                "step": state.global_step,
-                                "epoch": logs.get("epoch"),
-                                "loss": logs["loss"],
-                                "learning_rate": logs.get("learning_rate"),
-                                "grad_norm": logs.get("grad_norm"),
-                                "time": time.time(),
-                            }
-                        )
-                        + "\n"
-                    )
-
-    callbacks = [JsonlLog()]
+    callbacks = [JsonlLog(log_file, heldout_file), *tracker_callbacks]
     if cfg.early_stopping_patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
     trainer = SentenceTransformerTrainer(
@@ -407,6 +395,7 @@ def train_modes(
     budget: int | None = None,
     rng_seed: int = 0,
     heldout_seeds: int = 0,
+    report_to: str | None = "auto",
     **overrides,
 ) -> dict[str, TrainResult]:
     """Train one model per mode into ``out_dir/<mode>``; returns ``{mode: TrainResult}``.
@@ -414,10 +403,11 @@ def train_modes(
     Reversals come from a synthesis file when given, else from the seeds' reference reversals.
     ``heldout_seeds`` seeds (the same for every mode and rng_seed) are kept out of training and,
     with ``eval_steps``, pick the checkpoint. ``overrides`` change ``TrainConfig`` fields of the
-    preset (``None`` values are ignored).
+    preset (``None`` values are ignored); ``report_to`` names the trackers (``tracking``).
     """
     from .curation import load_decisions
     from .heldout import split_heldout
+    from .runs import data_sources
     from .seeds import load_seeds
     from .trainsets import build_trainset, load_reversals
 
@@ -437,12 +427,14 @@ def train_modes(
             rng_seed=rng_seed,
         )
         log.info("training %s on %d examples", mode, len(ts.examples))
+        sources = data_sources(mode, seeds_path, reversals_path, curation_path if curation else None)
         out[mode] = train(
             ts.examples,
             Path(out_dir) / mode,
             mode_config(cfg, mode),
             mode=mode,
-            manifest=ts.manifest(),
+            manifest={**ts.manifest(), **sources},
             heldout=heldout,
+            report_to=report_to,
         )
     return out

@@ -37,22 +37,43 @@ from pathlib import Path
 from .config import ABLATIONS, MODES, data_mode
 from .errors import ConfigError, DataError
 from .jsonl import read_jsonl, write_jsonl
+from .jsonl_stream import JsonlStream
 from .models import format_query
 from .seeds import counterpart, load_seeds
 
 
 @dataclass
 class TrainSet:
+    """One mode's examples: ``examples`` (a list) for seed lists; for ``ArrowSeeds``, ``examples`` is
+    None and the examples live in the memory-mapped ``path``. ``dataset`` is what the trainer takes."""
+
     mode: str
-    examples: list[dict]
+    examples: list[dict] | None
     counts: dict = field(default_factory=dict)
+    num_negatives: int = 30
+    path: Path | None = None
+    sha256: str | None = None
+    _dataset: object = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.examples) if self.examples is not None else len(self.dataset)
+
+    @property
+    def dataset(self):
+        """A ``datasets.Dataset`` in the trainer's columns (``query, positive, negative_1..k, label``)."""
+        if self._dataset is None:
+            self._dataset = to_dataset(self.examples, self.num_negatives)
+        return self._dataset
 
     def manifest(self) -> dict:
         """Counts plus a content hash, written next to every run."""
-        h = hashlib.sha256()
-        for ex in self.examples:
-            h.update(json.dumps(ex, sort_keys=True).encode())
-        return {"mode": self.mode, "examples": len(self.examples), "sha256": h.hexdigest(), **self.counts}
+        sha = self.sha256
+        if self.examples is not None:
+            h = hashlib.sha256()
+            for ex in self.examples:
+                h.update(json.dumps(ex, sort_keys=True).encode())
+            sha = h.hexdigest()
+        return {"mode": self.mode, "examples": len(self), "sha256": sha, **self.counts}
 
 
 def reversals_from_reference(seeds: list[dict]) -> dict[str, dict]:
@@ -74,7 +95,7 @@ def load_reversals(path: str | Path, counts: dict | None = None) -> dict[str, di
     With several reversals per seed (``--negative all``) the first accepted one is used.
     """
     out, counts = {}, counts if counts is not None else {}
-    for n, row in read_jsonl(path):
+    for n, row in JsonlStream(path):  # line by line: a million rows need not fit in memory
         for f in ("seed_id", "status"):
             if f not in row:
                 raise DataError(path, n, "missing", f)
@@ -163,51 +184,103 @@ def _query(seed, k, pool, rng):
     }
 
 
+def _pool(seeds, arrow: bool):
+    """The passages that pad negatives: every seed's positive and hard negatives, in seed order
+    (duplicates kept, so a passage is drawn as often as the seeds name it)."""
+    if not arrow:
+        return [p for s in seeds for p in (s["positive"], *s["hard_negatives"])]
+    import numpy as np
+
+    pos = seeds.arrow_column("positive").to_numpy()
+    hard = seeds.arrow_column("hard_negatives").combine_chunks()
+    lens = np.diff(hard.offsets.to_numpy()) + 1
+    rows = np.empty(int(lens.sum()), dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    mask = np.ones(len(rows), dtype=bool)
+    mask[starts] = False
+    rows[starts], rows[mask] = pos, hard.flatten().to_numpy()
+    return _ArrowPool(seeds, rows)
+
+
+class _ArrowPool:
+    """``pool[j]`` -> ``{"id", "text"}``, read from the passages table on demand."""
+
+    def __init__(self, seeds, rows):
+        self.seeds, self.rows = seeds, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, j: int) -> dict:
+        return self.seeds.passage(int(self.rows[j]))
+
+
+def _reversals_for(mode: str, seeds, ids: list[str], arrow: bool, reversals):
+    """The template baseline's reversals, the seeds' reference ones, or ``reversals`` as given."""
+    if ABLATIONS.get(mode, {}).get("reversals") == "template":
+        from .template_baseline import template_reversal
+
+        instructions = seeds.column("instruction") if arrow else (s["instruction"] for s in seeds)
+        return {i: {"reversal": template_reversal(x), "negative_index": 0} for i, x in zip(ids, instructions)}
+    if reversals is not None:
+        return reversals
+    if not arrow:
+        return reversals_from_reference(seeds)
+    cols = zip(ids, seeds.column("reference_reversal"), seeds.column("reference_negative_index"))
+    return reversals_from_reference(
+        {"id": i, "reference_reversal": r, "reference_negative_index": k} for i, r, k in cols
+    )
+
+
 def build_trainset(
     mode: str,
-    seeds: list[dict] | str | Path,
+    seeds,
     reversals: dict[str, dict] | None = None,
     *,
     budget: int | None = None,
     num_negatives: int = 30,
     curation: dict[str, str] | None = None,
     rng_seed: int = 0,
+    out_dir: str | Path | None = None,
 ) -> TrainSet:
     """Build the examples for one ``mode`` at a matched ``budget`` (default: as many as the data allows).
 
     Example: 200 seeds, all with reversals, ``budget=100`` -> ins-orig: 100 seeds x 1 view;
     ins-dv: 50 seeds x 2 views; all-orig and all-dv: the same 100 seeds x 2 views. The seed
     order is drawn with ``rng_seed``.
+
+    ``seeds``: a list of seed dicts, a seed JSONL path, or ``arrow_seeds.ArrowSeeds``. From
+    ``ArrowSeeds`` the examples stream into ``out_dir/trainset-<mode>.arrow`` (memory-mapped,
+    ``TrainSet.examples`` is None); the same seeds give the same examples as from a list.
     """
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    if not isinstance(seeds, list):
+    arrow = hasattr(seeds, "arrow_column")  # ArrowSeeds: read column by column, never every row
+    if not arrow and not isinstance(seeds, list):
         seeds = load_seeds(seeds, stage="train")
-    if ABLATIONS.get(mode, {}).get("reversals") == "template":
-        from .template_baseline import template_reversal
-
-        reversals = {
-            s["id"]: {"reversal": template_reversal(s["instruction"]), "negative_index": 0} for s in seeds
-        }
-    elif reversals is None:
-        reversals = reversals_from_reference(seeds)
+    if arrow and out_dir is None:
+        raise ConfigError("build_trainset from ArrowSeeds needs out_dir for the examples file")
+    ids = seeds.column("id") if arrow else [s["id"] for s in seeds]
+    reversals = _reversals_for(mode, seeds, ids, arrow, reversals)
     name, mode = mode, data_mode(mode)
     curation = curation or {}
     counts = {"seeds": len(seeds)}
-    usable = []
-    for s in seeds:
-        rev = reversals.get(s["id"])
-        if mode == "ins-aug" and rev is not None and not s.get("aug_instruction"):
+    aug = seeds.column("aug_instruction") if arrow else [s.get("aug_instruction") for s in seeds]
+    usable = []  # positions in seeds
+    for n, sid in enumerate(ids):
+        rev = reversals.get(sid)
+        if mode == "ins-aug" and rev is not None and not aug[n]:
             rev = None  # the control needs the seed's reworded instruction as well
-        key_decisions = [curation.get(s["id"])] + [curation.get(f"{s['id']}#{i}") for i in range(3)]
+        key_decisions = [curation.get(sid)] + [curation.get(f"{sid}#{i}") for i in range(3)]
         if "reject" in key_decisions:
             counts["curated_out"] = counts.get("curated_out", 0) + 1
         elif rev is None:
             counts["no_reversal"] = counts.get("no_reversal", 0) + 1
         else:
-            usable.append(s)
+            usable.append(n)
+    del aug
     rng = random.Random(rng_seed)
-    pool = [p for s in seeds for p in (s["positive"], *s["hard_negatives"])]
+    pool = _pool(seeds, arrow)
     n_max = len(seeds) if mode == "ins-orig" else len(usable)
     if budget is None:  # as much as the data allows
         budget = n_max * 2 if mode in ("ins-dv", "ins-aug") else n_max
@@ -219,33 +292,40 @@ def build_trainset(
         )
 
     # one seeded order shared by every mode, so smaller budgets are prefixes of larger ones
-    def order(ss):
-        return sorted(ss, key=lambda s: hashlib.sha256(f"{rng_seed}:{s['id']}".encode()).hexdigest())
+    def order(positions):
+        return sorted(positions, key=lambda n: hashlib.sha256(f"{rng_seed}:{ids[n]}".encode()).digest())
 
-    ids = {s["id"] for s in usable}
-    chosen = (order(usable) + (order(s for s in seeds if s["id"] not in ids) if mode == "ins-orig" else []))[
-        :n_seeds
-    ]
-    examples = []
-    for s in chosen:
-        examples.append(_orig(s, num_negatives, pool, rng))
+    rest = []
+    if mode == "ins-orig":
+        taken = set(usable)
+        rest = order(n for n in range(len(ids)) if n not in taken)
+    chosen = (order(usable) + rest)[:n_seeds]
+    del usable, rest
+    if arrow:
+        from .trainset_arrow import ExampleWriter
+
+        writer = ExampleWriter(Path(out_dir) / f"trainset-{name}.arrow", num_negatives)
+        add, chosen_seeds = writer.add, iter(seeds.take(chosen))
+    else:
+        examples = []
+        add, chosen_seeds = examples.append, (seeds[n] for n in chosen)
+    views = {v: 0 for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))}
+    for s in chosen_seeds:
+        pair = [_orig(s, num_negatives, pool, rng)]
         if mode in ("ins-dv", "all-dv"):
-            examples.append(_dv(s, reversals[s["id"]], num_negatives, pool, rng))
+            pair.append(_dv(s, reversals[s["id"]], num_negatives, pool, rng))
         elif mode == "all-orig":
-            examples.append(_query(s, num_negatives, pool, rng))
+            pair.append(_query(s, num_negatives, pool, rng))
         elif mode == "ins-aug":
-            examples.append(_aug(s, num_negatives, pool, rng))
-    counts.update(
-        {
-            "budget": budget,
-            "seeds_used": len(chosen),
-            "views": {
-                v: sum(1 for e in examples if e["view"] == v)
-                for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))
-            },
-        }
-    )
-    return TrainSet(name, examples, counts)
+            pair.append(_aug(s, num_negatives, pool, rng))
+        for ex in pair:
+            views[ex["view"]] += 1
+            add(ex)
+    counts.update({"budget": budget, "seeds_used": len(chosen), "views": views})
+    if not arrow:
+        return TrainSet(name, examples, counts, num_negatives)
+    ds, sha = writer.close()
+    return TrainSet(name, None, counts, num_negatives, writer.path, sha, ds)
 
 
 def save_trainset(ts: TrainSet, path: str | Path) -> Path:
@@ -324,3 +404,25 @@ def to_dataset(examples: list[dict], num_negatives: int, with_labels: bool = Tru
     if with_labels:
         cols["label"] = encode_ids([{**e, "negatives": e["negatives"][:num_negatives]} for e in examples])
     return Dataset.from_dict(cols)
+
+
+def as_train_dataset(data, num_negatives: int, with_labels: bool = True):
+    """The trainer's dataset from a list of examples (``to_dataset``) or a ``datasets.Dataset`` in
+    its columns (``TrainSet.dataset``): negatives past ``num_negatives`` are dropped, and the label
+    column too unless ``with_labels``."""
+    from datasets import Dataset
+
+    if not isinstance(data, Dataset):
+        return to_dataset(data, num_negatives, with_labels=with_labels)
+    have = sum(1 for c in data.column_names if c.startswith("negative_"))
+    if have < num_negatives:
+        raise ValueError(
+            f"the dataset has {have} negatives per row, fewer than {num_negatives}; "
+            "rebuild the training set with the same num_negatives"
+        )
+    extra = [f"negative_{j + 1}" for j in range(num_negatives, have)]
+    if not with_labels:
+        extra.append("label")
+    elif extra:
+        data = data.map(lambda b: {"label": [lab[: 3 + num_negatives] for lab in b["label"]]}, batched=True)
+    return data.remove_columns(extra) if extra else data

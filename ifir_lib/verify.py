@@ -25,6 +25,7 @@ from pathlib import Path
 from .errors import DataError, RequestFailed
 from .jsonl import atomic_write_text, dumps
 from .llm import run_sync
+from .progress import progress
 from .prompts import load_template
 from .seeds import load_seeds
 from .synthesis_io import load_synthesis
@@ -129,9 +130,16 @@ async def _judge_all(llm, rows, pairs, template) -> list[tuple[bool | None, str]
             return None, f"judge request failed: {e.reason}"
         return parse_judge(c.text, a_is_n)
 
+    async def counted(p):
+        verdict = await one(*p)
+        bar.update(1)
+        return verdict
+
+    bar = progress(total=len(pairs), desc="judge", unit="row")
     try:
-        return await asyncio.gather(*(one(*p) for p in pairs))
+        return await asyncio.gather(*(counted(p) for p in pairs))
     finally:
+        bar.close()
         await llm.aclose()
 
 

@@ -122,3 +122,19 @@ def test_cli_bad_folder_is_one_line_exit_2(tmp_path, capsys):
     rc = main(["evaluate", "--model", "minilm", "--followir", str(tmp_path / "nope")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "not a directory" in err[0]
+
+
+def test_table_lists_each_metric_with_its_interval():
+    from ifir_lib.evaluate import EvalResult
+
+    r = EvalResult(
+        dataset="d",
+        model="m",
+        metrics={"p_mrr": 4.256, "map_at_1000": 70.0},
+        ci={"p_mrr": (1.0, 7.5)},
+        per_query={"p_mrr": {"q1": 3.0, "q2": 5.5}},
+    )
+    t = r.table()
+    assert list(t["metric"]) == ["p_mrr", "map_at_1000"]
+    assert t.loc[0, ["value", "ci_low", "ci_high", "queries"]].tolist() == [4.26, 1.0, 7.5, 2]
+    assert t.loc[1, "queries"] == 0 and t["ci_low"].isna().tolist() == [False, True]

@@ -9,6 +9,7 @@ from PIL import Image
 
 from ifir_lib import figure_export as X
 from ifir_lib import figure_style as ST
+from ifir_lib import figures as F
 from ifir_lib import figures_process as P
 from ifir_lib.testing import write_example_inputs
 
@@ -43,7 +44,8 @@ def test_make_all_figures_renders_real_png_svg_html(tmp_path):
     for p in paths:
         assert p.exists() and p.stat().st_size > 1000, p
     sizes = {p.stem: _png_header(p) for p in paths if p.suffix == ".png"}
-    assert sizes["fig_pmrr_vs_score"] == (ST.COLUMN_WIDTH * ST.PNG_SCALE, 500 * ST.PNG_SCALE)
+    tradeoff_height = F.TRADEOFF_HEIGHT[2]  # our panel over the paper's
+    assert sizes["fig_pmrr_vs_score"] == (ST.COLUMN_WIDTH * ST.PNG_SCALE, tradeoff_height * ST.PNG_SCALE)
     assert sizes["fig_synthesis_stats"][0] == ST.PAGE_WIDTH * ST.PNG_SCALE
     px = _png_pixels(tmp_path / "out" / "fig_pmrr_by_config.png")
     assert px.shape[:2] == sizes["fig_pmrr_by_config"][::-1]

@@ -1,7 +1,12 @@
 """Figures: summaries on hand-made tables, the published numbers, and real PNG/SVG renders."""
 
-import pandas as pd
+import re
+import xml.etree.ElementTree as ET
 
+import pandas as pd
+import pytest
+
+from ifir_lib import figure_export as X
 from ifir_lib import figure_style as ST
 from ifir_lib import figures as F
 from ifir_lib import figures_process as P
@@ -45,10 +50,10 @@ def test_every_figure_uses_the_template_and_one_colour_per_config(tmp_path):
     }
     shown = ("base", *PAPER_MODES)  # the modes the example inputs hold
     assert ours == {ST.MODE_LABELS[c]: ST.MODE_COLORS[c] for c in shown}
-    assert {t.name: t.line.color for t in e.data if t.showlegend} == {
+    assert {t.name: t.line.color for t in e.data if t.showlegend is not False} == {
         ST.MODE_LABELS[c]: ST.MODE_COLORS[c] for c in PAPER_MODES
     }
-    assert len([t for t in e.data]) == 8  # 4 configs x 2 seeds, one line each
+    assert len(e.data) == 8 + 4  # 4 configs x 2 seeds raw, and one smoothed line per config
 
 
 # ---- files on disk -----------------------------------------------------------------------------
@@ -68,3 +73,127 @@ def test_paper_markers_have_their_own_axis_and_panels_name_the_set(tmp_path):
     titles = [a.text for a in fig.layout.annotations]
     assert any(t.endswith("followir_mini") for t in titles) and any(t.endswith("followir_v2") for t in titles)
     assert "paper · FollowIR" in titles
+
+
+def _logs(losses_by_run: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    """``{(mode, run): [loss at step 1, 2, ...]}`` -> the table ``results.load_train_logs`` returns."""
+    rows = [
+        {"run": run, "mode": mode, "step": i + 1, "loss": v}
+        for (mode, run), losses in losses_by_run.items()
+        for i, v in enumerate(losses)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_loss_curves_draw_a_smoothed_line_per_mode_over_faint_raw_lines_with_one_marker_convention():
+    """Raw per-step losses jump (0.1 <-> 2.8), so each mode gets a centred rolling mean of the
+    mean over its runs; the raw runs stay, faint. No trace has markers; modes differ by colour and dash."""
+    jumpy = [2.8, 0.1, 2.5, 0.2, 2.0, 0.1, 1.8, 0.3, 1.5, 0.2, 1.2, 0.1, 1.0, 0.2, 0.9, 0.1, 0.8]
+    logs = _logs(
+        {
+            ("ins-dv", "dv-s0"): jumpy,
+            ("ins-dv", "dv-s1"): [v + 0.2 for v in jumpy],
+            ("ins-orig", "orig-s0"): jumpy[::-1],
+            ("all-dv", "all-s0"): jumpy[:5],  # a short run: few points used to switch markers on
+        }
+    )
+    fig = P.fig_loss_curves(logs, window=5)
+    smooth = [t for t in fig.data if t.showlegend is not False]
+    raw = [t for t in fig.data if t.showlegend is False]
+    assert sorted(t.name for t in smooth) == sorted(
+        ST.MODE_LABELS[m] for m in ("ins-dv", "ins-orig", "all-dv")
+    )
+    assert len(raw) == 4  # one per run
+    for t in fig.data:
+        assert t.mode == "lines"  # the same convention for every mode: no markers at all
+    for t in raw:
+        mode = t.legendgroup
+        assert t.line.color == ST.MODE_COLORS[mode] and t.opacity < 0.5 and t.line.width < 2
+    for t in smooth:
+        mode = t.legendgroup
+        mean = logs[logs["mode"] == mode].groupby("step")["loss"].mean().to_numpy()
+        # by hand: the mean of the points within 2 steps either side (fewer at the ends)
+        expected = [mean[max(0, i - 2) : i + 3].mean() for i in range(len(mean))]
+        assert list(t.x) == list(range(1, len(mean) + 1))
+        assert list(t.y) == pytest.approx(expected, rel=1e-12)
+        assert t.line.color == ST.MODE_COLORS[mode] and t.line.dash == ST.MODE_DASHES[mode]
+        assert t.line.width > max(r.line.width for r in raw)
+    assert len({t.line.dash for t in smooth}) == len(smooth)  # greyscale still tells modes apart
+    dv = next(t for t in smooth if t.legendgroup == "ins-dv")
+    assert max(dv.y[3:]) - min(dv.y[3:]) < (max(jumpy) - min(jumpy)) / 2  # smoother than the raw loss
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+    assert "5-point rolling mean" in fig.layout.legend.title.text  # the figure says how it smooths
+
+
+def test_every_mode_has_a_distinct_colour_and_dash():
+    modes = ST.MODE_ORDER
+    assert len({ST.mode_color(m) for m in modes}) == len(modes)
+    assert len({ST.mode_dash(m) for m in modes if m != "base"}) == len(modes) - 1  # base has no loss curve
+
+
+def _no_verification_rows(tmp_path):
+    rows = R.load_synthesis_rows(write_example_inputs(tmp_path)["synthesis"])
+    return [{**r, "verify_flip": None} for r in rows]
+
+
+def test_missing_verification_note_refers_to_the_verified_flips_panel(tmp_path):
+    """plotly.js draws no axes for a panel without a trace; an annotation referring to them then
+    lands on the first panel. The note must refer to panel (2, 2) and that panel must hold a trace."""
+    fig = P.fig_synthesis_stats(_no_verification_rows(tmp_path))
+    panel = fig.get_subplot(2, 2)
+    x_id, y_id = panel.xaxis.plotly_name.replace("axis", ""), panel.yaxis.plotly_name.replace("axis", "")
+    note = next(a for a in fig.layout.annotations if a.text == "no verification results")
+    assert (note.xref, note.yref) == (f"{x_id} domain", f"{y_id} domain")
+    assert any(t.xaxis == x_id and t.yaxis == y_id for t in fig.data)
+
+
+def test_missing_verification_note_renders_inside_the_verified_flips_panel(tmp_path):
+    """Through kaleido and Chromium: the note's centre in the SVG lies in the lower-right panel."""
+    fig = P.fig_synthesis_stats(_no_verification_rows(tmp_path))
+    (svg,) = X.save_figure(fig, tmp_path / "out", "fig_synthesis_stats", formats=("svg",))
+    root = ET.parse(svg).getroot()
+    centre = None
+    for g in root.iter("{http://www.w3.org/2000/svg}g"):
+        if g.get("class") == "annotation" and "no verification results" in "".join(g.itertext()):
+            inner = next(c for c in g.iter() if c.get("class") == "annotation-text-g")
+            centre = [
+                float(v) for v in re.match(r"rotate\(0,([\d.]+),([\d.]+)\)", inner.get("transform")).groups()
+            ]
+    assert centre is not None, "the note was not drawn"
+    w, h = fig.layout.width, fig.layout.height
+    x_dom, y_dom = fig.layout.xaxis4.domain, fig.layout.yaxis4.domain
+    # SVG y grows downwards; the panel spans the right 40% and the bottom 40% of the plot area
+    assert centre[0] > w * x_dom[0] and centre[1] > h * (1 - y_dom[1])
+
+
+def test_tradeoff_keeps_the_paper_values_on_their_own_axes(tmp_path):
+    """Our Score is the bundled sets' MAP (about 80), the paper's FollowIR Score about 20: one axis
+    for both squeezed our points into a corner."""
+    res = R.load_results(write_example_inputs(tmp_path)["results"])
+    fig = F.fig_tradeoff(res)
+    ours = {(t.xaxis, t.yaxis) for t in fig.data if t.type == "scatter" and t.error_x.array is not None}
+    paper = {
+        (t.xaxis, t.yaxis)
+        for t in fig.data
+        if t.type == "scatter" and t.hovertemplate and t.hovertemplate.startswith("paper")
+    }
+    assert len(ours) == 1 and len(paper) == 1 and not ours & paper
+    for axis in ("xaxis", "yaxis", "xaxis2", "yaxis2"):
+        assert fig.layout[axis].title.text, axis
+    fig1 = F.fig_tradeoff(res, published=None)
+    assert {(t.xaxis, t.yaxis) for t in fig1.data if t.type == "scatter" and t.x[0] is not None} == {
+        ("x", "y")
+    }
+
+
+def test_aggregate_panel_falls_back_to_the_mean_over_collections(tmp_path):
+    """The example inputs store p-MRR per collection and Score as a ``followir`` aggregate row: the
+    aggregate panel must still draw p-MRR (the mean over collections), not an empty row."""
+    res = R.load_results(write_example_inputs(tmp_path)["results"])
+    fig = F.fig_metrics_by_mode(res, published=None)
+    pmrr = next(t for t in fig.data if t.type == "bar" and t.yaxis == "y")
+    per_run = res[res["metric"] == "p_mrr"].groupby(["mode", "rng_seed"])["value"].mean()
+    expected = per_run.groupby("mode").mean()
+    got = {ST.MODE_ORDER[int(x)]: y for x, y in zip(pmrr.x, pmrr.y)}
+    assert got.keys() == set(expected.index)
+    assert got == pytest.approx(expected.to_dict())

@@ -1,6 +1,7 @@
 """The explorer's pure parts: the example table, filters, word diff, scores."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ifir_lib import inspect_tables
@@ -97,3 +98,23 @@ def test_view_scores_with_minilm(minilm, explorer_seeds):
     assert all(-1 <= got[v][d] <= 1 for v in ("orig", "rev") for d in ("pos", "neg")) and isinstance(
         got["flips"], bool
     )
+
+
+def test_readable_table_keeps_whole_texts_plain_numbers_and_only_the_columns_asked_for(
+    explorer_seeds, explorer_rows
+):
+    df = inspect_tables.build_examples(explorer_seeds, explorer_rows)
+    long = "word " * 60  # pandas' default display cuts a cell at 50 characters
+    df.loc[0, "reversal"] = long
+    html = inspect_tables.readable_table(df, ["key", "reversal"], n=1).to_html()
+    assert long.strip() in html and "..." not in html
+    assert "white-space: normal" in html and "max-width: 28em" in html
+    assert ">key<" in html and ">reversal<" in html and ">instruction<" not in html
+    assert html.count("<tr>") == 2  # the header and the one row asked for
+    numbers = pd.DataFrame(
+        {"cpu": [16.0, 0.337, float("nan")], "paper": [2246.0, 5.69, 305e6]}, index=["a", "b", "c"]
+    )
+    html = inspect_tables.readable_table(numbers).to_html()
+    for shown in (">16<", ">0.34<", ">—<", ">2,246<", ">5.69<", ">305,000,000<", ">a<"):
+        assert shown in html, shown
+    assert "e+0" not in html

@@ -54,3 +54,20 @@ def test_cycle_check_sees_a_planted_cycle(tmp_path, monkeypatch):
         assert "a -> b -> a" in str(e)
     else:
         raise AssertionError("a planted cycle went unnoticed")
+
+
+def test_command_line_parses_without_torch():
+    """``ifir --help`` and offline failures come back in seconds: building the parser imports no torch."""
+    import subprocess
+    import sys
+
+    probe = "import sys; from ifir_lib.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_preset_names_in_config_match_train():
+    from ifir_lib import config as C
+    from ifir_lib.train import TRAIN_PRESETS
+
+    assert tuple(TRAIN_PRESETS) == C.TRAIN_PRESET_NAMES

@@ -91,8 +91,9 @@ def test_cli_named_task_offline_exit_2(capsys):
 
     rc = main(["evaluate", "--model", "minilm", "--tasks", "followir", "--json"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1
-    assert "Robust04InstructionRetrieval" in err[0] and "not in the local cache" in err[0]
+    assert rc == 2 and len(err) == 3  # one line per missing dataset
+    for line, name in zip(err, mteb_tasks.FOLLOWIR_TASKS, strict=True):
+        assert name in line and "not in the local cache" in line
 
 
 def test_unknown_task_name_is_a_data_error():

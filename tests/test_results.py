@@ -1,6 +1,7 @@
 """The results table: append-only writing, reading, backbones, the published numbers."""
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -93,3 +94,15 @@ def test_load_results_names_a_missing_column(tmp_path):
     ).to_csv(p, index=False)
     with pytest.raises(DataError, match="rng_seed, dataset"):
         R.load_results(p)
+
+
+def test_a_relative_run_folder_is_found_from_another_working_directory(tmp_path, monkeypatch):
+    """``make demo`` records ``out/demo/models/<mode>``; notebook 05 reads the table from notebooks/."""
+    run = R.REPO_DIR / "out" / f"test-backbone-{tmp_path.name}" / "ins-dv"
+    run.mkdir(parents=True)
+    try:
+        (run / "ifir_run.json").write_text(json.dumps({"config": {"base_model": "minilm"}}))
+        monkeypatch.chdir(tmp_path)
+        assert R.backbone_of(str(run.relative_to(R.REPO_DIR))) == "minilm"
+    finally:
+        shutil.rmtree(run.parent)

@@ -134,3 +134,41 @@ def test_synthesis_summary_counts_rates_and_lengths():
     assert t["verify"].set_index("backend").loc["x", "rate"] == 1 / 2 and "y" not in set(
         t["verify"]["backend"]
     )
+
+
+def test_smoothing_window_is_odd_about_a_fifth_and_at_least_three():
+    assert [S.smoothing_window(n) for n in (1, 10, 20, 40, 1000)] == [3, 3, 5, 9, 201]
+
+
+def test_smoothed_losses_average_the_runs_of_a_mode_then_a_centred_rolling_mean():
+    logs = pd.DataFrame(
+        {
+            "run": ["a", "a", "a", "b", "b", "b", "c"],
+            "mode": ["ins-dv"] * 6 + ["ins-orig"],
+            "step": [1, 2, 3, 1, 2, 3, 1],
+            "loss": [0.0, 4.0, 2.0, 2.0, 2.0, 2.0, 5.0],
+        }
+    )
+    s = S.smoothed_losses(logs, window=3)
+    assert list(s["mode"]) == ["ins-orig", "ins-dv", "ins-dv", "ins-dv"]  # paper order
+    dv = s[s["mode"] == "ins-dv"]
+    assert list(dv["loss"]) == [1.0, 3.0, 2.0] and list(dv["n_runs"]) == [2, 2, 2]
+    # centred, ends use the points there are: (1+3)/2, (1+3+2)/3, (3+2)/2
+    assert list(dv["smoothed"]) == pytest.approx([2.0, 2.0, 2.5])
+
+
+def test_per_run_averages_the_datasets_of_one_model_evaluated_one_set_at_a_time():
+    """``evaluate`` stamps each dataset's rows with their own run_id; they are still one run."""
+    rows = [
+        {"run_id": f"dv-s{s}-{d}", "model": f"runs/s{s}/ins-dv", "mode": "ins-dv", "rng_seed": s}
+        | {"metric": "p_mrr", "dataset": d, "value": v + s}
+        for s in (0, 1)
+        for d, v in (("followir_mini", 2.0), ("followir_v2", 6.0))
+    ]
+    res = results_frame(rows).assign(backbone="minilm")  # as ifir_run.json would name it
+    runs = S.per_run(res, "p_mrr")
+    assert runs["value"].tolist() == [(2.0 + 6.0) / 2, (3.0 + 7.0) / 2]
+    assert runs["rng_seed"].astype(int).tolist() == [0, 1]
+    table = S.headline_table(res, metrics=("p_mrr", "score"))
+    assert table.index.tolist() == [("minilm", "ins-dv")] and table["p_mrr"].tolist() == [(4.0 + 5.0) / 2]
+    assert table["runs"].tolist() == [2] and list(table.columns) == ["p_mrr", "runs"]  # no score rows

@@ -1,0 +1,337 @@
+"""The paper's six benchmark columns without the hub: local repos in each hub dataset's own layout.
+
+Each fixture writes a small repo exactly as its hub dataset is laid out (README ``configs``, split
+names, file formats, column names and types), under ``DIR/owner/name`` as ``hf download
+--local-dir`` writes it. The tasks read it through their normal loaders (mteb's own class for
+FollowIR); only the path changes. The model is a bag-of-words sentence-transformer (binary term
+vectors, cosine), so every ranking below is worked out by hand: cosine = |q & d| / sqrt(|q| |d|).
+
+p-MRR of one changed document (FollowIR / InfoSearch): ranks R_og, R_new;
+R_og >= R_new: R_new / R_og - 1, else 1 - R_og / R_new.  nDCG@10 of one relevant doc at rank r: 1/log2(r+1).
+"""
+
+import csv
+import json
+import math
+import time
+
+import pytest
+
+from ifir_lib import mteb_glue, paper_tasks
+from ifir_lib.infosearch import negatives
+from ifir_lib.mair import docs_split, mair_split_data
+
+pytestmark = pytest.mark.usefixtures("private_cache")
+
+VOCAB = "fruit any short long big old other car every brief huge red apple green blue kiwi banana".split()
+
+
+def yaml_configs(configs: dict[str, dict[str, str]]) -> str:
+    """README front matter declaring ``{config: {split: path}}``, as the hub repos do."""
+    lines = ["---", "configs:"]
+    for name, splits in configs.items():
+        lines += [f"- config_name: {name}", "  data_files:"]
+        lines += [f"  - split: {s}\n    path: {p}" for s, p in splits.items()]
+    return "\n".join(lines + ["---", ""])
+
+
+def write_jsonl(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+# ---- the two query sets every p-MRR fixture uses (see the module docstring for the arithmetic)
+# q1: og "fruit any" ranks d3 (2/sqrt6) > d1 (1/2) > d2 (1/sqrt8) > d4 (0);
+#     changed "fruit short" ranks d1 (1) > d3 (1/sqrt6) > d2 (1/sqrt8) > d4
+# q2: og "car every" ranks e2 (2/sqrt6) > e3 (1/sqrt2) > e1 (1/2); changed "car brief": e1 (1) > e3 > e2 (1/sqrt6)
+DOCS = {
+    "d1": "fruit short",
+    "d2": "fruit long big old",
+    "d3": "fruit any long",
+    "d4": "other",
+    "e1": "car brief",
+    "e2": "car every huge",
+    "e3": "car",
+}
+QUERIES = {"q1": ("fruit", "any", "short"), "q2": ("car", "every", "brief")}
+
+
+@pytest.fixture(scope="module")
+def bow_model(tmp_path_factory):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import BoW
+
+    model = SentenceTransformer(modules=[BoW(vocab=VOCAB, cumulative_term_frequency=False)], device="cpu")
+    folder = tmp_path_factory.mktemp("models") / "bow"
+    model.save(str(folder))
+    return folder
+
+
+def write_infosearch(root, repo):
+    """jianqunZ/<Dim>-v1: corpus.jsonl, queries.jsonl, qrels_{og,changed,reversed}/test.jsonl + README configs."""
+    d = root / repo
+    write_jsonl(d / "corpus.jsonl", [{"_id": k, "title": "", "text": v} for k, v in DOCS.items()])
+    queries = [
+        {
+            "_id": q,
+            "text": t,
+            "instruction_og": og,
+            "instruction_changed": ch,
+            "instruction_reversed": "not " + ch,
+            "keywords": t,
+            "short_query": t,
+        }
+        for q, (t, og, ch) in QUERIES.items()
+    ]
+    # q3 has no original qrels: InfoSearch's loader drops it
+    queries.append({**queries[0], "_id": "q3", "text": "kiwi"})
+    write_jsonl(d / "queries.jsonl", queries)
+    og = {"q1": {"d1": 1.0, "d2": 1.0, "d3": 1.0, "d4": 0.0}, "q2": {"e1": 1.0, "e2": 1.0, "e3": 0.0}}
+    ch = {"q1": {"d1": 1.0, "d2": 0.0, "d3": 0.0, "d4": 0.0}, "q2": {"e1": 1.0, "e2": 0.0, "e3": 0.0}}
+    for name, qr in (("qrels_og", og), ("qrels_changed", ch), ("qrels_reversed", og)):
+        rows = [{"query-id": q, "corpus-id": c, "score": s} for q, ds in qr.items() for c, s in ds.items()]
+        write_jsonl(d / name / "test.jsonl", rows)
+    configs = {n: {"test": f"{n}/test.jsonl"} for n in ("qrels_og", "qrels_changed", "qrels_reversed")}
+    configs |= {"corpus": {"corpus": "corpus.jsonl"}, "queries": {"queries": "queries.jsonl"}}
+    (d / "README.md").write_text(yaml_configs(configs))
+
+
+def write_followir_mteb(root, repo):
+    """mteb/<Name>InstructionRetrieval (mteb 2.x): parquet configs corpus, queries, instruction, qrels, qrel_diff, top_ranked."""
+    from datasets import Dataset, Features, Sequence, Value
+
+    d = root / repo
+    s = Value("string")
+    og = {"q1": {"d1": 1, "d2": 0, "d3": 1, "d4": 1}, "q2": {"e1": 1, "e2": 1, "e3": 0}}
+    ch = {"q1": {"d1": 1, "d2": 0, "d3": 0, "d4": 1}, "q2": {"e1": 1, "e2": 0, "e3": 0}}
+    pools = {"q1": ["d1", "d2", "d3", "d4"], "q2": ["e1", "e2", "e3"]}
+    qids = [q + sfx for q in QUERIES for sfx in ("-og", "-changed")]
+    tables = {
+        "corpus": ({"_id": list(DOCS), "text": list(DOCS.values()), "title": [""] * len(DOCS)}, "test"),
+        "queries": ({"_id": qids, "text": [QUERIES[q.split("-")[0]][0] for q in qids]}, "test"),
+        "instruction": (
+            {
+                "query-id": qids,
+                "instruction": [QUERIES[q.split("-")[0]][1 if "og" in q else 2] for q in qids],
+            },
+            "test",
+        ),
+        "qrels": (
+            {
+                "query-id": [
+                    q + sfx for sfx, qr in (("-og", og), ("-changed", ch)) for q in qr for _ in qr[q]
+                ],
+                "corpus-id": [c for qr in (og, ch) for q in qr for c in qr[q]],
+                "score": [v for qr in (og, ch) for q in qr for v in qr[q].values()],
+            },
+            "test",
+        ),
+        "qrel_diff": ({"query-id": ["q1", "q2"], "corpus-ids": [["d3"], ["e2"]]}, "qrel_diff"),
+        "top_ranked": ({"query-id": qids, "corpus-ids": [pools[q.split("-")[0]] for q in qids]}, "test"),
+    }
+    types = {"score": Value("int64"), "corpus-ids": Sequence(s)}
+    configs = {}
+    for name, (cols, split) in tables.items():
+        path = f"{name}/{split}-00000-of-00001.parquet"
+        (d / name).mkdir(parents=True, exist_ok=True)
+        Dataset.from_dict(cols, features=Features({c: types.get(c, s) for c in cols})).to_parquet(d / path)
+        configs[name] = {split: path}
+    (d / "README.md").write_text(yaml_configs(configs))
+
+
+# MAIR: IFEval has one split per instruction type, each with its own pool and reused doc ids "0", "1", ...
+IFEVAL = {
+    "change_case__english_capital_1999": (
+        ["apple red", "apple", "red green blue"],
+        [("100", "red ", "apple", "1"), ("101", "green ", "blue", "2")],
+    ),
+    "length_constraints__number_words_12": (["red apple", "kiwi"], [("102", "kiwi ", "fruit", "0")]),
+}
+INSTRUCTIR = (
+    ["apple kiwi", "apple", "kiwi banana"],
+    [("10", "kiwi ", "apple", "1"), ("11", "banana ", "kiwi", "2")],
+)
+
+
+def write_mair(root):
+    """MAIR-Bench/MAIR-Queries and MAIR-Docs: one config per task, ``<Task>/<split>.jsonl`` + README configs."""
+    qconf, dconf = {"IFEval": {}, "InstructIR": {}}, {"IFEval": {}, "InstructIR": {}}
+    splits = {("IFEval", f"{k}_queries"): v for k, v in IFEVAL.items()} | {
+        ("InstructIR", "queries"): INSTRUCTIR
+    }
+    for (task, split), (docs, queries) in splits.items():
+        dsplit = docs_split(split)
+        rows = [
+            {"qid": q, "instruction": i, "query": t, "labels": [{"id": lab, "score": 1}]}
+            for q, i, t, lab in queries
+        ]
+        write_jsonl(root / paper_tasks.MAIR_QUERIES / task / f"{split}.jsonl", rows)
+        write_jsonl(
+            root / paper_tasks.MAIR_DOCS / task / f"{dsplit}.jsonl",
+            [{"id": str(i), "doc": t} for i, t in enumerate(docs)],
+        )
+        qconf[task][split] = f"{task}/{split}.jsonl"
+        dconf[task][dsplit] = f"{task}/{dsplit}.jsonl"
+    (root / paper_tasks.MAIR_QUERIES / "README.md").write_text(yaml_configs(qconf))
+    (root / paper_tasks.MAIR_DOCS / "README.md").write_text(yaml_configs(dconf))
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hub")
+    for name in paper_tasks.FOLLOWIR_TASKS:
+        write_followir_mteb(root, f"mteb/{name}")
+    for repo, _ in paper_tasks.INFOSEARCH_DATASETS.values():
+        write_infosearch(root, repo)
+    write_mair(root)
+    return root
+
+
+def ndcg1(rank):
+    return 1 / math.log2(rank + 1)
+
+
+# hand-computed expectations (x100)
+FOLLOWIR_PMRR = 100 * ((1 - 1 / 2) + (1 - 1 / 3)) / 2  # q1: d3 1 -> 2; q2: e2 1 -> 3
+FOLLOWIR_MAP = (
+    100 * ((1 / 1 + 2 / 2 + 3 / 4) / 3 + (1 / 1 + 2 / 3) / 2) / 2
+)  # og relevant at ranks {1,2,4}, {1,3}
+FOLLOWIR_NDCG5 = (
+    100 * ((1 + ndcg1(2) + ndcg1(4)) / (1 + ndcg1(2) + ndcg1(3)) + (1 + ndcg1(3)) / (1 + ndcg1(2))) / 2
+)
+INFOSEARCH_PMRR = (
+    100 * (((3 / 3 - 1) + (1 - 1 / 2)) / 2 + (1 - 1 / 3)) / 2
+)  # q1: d2 3 -> 3, d3 1 -> 2; q2: e2 1 -> 3
+# IFEval: "red apple" ranks "apple red" (1) > "apple" (1/sqrt2): label at 2 (with the other split's
+# identical "red apple" in the pool it would be 3); "green blue": label 1st; "kiwi fruit": "kiwi" 1st, label "red apple" 2nd
+IFEVAL_NDCG = 100 * (ndcg1(2) + ndcg1(1) + ndcg1(2)) / 3
+# InstructIR: "kiwi apple" ranks "apple kiwi" (1) > "apple" (1/sqrt2); "banana kiwi" ranks "kiwi banana" 1st
+INSTRUCTIR_NDCG = 100 * (ndcg1(2) + ndcg1(1)) / 2
+
+
+def test_infosearch_negatives_follow_create_qrel_match():
+    og = {"q": {"a": 1, "b": 1, "c": 0, "d": 0}}
+    assert negatives(og, {"q": {"a": 1, "b": 0, "c": 0, "d": 1}}) == {"q": ["b"]}
+
+
+def test_mair_split_data_keeps_pools_apart_and_joins_like_mair():
+    from datasets import Dataset
+
+    q = {
+        s: Dataset.from_list(
+            [{"qid": "7", "instruction": "Do X. ", "query": "y", "labels": [{"id": "0", "score": 2}]}]
+        )
+        for s in ("a_queries", "b_queries")
+    }
+    d = {s: Dataset.from_list([{"id": "0", "doc": s}]) for s in ("a_docs", "b_docs")}
+    corpus, qs, qrels, top = mair_split_data(q, d)
+    assert qs == {"a_queries/7": "Do X. y", "b_queries/7": "Do X. y"}  # prompt + query, as encode(prompt=...)
+    assert qrels["b_queries/7"] == {"b_queries/0": 2} and top["a_queries/7"] == ["a_queries/0"]
+    assert corpus == {"a_queries/0": "a_docs", "b_queries/0": "b_docs"}
+
+
+def test_paper_expands_to_the_six_columns():
+    assert mteb_glue.expand_task_names("paper") == [
+        *paper_tasks.FOLLOWIR_TASKS,
+        "InfoSearchLength",
+        "InfoSearchKeyword",
+        "MAIR-IFEval",
+        "MAIR-InstructIR",
+    ]
+
+
+def test_each_task_alone_matches_hand_computed_numbers(bow_model, data_root):
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(bow_model), device="cpu")
+    kw = dict(bootstrap=0, name="bow")
+    fir = mteb_glue.evaluate_mteb_task(
+        model, mteb_glue.get_task("News21InstructionRetrieval", data_root), **kw
+    )
+    assert fir.metrics["p_mrr"] == pytest.approx(FOLLOWIR_PMRR, abs=1e-6)
+    assert fir.metrics["ndcg_at_5"] == pytest.approx(FOLLOWIR_NDCG5, abs=1e-3)
+    assert fir.metrics["score"] == fir.metrics["ndcg_at_5"] and fir.metrics["map_at_1000"] == pytest.approx(
+        FOLLOWIR_MAP, abs=1e-3
+    )
+    for name in ("InfoSearchLength", "InfoSearchKeyword"):
+        r = mteb_glue.evaluate_mteb_task(model, mteb_glue.get_task(name, data_root), **kw)
+        assert r.metrics["p_mrr"] == pytest.approx(INFOSEARCH_PMRR, abs=1e-6)
+        assert sorted(r.per_query["p_mrr"]) == ["q1", "q2"]  # q3 (no qrels) dropped
+    for name, want, n in (("MAIR-IFEval", IFEVAL_NDCG, 3), ("MAIR-InstructIR", INSTRUCTIR_NDCG, 2)):
+        r = mteb_glue.evaluate_mteb_task(model, mteb_glue.get_task(name, data_root), **kw)
+        assert r.metrics["ndcg_at_10"] == pytest.approx(want, abs=1e-3)
+        assert len(r.per_query["ndcg_at_10"]) == n
+
+
+def test_cli_paper_writes_every_column(bow_model, data_root, tmp_path, capsys):
+    from ifir_lib.cli import main
+
+    out = tmp_path / "results.csv"
+    rc = main(
+        [
+            "evaluate",
+            "--model",
+            str(bow_model),
+            "--tasks",
+            "paper",
+            "--data-dir",
+            str(data_root),
+            "--bootstrap",
+            "0",
+            "--out",
+            str(out),
+            "--run-id",
+            "r1",
+        ]
+    )
+    assert rc == 0, capsys.readouterr().err
+    rows = {(r["dataset"], r["metric"]): float(r["value"]) for r in csv.DictReader(out.open())}
+    want = {
+        "FollowIR p-MRR": FOLLOWIR_PMRR,
+        "FollowIR Score": (FOLLOWIR_MAP + FOLLOWIR_NDCG5 + FOLLOWIR_MAP) / 3,  # MAP, nDCG@5 (News21), MAP
+        "InfoSearch Length p-MRR": INFOSEARCH_PMRR,
+        "InfoSearch Keyword p-MRR": INFOSEARCH_PMRR,
+        "MAIR IFEval nDCG@10": IFEVAL_NDCG,
+        "MAIR InstructIR nDCG@10": INSTRUCTIR_NDCG,
+    }
+    for column, key in paper_tasks.PAPER_COLUMNS.items():
+        assert rows[key] == pytest.approx(want[column], abs=1e-3), column
+
+
+def test_missing_datasets_fail_fast_one_line_each(tmp_path, capsys, monkeypatch):
+    import datasets.config
+
+    from ifir_lib.cli import main
+
+    monkeypatch.setattr(
+        datasets.config, "HF_DATASETS_CACHE", tmp_path / "empty_cache"
+    )  # whatever is cached here
+    t = time.perf_counter()
+    rc = main(["evaluate", "--model", "minilm", "--tasks", "paper", "--data-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert time.perf_counter() - t < 10
+    # 3 FollowIR + 2 InfoSearch + MAIR-Queries + MAIR-Docs, each once, each saying how to fetch it
+    assert rc == 2 and len(err) == 7
+    repos = [f"mteb/{n}" for n in paper_tasks.FOLLOWIR_TASKS] + ["jianqunZ/Length-v1", "jianqunZ/Clarity-v1"]
+    for line, repo in zip(err, repos + [paper_tasks.MAIR_QUERIES, paper_tasks.MAIR_DOCS], strict=True):
+        assert (
+            f"dataset {repo}" in line and "not in the local cache" in line and f"hf download {repo}" in line
+        )
+    assert "MAIR-IFEval, MAIR-InstructIR" in err[-1]
+
+
+def test_a_local_copy_is_read_instead_of_the_hub(data_root, monkeypatch):
+    monkeypatch.setenv(paper_tasks.DATA_DIR_ENV, str(data_root))
+    task = mteb_glue.get_task("Core17InstructionRetrieval")
+    assert task.metadata.dataset["path"] == str(data_root / "mteb/Core17InstructionRetrieval")
+    assert type(task).__mro__[1].__name__ == "Core17InstructionRetrieval"  # mteb's own class
+    assert paper_tasks.missing_datasets([task]) == []
+    paper_tasks.prefetch(["paper"])  # every loader runs on the local copies (qrel diff included)
+
+
+def test_paper_columns_are_the_tables_first_six():
+    """``ifir table`` reads each paper column from the row ``--tasks paper`` writes."""
+    from ifir_lib.tables import COLUMNS
+
+    table = [(datasets[0], metric) for _, _, datasets, metric in COLUMNS.values()][:6]
+    assert table == list(paper_tasks.PAPER_COLUMNS.values())

@@ -1,0 +1,208 @@
+"""The registry of runs: real run folders in each status, the listing, --json, and the join with results."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ifir_lib.cli import main
+from ifir_lib.config import SEEDS_PATH
+from ifir_lib.evaluate import EvalResult
+from ifir_lib.locks import exclusive, lock_path
+from ifir_lib.results import save_result
+from ifir_lib.runs import data_sources, lock_holder, runs_records, runs_table
+from ifir_lib.train import TrainConfig, train
+
+
+def _result(dataset: str, p_mrr: float, score: float) -> EvalResult:
+    """An evaluation as ``evaluate_followir`` returns it (x100), two queries."""
+    return EvalResult(
+        dataset=dataset,
+        model="m",
+        metrics={"p_mrr": p_mrr, "score": score, "ndcg_at_5": 50.0},
+        ci={"p_mrr": (p_mrr - 1, p_mrr + 1)},
+        per_query={"p_mrr": {"q1": p_mrr - 1, "q2": p_mrr + 1}},
+    )
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """``out/`` with one finished run, trained for real through ``ifir train`` (1 step, no tracker)."""
+    root = tmp_path_factory.mktemp("out")
+    argv = ["train", "--mode", "ins-dv", "--preset", "cpu-smoke", "--budget", "16", "--max-steps", "1"]
+    assert (
+        main([*argv, "--rng-seed", "3", "--out", str(root / "models" / "ins-dv"), "--report-to", "none"]) == 0
+    )
+    return root
+
+
+def _copy_run(root: Path, name: str, **status) -> Path:
+    """A copy of the finished run under ``models/<name>`` with its ``ifir_run.json`` fields changed."""
+    dst = root / "models" / name
+    shutil.copytree(
+        root / "models" / "ins-dv", dst, ignore=shutil.ignore_patterns("*.safetensors", "checkpoints")
+    )
+    info = json.loads((dst / "ifir_run.json").read_text())
+    info.update(status)
+    (dst / "ifir_run.json").write_text(json.dumps(info))
+    return dst
+
+
+def test_a_finished_run_is_listed_with_its_provenance(root):
+    df = runs_table(root)
+    row = df[df["run"] == "models/ins-dv"].iloc[0]
+    info = json.loads((root / "models" / "ins-dv" / "ifir_run.json").read_text())
+    assert (row["kind"], row["mode"], row["backbone"], row["rng_seed"]) == ("train", "ins-dv", "minilm", "3")
+    assert (row["data"], row["reversals"]) == (SEEDS_PATH.name, "reference")
+    assert (row["budget"], row["steps"], row["status"]) == (16, 1, "done")
+    assert row["git_commit"] == info["git_commit"] and info["data"]["data"] == str(SEEDS_PATH)
+
+
+def test_data_sources_name_the_reversals_each_mode_reads():
+    assert data_sources("ins-dv", "s.jsonl", "out/rev.jsonl")["reversals"] == "out/rev.jsonl"
+    assert data_sources("ins-dv-template", "s.jsonl", "out/rev.jsonl")["reversals"] == "template"
+    assert data_sources("all-orig", "s.jsonl", None) == {"data": "s.jsonl", "reversals": "reference"}
+
+
+def test_running_stopped_and_failed(root, tmp_path):
+    live = _copy_run(root, "live", status="running", steps=None)
+    killed = _copy_run(root, "killed", status="running", steps=None)
+    # a process that took the lock and was killed with SIGKILL: its line stays in the lock file
+    code = f"import time; from ifir_lib.locks import exclusive\nwith exclusive({str(killed)!r}): print('held', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    assert lock_holder(killed) is not None  # alive: the lock names it
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert lock_path(killed).read_text().startswith(f"pid {proc.pid} ")
+    # a real failure: the backbone cannot be loaded once the run has written its status
+    cfg = TrainConfig.preset("cpu-smoke", base_model=str(tmp_path / "no-such-model"), max_steps=1)
+    with pytest.raises(OSError, match="no-such-model"):  # the run must record whatever loading raises
+        train([], root / "models" / "broken", cfg, mode="ins-dv", report_to="none")
+    with exclusive(live, "training run folder"):  # this test process is the live trainer
+        df = runs_table(root).set_index("run")
+    assert (
+        df.loc["models/live", "status"] == "running"
+        and f"pid {os.getpid()} " in df.loc["models/live", "detail"]
+    )
+    assert df.loc["models/killed", "status"] == "stopped"
+    assert df.loc["models/killed", "steps"] == 1  # the last step in train_log.jsonl
+    assert df.loc["models/broken", "status"] == "failed"
+    assert (
+        df.loc["models/broken", "detail"].startswith("failed: ")
+        and "no-such-model" in df.loc["models/broken", "detail"]
+    )
+    assert runs_table(root).set_index("run").loc["models/live", "status"] == "stopped"  # lock released
+
+
+def test_a_refused_rerun_leaves_the_earlier_status_alone(root):
+    run = _copy_run(root, "refused", status="running")
+    cfg = TrainConfig.preset("cpu-smoke", learning_rate=1e-3)  # another config than the one recorded
+    with pytest.raises(ValueError, match="another config"):
+        train([], run, cfg, mode="ins-dv", report_to="none")
+    assert json.loads((run / "ifir_run.json").read_text())["status"] == "running"
+
+
+def test_results_join_their_runs_and_other_models_get_rows_of_their_own(root, tmp_path, monkeypatch):
+    table = root / "results.csv"
+    run = root / "models" / "ins-dv"
+    save_result(_result("followir_mini", 2.0, 80.0), table, model=str(run), mode="ins-dv", rng_seed=3)
+    save_result(_result("followir_v2", -1.5, 70.0), table, model=str(run), mode="ins-dv", rng_seed=3)
+    save_result(_result("followir_mini", -5.0, 78.0), table, model="minilm", mode="base", rng_seed=0)
+    # the same run named by a relative path, from another folder's table (re-evaluated later: latest wins)
+    monkeypatch.chdir(root)
+    save_result(
+        _result("followir_mini", 4.0, 81.0),
+        root / "sub" / "results.csv",
+        model="models/ins-dv",
+        mode="ins-dv",
+        rng_seed=3,
+    )
+    df = runs_table(root).set_index("run")
+    assert (
+        df.loc["models/ins-dv", "followir_mini:p_mrr"] == 4.0
+        and df.loc["models/ins-dv", "followir_mini:score"] == 81.0
+    )
+    assert (
+        df.loc["models/ins-dv", "followir_v2:p_mrr"] == -1.5
+        and df.loc["models/ins-dv", "followir_v2:score"] == 70.0
+    )
+    assert "followir_mini:ndcg_at_5" not in df.columns  # headline metrics only
+    base = df.loc["minilm"]
+    assert (base["kind"], base["mode"], base["backbone"], base["status"]) == (
+        "eval",
+        "base",
+        "minilm",
+        "done",
+    )
+    assert base["followir_mini:p_mrr"] == -5.0 and pd.isna(base["followir_v2:p_mrr"])
+    assert sorted(df.loc["models/ins-dv", "results"].split(";")) == sorted(
+        [str(table), str(root / "sub" / "results.csv")]
+    )
+
+
+def test_a_table_from_another_machine_joins_by_the_end_of_the_path(root):
+    other = root / "moved" / "results.csv"
+    save_result(
+        _result("beir_x", 0.0, 0.0), other, model="/elsewhere/out/models/ins-dv", mode="ins-dv", rng_seed=3
+    )
+    df = runs_table(root).set_index("run")
+    assert "/elsewhere/out/models/ins-dv" not in df.index and df.loc["models/ins-dv", "beir_x:p_mrr"] == 0.0
+
+
+def test_an_evaluation_older_than_the_run_scored_an_earlier_model(root):
+    table = root / "old" / "results.csv"
+    save_result(
+        _result("followir_old", 9.0, 9.0),
+        table,
+        model=str(root / "models" / "ins-dv"),
+        mode="ins-dv",
+        rng_seed=3,
+    )
+    rows = pd.read_csv(table)
+    rows["timestamp"] = "2000-01-01T00:00:00+00:00"
+    rows.to_csv(table, index=False)
+    df = runs_table(root).set_index("run")
+    assert df.loc[str(root / "models" / "ins-dv"), "kind"] == "eval"
+    assert pd.isna(df.loc["models/ins-dv", "followir_old:p_mrr"])
+
+
+def test_cli_listing_and_json(root, capsys):
+    assert main(["runs", "--root", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, row = lines[0].split(), next(line.split() for line in lines if line.split()[0] == "models/ins-dv")
+    assert header[:11] == [
+        "run",
+        "kind",
+        "mode",
+        "backbone",
+        "rng_seed",
+        "data",
+        "reversals",
+        "budget",
+        "steps",
+        "git_commit",
+        "status",
+    ]
+    assert row[1:9] == ["train", "ins-dv", "minilm", "3", SEEDS_PATH.name, "reference", "16", "1"]
+    assert main(["runs", "--root", str(root), "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert records == runs_records(runs_table(root))
+    assert {r["run"]: r["status"] for r in records}["models/ins-dv"] == "done"
+
+
+def test_bad_roots(tmp_path, capsys):
+    assert runs_table(tmp_path).empty
+    assert main(["runs", "--root", str(tmp_path)]) == 0 and "no runs" in capsys.readouterr().out
+    assert main(["runs", "--root", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "ifir_run.json").write_text("{not json")
+    assert main(["runs", "--root", str(tmp_path)]) == 2
+    assert "ifir_run.json" in capsys.readouterr().err

@@ -1,0 +1,165 @@
+"""The Arrow data path: Promptriever rows -> ArrowSeeds -> synthesis -> a trainer-ready Dataset.
+
+Checked against the list path (``load_promptriever``, lists of seeds) on the same rows, in the
+hub's schema (generated Parquet shards and the hand-written JSONL fixture).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from ifir_lib.arrow_seeds import ArrowSeeds
+from ifir_lib.errors import DataError
+from ifir_lib.fake_promptriever import write_fake_promptriever
+from ifir_lib.promptriever_arrow import promptriever_to_arrow, seeds_to_arrow
+from ifir_lib.seeds import load_promptriever
+from ifir_lib.synthesis_io import load_synthesis, merge_shards
+from ifir_lib.synthesize import SynthesisConfig, synthesize
+from ifir_lib.trainsets import build_trainset
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATE = SynthesisConfig(backend="template", progress=False, use_cache=False, fsync=False)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """60 generated rows in 3 Parquet shards (30 with instructions), 4 hard negatives each."""
+    d = tmp_path_factory.mktemp("src")
+    return d, write_fake_promptriever(d, 60, negatives=4, shard_rows=25)
+
+
+def test_arrow_path_gives_the_list_paths_seeds(shards, tmp_path):
+    src, files = shards
+    listed = [s for f in files for s in load_promptriever(f)]
+    arrow = load_promptriever(src, as_dataset=True, out_dir=tmp_path / "a")
+    assert isinstance(arrow, ArrowSeeds) and len(arrow) == len(listed) == 30
+    assert list(arrow) == listed
+    assert arrow[-1] == listed[-1] and list(arrow.take([3, 1])) == [listed[3], listed[1]]
+    # the fixture: titles joined to texts, rows without instruction negatives skipped
+    fx = FIXTURES / "promptriever_rows.jsonl"
+    assert list(promptriever_to_arrow(fx, tmp_path / "fx")) == load_promptriever(fx)
+    assert list(promptriever_to_arrow(src, tmp_path / "lim", limit=7)) == listed[:7]
+
+
+def test_remapping_the_files_mid_pass_changes_nothing(shards, tmp_path, monkeypatch):
+    """The files are mapped afresh every REMAP_PASSAGES passages read (bounded RSS); force it often."""
+    import ifir_lib.arrow_seeds as arrow_seeds
+
+    src, _ = shards
+    arrow = promptriever_to_arrow(src, tmp_path / "a")
+    expected = list(arrow)
+    monkeypatch.setattr(arrow_seeds, "REMAP_PASSAGES", 5)
+    again = ArrowSeeds.open(tmp_path / "a")
+    first = again._ptab
+    assert [b for batch in again.iter_batches(4) for b in batch] == expected
+    assert again._ptab is not first and again.passage(3) == arrow.passage(3)
+
+
+def test_passages_are_stored_once(shards, tmp_path):
+    src, files = shards
+    arrow = promptriever_to_arrow(src, tmp_path / "a")
+    rows = [r for f in files for r in pq.read_table(f).to_pylist() if r["has_instruction"]]
+    named = [
+        p["docid"]
+        for r in rows
+        for p in (*r["positive_passages"], *r["new_negatives"], *r["negative_passages"])
+    ]
+    assert len(named) > len(set(named))  # the source repeats passages...
+    ids = arrow.passages["id"]
+    assert len(ids) == len(set(ids)) == len(set(named))  # ...the passages table holds each once
+    assert set(arrow.seeds.column_names) >= {"positive", "instruction_negatives", "hard_negatives"}
+    assert arrow.seeds.features["positive"].dtype == "int64"  # seed rows point at passage rows
+
+
+def test_bad_row_names_source_row_and_field(tmp_path):
+    bad = {
+        "query_id": "q9",
+        "query": "x",
+        "only_query": "x",
+        "only_instruction": "  ",
+        "has_instruction": True,
+        "positive_passages": [{"docid": "p", "title": "", "text": "t"}],
+        "negative_passages": [],
+        "new_negatives": [{"docid": "n", "title": "", "text": "u"}],
+    }
+    f = tmp_path / "rows.jsonl"
+    f.write_text(json.dumps({**bad, "has_instruction": False}) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DataError, match=r"rows.jsonl:2: field 'instruction': must be a non-empty string"):
+        promptriever_to_arrow(f, tmp_path / "out")
+
+
+def test_synthesis_streams_arrow_seeds_with_shards_and_resume(shards, tmp_path):
+    src, files = shards
+    arrow = promptriever_to_arrow(src, tmp_path / "a")
+    listed = list(arrow)
+    full = synthesize(listed, tmp_path / "list.jsonl", TEMPLATE)
+    parts = [synthesize(arrow, tmp_path / f"s{i}.jsonl", TEMPLATE, shard=f"{i}/2") for i in range(2)]
+    assert sum(p.keys for p in parts) == full.keys == 30 and all(p.written == p.keys for p in parts)
+    m = merge_shards([tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"], tmp_path / "m.jsonl", seeds=listed)
+    assert m.complete and m.rows == 30
+
+    def strip(rows):
+        return sorted((r["key"], r["status"], r["reversal"]) for r in rows)
+
+    assert strip(load_synthesis(tmp_path / "m.jsonl")) == strip(load_synthesis(tmp_path / "list.jsonl"))
+    # resume: a cut last line is repaired and only that key is redone
+    p = tmp_path / "s0.jsonl"
+    p.write_bytes(p.read_bytes()[:-20])
+    again = synthesize(arrow, p, TEMPLATE, shard="0/2")
+    assert (again.keys, again.skipped, again.written) == (parts[0].keys, parts[0].keys - 1, 1)
+    assert synthesize(arrow, p, TEMPLATE, shard="0/2").written == 0
+
+
+def test_build_trainset_returns_the_trainers_dataset(bundled_seeds, tmp_path):
+    from datasets import Dataset
+
+    arrow = seeds_to_arrow(bundled_seeds, tmp_path / "seeds")
+    assert list(arrow) == bundled_seeds
+    for mode in ("ins-orig", "ins-dv", "all-orig", "ins-dv-template"):
+        a = build_trainset(mode, arrow, budget=12, num_negatives=3, out_dir=tmp_path / "ts")
+        b = build_trainset(mode, bundled_seeds, budget=12, num_negatives=3)
+        assert a.examples is None and a.manifest() == b.manifest()  # same examples, same hash
+        da, db = a.dataset, b.dataset
+        assert isinstance(da, Dataset) and da.column_names == db.column_names
+        assert da.remove_columns("label").to_list() == db.remove_columns("label").to_list()
+        # labels: other integers, the same partition of groups, queries and documents
+        for cols in (slice(0, 1), slice(1, 2), slice(2, None)):
+            pairs = {(x, y) for la, lb in zip(da["label"], db["label"]) for x, y in zip(la[cols], lb[cols])}
+            assert len(pairs) == len({x for x, _ in pairs}) == len({y for _, y in pairs})
+
+
+def test_the_trainer_takes_the_arrow_trainset_as_it_is(bundled_seeds, tmp_path):
+    from ifir_lib.train import TrainConfig, train
+
+    arrow = seeds_to_arrow(bundled_seeds[:40], tmp_path / "seeds")
+    cfg = TrainConfig.preset("cpu-smoke", max_steps=2, num_negatives=3)
+    ts = build_trainset("ins-dv", arrow, budget=16, num_negatives=3, out_dir=tmp_path / "ts")
+    res = train(ts.dataset, tmp_path / "run", cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
+    assert [r["step"] for r in res.log] == [1, 2] and all(r["loss"] > 0 for r in res.log)
+
+
+def test_bench_scale_prints_json_last(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [
+        sys.executable,
+        str(REPO / "bench" / "bench_scale.py"),
+        "--rows",
+        "2000",
+        "--workdir",
+        str(tmp_path),
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    last = json.loads(out.stdout.strip().splitlines()[-1])
+    stages = {"load_convert", "synthesis", "synthesis_resume", "trainset"}
+    assert last["rows"] == 2000 and set(last["peak_rss_gb"]) == set(last["rows_per_s"]) == stages
+    assert set(last["peak_anon_gb"]) == stages
+    assert last["seeds"] == 1000 and last["examples"] == 1000
+    assert all(0 < v < 3 for v in last["peak_rss_gb"].values())
+    assert list(tmp_path.iterdir()) == []  # the generated data is deleted
