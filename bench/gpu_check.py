@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             "examples": a.examples,
             "gpus": a.gpus,
             "steps": math.ceil(a.examples / (a.gpus * cc.batch_size)),
-            "hours": round(hours, 2),
+            "hours": float(f"{hours:.4g}"),  # 4 significant digits: small on a CPU
             "assumes": "linear DDP scaling and these sequence lengths (every document 512 tokens)",
         }
         say(
