@@ -308,6 +308,15 @@ def add_experiment(sub):
     )
     p.add_argument("--modes", default=None, help="comma-separated modes trained for every rng_seed")
     p.add_argument("--extra-modes", default=None, help="comma-separated modes for the first rng_seed only")
+    p.add_argument("--learning-rate", type=float, default=None, help="every run's learning rate")
+    p.add_argument("--temperature", type=float, default=None, help="every run's InfoNCE temperature")
+    p.add_argument("--num-negatives", type=int, default=None, help="negatives per query in every run")
+    p.add_argument(
+        "--in-batch-negatives",
+        action="store_true",
+        default=None,
+        help="every run counts other seeds' in-batch documents as negatives (the seed's own are masked)",
+    )
     p.set_defaults(func=_cmd_experiment)
 
 
@@ -322,6 +331,10 @@ def _cmd_experiment(a):
         budget=a.budget,
         modes=_names(a.modes),
         extra_modes=_names(a.extra_modes),
+        learning_rate=a.learning_rate,
+        temperature=a.temperature,
+        num_negatives=a.num_negatives,
+        in_batch_negatives=a.in_batch_negatives,
     )
     run_experiment(a.out, cfg)
     return 0

@@ -48,6 +48,8 @@ class ExperimentConfig:
     max_steps: int | None = None
     learning_rate: float | None = None
     num_negatives: int | None = None
+    in_batch_negatives: bool | None = None
+    temperature: float | None = None
     eval_steps: int = 250
     early_stopping_patience: int = 3
     eval_sets: tuple[str, ...] = ("v1", "v2")
@@ -87,6 +89,8 @@ TRAIN_FIELDS = (
     "max_steps",
     "learning_rate",
     "num_negatives",
+    "in_batch_negatives",
+    "temperature",
     "eval_steps",
     "early_stopping_patience",
 )

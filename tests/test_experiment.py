@@ -97,6 +97,15 @@ def test_experiment_cli_runs_resumes_and_reports(tmp_path, private_cache):
     out = tmp_path / "exp"
     cmd = [sys.executable, "-m", "ifir_lib.cli", "experiment", "--preset", "smoke", "--out", str(out)]
     cmd += ["--rng-seeds", "0", "--modes", "ins-orig,ins-dv", "--extra-modes", ""]
+    cmd += [
+        "--learning-rate",
+        "4e-5",
+        "--temperature",
+        "0.03",
+        "--in-batch-negatives",
+        "--num-negatives",
+        "2",
+    ]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
     results = load_results(out / "results.csv")
@@ -111,8 +120,24 @@ def test_experiment_cli_runs_resumes_and_reports(tmp_path, private_cache):
         assert info["mode"] == mode and info["rng_seed"] == 0 and info["status"] == "finished"
         assert info["heldout_seeds"] == 8 and 1 <= info["best_step"] <= info["steps"]
         assert info["saved_max_seq_length"] == 256  # MiniLM's own, not the training length (96)
+        cfg = info["config"]  # the command's training flags reached every run
+        flags = ("learning_rate", "temperature", "in_batch_negatives", "num_negatives")
+        assert tuple(cfg[f] for f in flags) == (4e-5, 0.03, True, 2)
         assert (run / "heldout_log.jsonl").read_text().count("\n") >= 1
     assert list((out / "figures").glob("*.png"))
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(load_results(out / "results.csv")) == len(results)  # nothing redone or duplicated
+
+
+def test_experiment_training_overrides_reach_the_train_config():
+    from dataclasses import fields
+
+    from ifir_lib.experiment import TRAIN_FIELDS
+
+    assert set(TRAIN_FIELDS) <= {f.name for f in fields(TrainConfig)}
+    cfg = ExperimentConfig.preset("cpu", in_batch_negatives=True, temperature=0.05, learning_rate=5e-5)
+    tcfg = TrainConfig.preset(cfg.train_preset, **cfg.train_overrides())
+    assert (tcfg.in_batch_negatives, tcfg.temperature, tcfg.learning_rate) == (True, 0.05, 5e-5)
+    # fields the experiment leaves as None keep the train preset's value
+    assert TrainConfig.preset("cpu", **ExperimentConfig.preset("cpu").train_overrides()).temperature == 0.02
