@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import functools
 
+from .task_metadata import instruction_task_metadata
+
 # task name -> (hub repo, revision). InfoSearch's own task file pins Length-v1 to d4915806..., which
 # is a commit of jianqunZ/Language-v1 (a copy-paste slip upstream), so Length-v1 follows ``main``.
 INFOSEARCH_DATASETS = {
@@ -127,23 +129,16 @@ def infosearch_task(name: str, path: str | None = None):
 
     ``path`` replaces the hub repo id (a local copy of the same repo); nothing else changes.
     """
-    import mteb
-
     repo, rev = INFOSEARCH_DATASETS[name]
     dim = repo.split("/")[1].split("-")[0]
-    md = mteb.get_task("Robust04InstructionRetrieval").metadata.model_copy(
-        update={
-            "name": name,
-            "description": f"InfoSearch {dim} dimension ({repo}): p-MRR of full-corpus retrieval",
-            "reference": "https://github.com/EIT-NLP/InfoSearch",
-            "dataset": {"path": str(path or repo), "revision": rev},
-            "type": "InstructionRetrieval",
-            "eval_splits": ["test"],
-            "eval_langs": ["eng-Latn"],
-            "main_score": "p-MRR",
-            "bibtex_citation": "",
-        },
-        deep=True,
+    md = instruction_task_metadata(
+        "Robust04InstructionRetrieval",
+        name=name,
+        description=f"InfoSearch {dim} dimension ({repo}): p-MRR of full-corpus retrieval",
+        reference="https://github.com/EIT-NLP/InfoSearch",
+        path=str(path or repo),
+        revision=rev,
+        main_score="p-MRR",
     )
     # metadata must be a class attribute: mteb's ``unload_data`` drops instance-level metadata
     return type(f"InfoSearch_{name}", (_task_class(),), {"metadata": md})()

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import functools
 
+from .task_metadata import instruction_task_metadata
+
 MAIR_QUERIES = "MAIR-Bench/MAIR-Queries"
 MAIR_DOCS = "MAIR-Bench/MAIR-Docs"
 MAIR_REVISION = "main"
@@ -105,22 +107,15 @@ def mair_task(name: str, queries_path: str | None = None, docs_path: str | None 
 
     ``queries_path`` / ``docs_path`` replace the two hub repo ids (local copies of the same repos).
     """
-    import mteb
-
     config = MAIR_TASKS[name]
-    md = mteb.get_task("SciFact").metadata.model_copy(
-        update={
-            "name": name,
-            "description": f"MAIR task {config} ({MAIR_QUERIES} + {MAIR_DOCS}, config {config})",
-            "reference": "https://github.com/sunnweiwei/MAIR",
-            "dataset": {"path": str(queries_path or MAIR_QUERIES), "revision": MAIR_REVISION},
-            "type": "InstructionRetrieval",
-            "eval_splits": ["test"],
-            "eval_langs": ["eng-Latn"],
-            "main_score": "ndcg_at_10",
-            "bibtex_citation": "",
-        },
-        deep=True,
+    md = instruction_task_metadata(
+        "SciFact",
+        name=name,
+        description=f"MAIR task {config} ({MAIR_QUERIES} + {MAIR_DOCS}, config {config})",
+        reference="https://github.com/sunnweiwei/MAIR",
+        path=str(queries_path or MAIR_QUERIES),
+        revision=MAIR_REVISION,
+        main_score="ndcg_at_10",
     )
     attrs = {"metadata": md, "docs_path": str(docs_path or MAIR_DOCS), "mair_config": config}
     return type(f"MAIR_{config}", (_task_class(),), attrs)()
