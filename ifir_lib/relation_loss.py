@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 from sentence_transformers.base.losses.gradcache import CachedLossMixin
-from sentence_transformers.base.losses.merged_forward import embed_columns
+from sentence_transformers.base.losses.merged_forward import embed_columns, merge_feature_batches
 from torch import Tensor, nn
 
 from .errors import NonFiniteLossError
@@ -42,7 +42,8 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         negative. Plain MultipleNegativesRankingLoss treats the two copies as different columns,
         so the same text sits in the numerator and the denominator of one softmax: the target
         probability can never exceed 1/2 and the gradients of the two copies cancel. Here the
-        copies are one column, and its label for each query comes from ``R``.
+        copies are one column, and its label for each query comes from ``R``. Without gradient
+        caching each unique document is also *encoded* once (``unique_rows``).
 
         Args:
             model: the SentenceTransformer being trained.
@@ -95,9 +96,14 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
     ) -> Tensor:
         queries = torch.cat(reps[0])  # (B, dim)
         docs = torch.cat([torch.cat(r) for r in reps[1:]])  # ((1+k) * B, dim), column-major
-        doc_ids = labels[:, 2:].to(queries.device)  # (B, 1+k)
-        first, rel = self.relation_matrix(doc_ids)
-        docs_u = docs[first]  # (U, dim) one row per document id
+        first, rel = self.relation_matrix(labels[:, 2:].to(queries.device))
+        return self.info_nce(queries, docs[first], rel, labels, with_backward=with_backward)
+
+    def info_nce(
+        self, queries: Tensor, docs_u: Tensor, rel: Tensor, labels: Tensor, *, with_backward: bool = False
+    ) -> Tensor:
+        """The loss from query embeddings (B, dim), one embedding per unique document (U, dim) and
+        the relation matrix (B, U)."""
         # cosine similarity, as in the paper's InfoNCE; (B, U)
         scores = (
             nn.functional.normalize(queries, dim=-1)
@@ -130,8 +136,14 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         sentence_features = list(sentence_features)
         if self.uses_gradient_cache:
             return self.forward_cached(sentence_features, labels)
-        embeddings = embed_columns(self.model, sentence_features)
-        return self.calculate_loss([[e] for e in embeddings], labels)
+        first, rel = self.relation_matrix(labels[:, 2:])
+        unique = unique_rows(sentence_features[1:], first)
+        if unique is None:  # features that cannot be merged: embed every column, dedup afterwards
+            embeddings = embed_columns(self.model, sentence_features)
+            return self.calculate_loss([[e] for e in embeddings], labels)
+        queries = self.model(sentence_features[0])["sentence_embedding"]
+        docs_u = self.model(unique)["sentence_embedding"]
+        return self.info_nce(queries, docs_u, rel.to(queries.device), labels)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {
@@ -143,3 +155,32 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
     @property
     def citation(self) -> str:
         return "@misc{zeng2026dualview, title={Dual-View Training for Instruction-Following Information Retrieval}, eprint={2604.18845}, archivePrefix={arXiv}, year={2026}}"
+
+
+def unique_rows(doc_features: list[dict[str, Any]], first: Tensor) -> dict[str, Any] | None:
+    """One tokenized row per unique document: the document columns merged column-major (as
+    ``relation_matrix`` flattens ids), then the rows ``first`` picks, trimmed to their longest.
+
+    A co-batched dual-view pair lists the same documents twice (P+ and N* swap roles, the other
+    negatives repeat), so encoding each once halves the documents a step encodes. The loss and
+    gradients are the same as encoding every column and deduplicating afterwards, up to dropout
+    sampling. ``None`` when the columns cannot be merged (the caller then embeds every column).
+    """
+    merged = merge_feature_batches(doc_features)
+    mask = merged.get("attention_mask") if merged is not None else None
+    if not isinstance(mask, Tensor) or mask.ndim != 2:
+        return None
+    rows, width = mask.shape
+    first = first.to(mask.device)
+    picked = {k: v[first] if _per_row(v, rows) else v for k, v in merged.items()}
+    keep = int(picked["attention_mask"].sum(dim=1).max())
+    if picked["attention_mask"][:, keep:].any():  # left padding: keep the full width
+        return picked
+    return {
+        k: v[:, :keep] if _per_row(v, len(first)) and v.ndim == 2 and v.shape[1] == width else v
+        for k, v in picked.items()
+    }
+
+
+def _per_row(value: Any, rows: int) -> bool:
+    return isinstance(value, Tensor) and value.ndim >= 1 and value.shape[0] == rows

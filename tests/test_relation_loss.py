@@ -129,3 +129,84 @@ def test_non_finite_loss_raises():
     q = torch.tensor([[float("nan"), 0.0]])
     with pytest.raises(NonFiniteLossError):
         RelationInfoNCELoss(FixedEmbedder())(features(q, q, q), torch.tensor([[0, 0, 1, 2]]))
+
+
+class TokenMean(nn.Module):
+    """A tokenized-input embedder (mean of token vectors) that counts the rows it encodes."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = nn.Embedding(40, 6)
+        self.rows = 0
+
+    def forward(self, features):
+        self.rows += features["input_ids"].shape[0]
+        mask = features["attention_mask"].unsqueeze(-1).float()
+        return {"sentence_embedding": (self.emb(features["input_ids"]) * mask).sum(1) / mask.sum(1)}
+
+
+def tokens(rows):
+    """Right-padded input_ids / attention_mask for lists of token ids."""
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+    return {
+        "input_ids": ids,
+        "attention_mask": (
+            torch.arange(width)[None, :] < torch.tensor([len(r) for r in rows])[:, None]
+        ).long(),
+    }
+
+
+def test_each_document_is_encoded_once_with_the_same_loss_and_gradients():
+    # a dual-view pair (docs 10=P+, 11=N*, 12 shared) and one unrelated seed (docs 20, 21, 22)
+    texts = {10: [1, 2, 3], 11: [4, 5], 12: [6, 7, 8, 9, 10], 20: [11], 21: [12, 13], 22: [14, 15, 16]}
+    labels = torch.tensor([[0, 0, 10, 11, 12], [0, 1, 11, 10, 12], [1, 2, 20, 21, 22]])
+    queries = tokens([[30, 31], [30, 32, 33], [34]])
+    cols = [queries] + [tokens([texts[int(d)] for d in labels[:, j]]) for j in range(2, 5)]
+
+    model = TokenMean()
+    loss = RelationInfoNCELoss(model, temperature=0.1)
+    ours = loss(cols, labels)
+    assert model.rows == 3 + 6  # three queries, six unique documents (not nine)
+    ours.backward()
+    grad_ours = model.emb.weight.grad.clone()
+
+    model.emb.weight.grad = None
+    every_column = [[model(c)["sentence_embedding"]] for c in cols]
+    reference = loss.calculate_loss(every_column, labels)
+    reference.backward()
+    assert ours.item() == pytest.approx(reference.item(), rel=1e-6)
+    assert torch.allclose(grad_ours, model.emb.weight.grad, atol=1e-7)
+
+
+def test_unique_rows_keeps_left_padding_and_gives_up_on_unmergeable_features():
+    from ifir_lib.relation_loss import unique_rows
+
+    left = {"input_ids": torch.tensor([[0, 5], [6, 7]]), "attention_mask": torch.tensor([[0, 1], [1, 1]])}
+    picked = unique_rows([left], torch.tensor([0]))
+    assert picked["input_ids"].tolist() == [[0, 5]]  # not trimmed to [[0]]: that would drop the token
+    assert unique_rows([{"x": torch.ones(2, 3)}], torch.tensor([0, 1])) is None
+
+
+def test_minilm_dedup_matches_every_column(minilm):
+    """On the real model (eval mode, so no dropout) the deduplicated forward gives the same loss."""
+    minilm.eval()
+    labels = torch.tensor([[0, 0, 1, 2], [0, 1, 2, 1]])
+    q = minilm.preprocess(["cheap flights, only direct ones", "cheap flights, only with a layover"])
+    docs = {
+        1: "A direct flight from Oslo to Rome costs 80 euros.",
+        2: "Via Munich, the fare to Rome is 60 euros.",
+    }
+    cols = [q] + [minilm.preprocess([docs[int(d)] for d in labels[:, j]]) for j in (2, 3)]
+    loss = RelationInfoNCELoss(minilm, temperature=0.05)
+    from ifir_lib.relation_loss import unique_rows
+
+    first, _ = loss.relation_matrix(labels[:, 2:])
+    assert unique_rows(cols[1:], first)["input_ids"].shape[0] == 2  # the dedup path, not the fallback
+    with torch.no_grad():
+        ours = loss(cols, labels).item()
+        reference = loss.calculate_loss(
+            [[minilm(dict(c))["sentence_embedding"]] for c in cols], labels
+        ).item()
+    assert ours == pytest.approx(reference, rel=1e-5)
