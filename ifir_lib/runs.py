@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -77,6 +78,38 @@ def data_sources(mode: str, data: str | Path, reversals: str | Path | None, cura
     if curation:
         out["curation"] = str(curation)
     return out
+
+
+def reuse_identical_run(run_dir: str | Path, mode: str, config: dict, manifest: dict) -> str | None:
+    """Copy a finished sibling of ``run_dir`` that trained on the same examples (``sha256``) with
+    the same ``config`` into ``run_dir``, recorded as a finished run of ``mode``; returns the
+    sibling's name, or None (nothing copied).
+
+    Example: the bundled seeds all have an instruction, so ``all-dv`` at the same number of
+    examples trains on exactly ``ins-dv``'s examples; retraining would repeat the same run.
+    Checkpoints and tracker logs are not copied. ``ifir_run.json`` names the source in ``same_as``.
+    """
+    run_dir = Path(run_dir)
+    if run_dir.exists() or not manifest.get("sha256"):
+        return None
+    for info_file in sorted(run_dir.parent.glob("*/ifir_run.json")):
+        info = json.loads(info_file.read_text())
+        same = info.get("config") == config and info.get("data", {}).get("sha256") == manifest["sha256"]
+        if not same or info.get("status") != "finished" or not (info_file.parent / "modules.json").exists():
+            continue
+        tmp = run_dir.with_name(f".{run_dir.name}.copying-{os.getpid()}")
+        shutil.copytree(
+            info_file.parent, tmp, ignore=shutil.ignore_patterns("checkpoints", "tb"), dirs_exist_ok=True
+        )
+        info.update(mode=mode, data=manifest, same_as=info_file.parent.name)
+        (tmp / "ifir_run.json").write_text(json.dumps(info, indent=2))
+        try:
+            tmp.rename(run_dir)  # atomic: a second process copying the same run loses the race here
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return None
+        return info_file.parent.name
+    return None
 
 
 def record_failure(run_dir: str | Path, exc: BaseException, since: float = 0.0) -> None:

@@ -407,7 +407,7 @@ def train_modes(
     """
     from .curation import load_decisions
     from .heldout import split_heldout
-    from .runs import data_sources
+    from .runs import data_sources, reuse_identical_run
     from .seeds import load_seeds
     from .trainsets import build_trainset, load_reversals
 
@@ -428,12 +428,16 @@ def train_modes(
         )
         log.info("training %s on %d examples", mode, len(ts.examples))
         sources = data_sources(mode, seeds_path, reversals_path, curation_path if curation else None)
+        mcfg, manifest = mode_config(cfg, mode), {**ts.manifest(), **sources}
+        same = reuse_identical_run(Path(out_dir) / mode, mode, dataclasses.asdict(mcfg), manifest)
+        if same:
+            log.warning("%s: same examples and config as %s; copied that finished run", mode, same)
         out[mode] = train(
             ts.examples,
             Path(out_dir) / mode,
-            mode_config(cfg, mode),
+            mcfg,
             mode=mode,
-            manifest={**ts.manifest(), **sources},
+            manifest=manifest,
             heldout=heldout,
             report_to=report_to,
         )

@@ -206,3 +206,28 @@ def test_bad_roots(tmp_path, capsys):
     (tmp_path / "r" / "ifir_run.json").write_text("{not json")
     assert main(["runs", "--root", str(tmp_path)]) == 2
     assert "ifir_run.json" in capsys.readouterr().err
+
+
+def test_a_mode_with_the_same_examples_and_config_reuses_the_finished_run(tmp_path):
+    """all-dv on 8 seeds trains on exactly ins-dv's 16 examples (every bundled seed has an
+    instruction): the second is copied, not retrained; another config or other examples train."""
+    from ifir_lib.train import train_modes
+
+    kw = dict(preset="cpu-smoke", rng_seed=0, max_steps=1, report_to="none")
+    train_modes(tmp_path, modes=("ins-dv",), budget=16, **kw)
+    src = json.loads((tmp_path / "ins-dv" / "ifir_run.json").read_text())
+    runs = train_modes(tmp_path, modes=("all-dv",), budget=8, **kw)
+    info = json.loads((tmp_path / "all-dv" / "ifir_run.json").read_text())
+    assert (info["mode"], info["same_as"], info["data"]["mode"]) == ("all-dv", "ins-dv", "all-dv")
+    assert info["data"]["sha256"] == src["data"]["sha256"] and info["config"] == src["config"]
+    assert runs["all-dv"].seconds == 0.0  # nothing trained
+    assert (tmp_path / "all-dv" / "model.safetensors").read_bytes() == (
+        tmp_path / "ins-dv" / "model.safetensors"
+    ).read_bytes()
+    assert not (tmp_path / "all-dv" / "checkpoints").exists()
+
+    shutil.copytree(tmp_path / "ins-dv", tmp_path / "other" / "ins-dv")
+    train_modes(tmp_path / "other", modes=("all-dv",), budget=8, **{**kw, "learning_rate": 1e-5})
+    assert "same_as" not in json.loads((tmp_path / "other" / "all-dv" / "ifir_run.json").read_text())
+    train_modes(tmp_path, modes=("all-orig",), budget=8, **kw)
+    assert "same_as" not in json.loads((tmp_path / "all-orig" / "ifir_run.json").read_text())
