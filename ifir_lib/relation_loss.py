@@ -42,8 +42,8 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         negative. Plain MultipleNegativesRankingLoss treats the two copies as different columns,
         so the same text sits in the numerator and the denominator of one softmax: the target
         probability can never exceed 1/2 and the gradients of the two copies cancel. Here the
-        copies are one column, and its label for each query comes from ``R``. Without gradient
-        caching each unique document is also *encoded* once (``unique_rows``).
+        copies are one column, and its label for each query comes from ``R``. Each unique
+        document is also *encoded* once (``unique_rows``), with or without gradient caching.
 
         Args:
             model: the SentenceTransformer being trained.
@@ -95,9 +95,12 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         self, reps: list[list[Tensor]], labels: Tensor | None = None, *, with_backward: bool = False
     ) -> Tensor:
         queries = torch.cat(reps[0])  # (B, dim)
-        docs = torch.cat([torch.cat(r) for r in reps[1:]])  # ((1+k) * B, dim), column-major
         first, rel = self.relation_matrix(labels[:, 2:].to(queries.device))
-        return self.info_nce(queries, docs[first], rel, labels, with_backward=with_backward)
+        if len(reps) == 2 and labels.shape[1] > 3:  # one column of unique documents (``forward``)
+            docs_u = torch.cat(reps[1])
+        else:
+            docs_u = torch.cat([torch.cat(r) for r in reps[1:]])[first]  # column-major, then dedup
+        return self.info_nce(queries, docs_u, rel, labels, with_backward=with_backward)
 
     def info_nce(
         self, queries: Tensor, docs_u: Tensor, rel: Tensor, labels: Tensor, *, with_backward: bool = False
@@ -134,10 +137,12 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor) -> Tensor:
         sentence_features = list(sentence_features)
-        if self.uses_gradient_cache:
-            return self.forward_cached(sentence_features, labels)
         first, rel = self.relation_matrix(labels[:, 2:])
         unique = unique_rows(sentence_features[1:], first)
+        if self.uses_gradient_cache:
+            return self.forward_cached(
+                sentence_features if unique is None else [sentence_features[0], unique], labels
+            )
         if unique is None:  # features that cannot be merged: embed every column, dedup afterwards
             embeddings = embed_columns(self.model, sentence_features)
             return self.calculate_loss([[e] for e in embeddings], labels)

@@ -177,19 +177,9 @@ def test_cli_listing_and_json(root, capsys):
     assert main(["runs", "--root", str(root)]) == 0
     lines = capsys.readouterr().out.splitlines()
     header, row = lines[0].split(), next(line.split() for line in lines if line.split()[0] == "models/ins-dv")
-    assert header[:11] == [
-        "run",
-        "kind",
-        "mode",
-        "backbone",
-        "rng_seed",
-        "data",
-        "reversals",
-        "budget",
-        "steps",
-        "git_commit",
-        "status",
-    ]
+    assert (
+        header[:11] == "run kind mode backbone rng_seed data reversals budget steps git_commit status".split()
+    )
     assert row[1:9] == ["train", "ins-dv", "minilm", "3", SEEDS_PATH.name, "reference", "16", "1"]
     assert main(["runs", "--root", str(root), "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
