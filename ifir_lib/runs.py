@@ -95,7 +95,12 @@ def reuse_identical_run(run_dir: str | Path, mode: str, config: dict, manifest: 
     for info_file in sorted(run_dir.parent.glob("*/ifir_run.json")):
         info = json.loads(info_file.read_text())
         same = info.get("config") == config and info.get("data", {}).get("sha256") == manifest["sha256"]
-        if not same or info.get("status") != "finished" or not (info_file.parent / "modules.json").exists():
+        if (
+            not same
+            or info_file.parent.name.startswith(".")
+            or info.get("status") != "finished"
+            or not (info_file.parent / "modules.json").exists()
+        ):
             continue
         tmp = run_dir.with_name(f".{run_dir.name}.copying-{os.getpid()}")
         shutil.copytree(
