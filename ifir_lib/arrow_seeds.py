@@ -4,7 +4,7 @@ One folder holds (written by ``promptriever_arrow``)::
 
     DIR/passages.arrow   id, text                      one row per distinct passage id
     DIR/seeds.arrow      id, query, instruction, instruction_type, domain, reference_reversal,
-                         reference_negative_index, aug_instruction,
+                         reference_negative_index, aug_instruction, the three narratives,
                          positive: int, instruction_negatives: [int], hard_negatives: [int]
     DIR/meta.json        source, rows read, seeds, passages
 
@@ -40,12 +40,23 @@ SEEDS_SCHEMA = pa.schema(
         ("reference_reversal", pa.string()),
         ("reference_negative_index", pa.int64()),
         ("aug_instruction", pa.string()),
+        ("narrative", pa.string()),
+        ("reversal_narrative", pa.string()),
+        ("aug_narrative", pa.string()),
         ("positive", pa.int64()),
         ("instruction_negatives", pa.list_(pa.int64())),
         ("hard_negatives", pa.list_(pa.int64())),
     ]
 )
-_OPTIONAL = ("domain", "reference_negative_index", "aug_instruction")  # left out of a seed when null
+# left out of a seed when null
+_OPTIONAL = (
+    "domain",
+    "reference_negative_index",
+    "aug_instruction",
+    "narrative",
+    "reversal_narrative",
+    "aug_narrative",
+)
 LIST_COLUMNS = ("instruction_negatives", "hard_negatives")
 REMAP_PASSAGES = 100_000  # passages read through one map of the files before it is dropped
 

@@ -9,15 +9,17 @@ shared between training seeds and the evaluation sets. Not handled here: one see
 from __future__ import annotations
 
 import collections
+import hashlib
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from .config import AUDIT_PATH, EVAL_SETS, FOLLOWIR_DIR, SEEDS_PATH
+from .config import AUDIT_PATH, EVAL_SETS, FOLLOWIR_DIR, NARRATIVE_AUDIT_PATH, SEEDS_PATH
 from .corpora import load_followir
 from .jsonl import read_jsonl
 from .reversal_checks import phrasing_style
-from .seeds import INSTRUCTION_TYPES, load_seeds
+from .seeds import INSTRUCTION_TYPES, NARRATIVE_FIELDS, load_seeds
 
 _WORD = re.compile(r"\S+")
 
@@ -51,6 +53,7 @@ def data_stats(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = F
         "passage_words": {"min": min(words), "mean": round(sum(words) / len(words), 1), "max": max(words)},
         "instruction_negatives": sum(len(s["instruction_negatives"]) for s in seeds),
         "with_reference_reversal": sum(1 for s in seeds if s.get("reference_reversal")),
+        "with_narratives": sum(1 for s in seeds if s.get("narrative")),
         "counterparts": len(seeds),
         "eval_queries": len(ev.queries),
         "eval_documents": len(ev.corpus),
@@ -74,13 +77,15 @@ def validate_bundle(
     min_words: int = 40,
     max_words: int = 120,
     audit_path: str | Path | None = AUDIT_PATH,
+    narrative_audit_path: str | Path | None = NARRATIVE_AUDIT_PATH,
 ) -> list[str]:
     """Check the bundled data; return a list of problems (empty means valid).
 
     Checks: the seed schema; unique seed ids; one text per passage id (mined hard negatives reuse
     other seeds' passages by id); passage lengths; at least 3 hard negatives and a reference
     reversal per seed (what every mode needs); the audit file covers every seed with a passing
-    verdict and the same target negative; no phrasing style above ``MAX_STYLE_SHARE`` of the
+    verdict and the same target negative; every seed with narratives has a passing narrative
+    verdict for exactly its text (``narratives_sha256``); no phrasing style above ``MAX_STYLE_SHARE`` of the
     reversals; and no passage text shared between the training seeds and any evaluation set
     (``followir_dir``, default: every set in ``config.EVAL_SETS``).
     """
@@ -107,6 +112,7 @@ def validate_bundle(
         if not min_words <= n <= max_words:
             problems.append(f"passage {pid} has {n} words (want {min_words}-{max_words})")
     problems += _check_audit(seeds, audit_path)
+    problems += _check_narrative_audit(seeds, narrative_audit_path)
     shares = style_shares(s["reference_reversal"] for s in seeds if s.get("reference_reversal"))
     problems += [
         f"reversal style {k!r} is {v:.1%} of reversals (max {MAX_STYLE_SHARE:.0%})"
@@ -146,4 +152,31 @@ def _check_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
             )
         elif row.get("reference_negative_index") != s.get("reference_negative_index", 0):
             problems.append(f"{audit_path}:{n}: {s['id']} audited with another target negative")
+    return problems
+
+
+def narratives_sha256(seed: dict) -> str:
+    """The hash a narrative verdict carries: it covers exactly the three texts that were reviewed."""
+    return hashlib.sha256(json.dumps([seed[f] for f in NARRATIVE_FIELDS]).encode()).hexdigest()
+
+
+def _check_narrative_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
+    """Every seed that carries narratives has a ``pass`` verdict for the same texts."""
+    with_narratives = [s for s in seeds if s.get("narrative")]
+    if audit_path is None or not with_narratives:
+        return []
+    if not Path(audit_path).exists():
+        return [f"{audit_path}: narrative audit file not found"]
+    verdicts = {row["id"]: (n, row) for n, row in read_jsonl(audit_path)}
+    problems = []
+    for s in with_narratives:
+        n, row = verdicts.get(s["id"], (None, None))
+        if row is None:
+            problems.append(f"{s['id']}: has narratives but is not in {Path(audit_path).name}")
+        elif row.get("verdict") != "pass":
+            problems.append(
+                f"{audit_path}:{n}: {s['id']} has verdict {row.get('verdict')!r} but ships narratives"
+            )
+        elif row.get("narratives_sha256") != narratives_sha256(s):
+            problems.append(f"{audit_path}:{n}: {s['id']}: the narratives changed after their review")
     return problems

@@ -315,6 +315,12 @@ def _add_train(sub):
     ):
         p.add_argument(flag, type=typ, default=None, help="default: the preset's")
     p.add_argument("--no-co-batch", action="store_true", help="shuffle the two views independently")
+    p.add_argument(
+        "--narrative-share",
+        type=float,
+        default=0.5,
+        help="share of seeds with narratives put in narrative form",
+    )
     p.add_argument("--loss", choices=["relation", "mnrl"], default="relation")
     p.add_argument(
         "--report-to",
@@ -370,6 +376,7 @@ def _cmd_train(a):
             num_negatives=cfg.num_negatives,
             curation=curation,
             rng_seed=cfg.rng_seed,
+            narrative_share=a.narrative_share,
         )
         from .runs import data_sources
 

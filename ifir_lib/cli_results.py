@@ -312,6 +312,9 @@ def add_experiment(sub):
     p.add_argument("--temperature", type=float, default=None, help="every run's InfoNCE temperature")
     p.add_argument("--num-negatives", type=int, default=None, help="negatives per query in every run")
     p.add_argument(
+        "--narrative-share", type=float, default=None, help="share of seeds put in narrative form (0-1)"
+    )
+    p.add_argument(
         "--in-batch-negatives",
         action="store_true",
         default=None,
@@ -335,6 +338,7 @@ def _cmd_experiment(a):
         temperature=a.temperature,
         num_negatives=a.num_negatives,
         in_batch_negatives=a.in_batch_negatives,
+        narrative_share=a.narrative_share,
     )
     run_experiment(a.out, cfg)
     return 0

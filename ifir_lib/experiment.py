@@ -49,6 +49,7 @@ class ExperimentConfig:
     learning_rate: float | None = None
     num_negatives: int | None = None
     in_batch_negatives: bool | None = None
+    narrative_share: float = 0.5  # seeds with narratives drawn into narrative form (trainsets)
     temperature: float | None = None
     eval_steps: int = 250
     early_stopping_patience: int = 3
@@ -270,7 +271,11 @@ def run_experiment(out_dir: str | Path = "out/experiment", cfg: ExperimentConfig
     for k, (rng_seed, modes, budget) in enumerate(plan, 1):
         print(f"[2/4] ({k}/{len(plan)}) rng_seed {rng_seed}: train {', '.join(modes)}, budget {budget}")
         run_kw = dict(
-            budget=budget, rng_seed=rng_seed, heldout_seeds=cfg.heldout_seeds, **cfg.train_overrides()
+            budget=budget,
+            rng_seed=rng_seed,
+            heldout_seeds=cfg.heldout_seeds,
+            narrative_share=cfg.narrative_share,
+            **cfg.train_overrides(),
         )
         runs = train_modes(out / "models" / f"seed{rng_seed}", preset=cfg.train_preset, modes=modes, **run_kw)
         for mode, res in runs.items():

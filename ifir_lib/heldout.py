@@ -7,7 +7,8 @@ mode being trained, and the trainer keeps the checkpoint where their mean is hig
 
 - ``orig_acc``: under ``q + I``, P+ above each instruction negative and each hard negative;
 - ``rev_acc``: under ``q + I'`` (the seed's reference reversal), N* above P+ and above the
-  other instruction negatives;
+  other instruction negatives (both pooled over the short and the narrative form of seeds
+  that carry narratives);
 - ``query_acc``: under the bare query, P+ and the instruction negatives above each hard
   negative (topical retrieval must not be lost while instructions are learned).
 
@@ -21,6 +22,7 @@ import hashlib
 import numpy as np
 from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
 
+from .instruction_forms import forms
 from .models import encode, format_query
 
 
@@ -40,14 +42,14 @@ def _pairwise(score_of, q: int, better: list[int], worse: list[int]) -> list[flo
 
 
 def heldout_scores(model, seeds: list[dict], batch_size: int = 64) -> dict[str, float]:
-    """The three accuracies (in %) and their mean ``heldout_score`` for ``model`` on ``seeds``."""
+    """The three accuracies (in %) and their mean ``heldout_score`` for ``model`` on ``seeds``;
+    ``orig_acc`` and ``rev_acc`` pool both instruction forms of seeds that have narratives."""
     queries, docs = [], {}
     for s in seeds:
         for p in (s["positive"], *s["instruction_negatives"], *s["hard_negatives"]):
             docs.setdefault(p["id"], p["text"])
-        queries += [format_query(s["query"], s["instruction"]), s["query"]]
-        if s.get("reference_reversal"):
-            queries.append(format_query(s["query"], s["reference_reversal"]))
+        queries.append(s["query"])
+        queries += [format_query(s["query"], i) for form in forms(s) for i in form if i]
     qi = {t: i for i, t in enumerate(dict.fromkeys(queries))}
     di = {d: i for i, d in enumerate(docs)}
     q_emb = encode(model, list(qi), "query", batch_size=batch_size)
@@ -58,14 +60,13 @@ def heldout_scores(model, seeds: list[dict], batch_size: int = 64) -> dict[str, 
         pos = di[s["positive"]["id"]]
         ins = [di[p["id"]] for p in s["instruction_negatives"]]
         hard = [di[p["id"]] for p in s["hard_negatives"]]
-        acc["orig_acc"] += _pairwise(sim, qi[format_query(s["query"], s["instruction"])], [pos], ins + hard)
         acc["query_acc"] += _pairwise(sim, qi[s["query"]], [pos, *ins], hard)
-        if s.get("reference_reversal"):
-            k = int(s.get("reference_negative_index") or 0)
-            others = [pos] + [d for i, d in enumerate(ins) if i != k]
-            acc["rev_acc"] += _pairwise(
-                sim, qi[format_query(s["query"], s["reference_reversal"])], [ins[k]], others
-            )
+        k = int(s.get("reference_negative_index") or 0)
+        for instruction, reversal in forms(s):
+            acc["orig_acc"] += _pairwise(sim, qi[format_query(s["query"], instruction)], [pos], ins + hard)
+            if reversal:
+                others = [pos] + [d for i, d in enumerate(ins) if i != k]
+                acc["rev_acc"] += _pairwise(sim, qi[format_query(s["query"], reversal)], [ins[k]], others)
     out = {k: 100.0 * float(np.mean(v)) if v else float("nan") for k, v in acc.items()}
     out["heldout_score"] = float(np.nanmean(list(out.values())))
     return out

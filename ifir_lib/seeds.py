@@ -8,7 +8,10 @@ A seed is one instruction-following training instance (docs/method.md §4)::
      "hard_negatives": [{"id", "text"}, ...],          # 2+: topical, not relevant to the query
      "reference_reversal"?: str,                       # the authors' complementary instruction
      "reference_negative_index"?: int,                 # which instruction negative it targets (N*)
-     "aug_instruction"?: str}                          # the wording control: I reworded like I', labels kept
+     "aug_instruction"?: str,                          # the wording control: I reworded like I', labels kept
+     "narrative"?, "reversal_narrative"?, "aug_narrative"?: str}  # I, I', aug as TREC-style narratives
+
+The three narratives come together or not at all (docs/method.md §4: instruction forms).
 
 Not handled here: synthesis output rows (``synthesis_io``), training examples (``trainsets``),
 the evaluation layouts (``corpora``) and checks of the bundled data as a whole (``bundle``).
@@ -38,6 +41,7 @@ STAGE_FIELDS = {
     "synthesis": REQUIRED_FIELDS[:5],
     "train": REQUIRED_FIELDS[:5],
 }
+NARRATIVE_FIELDS = ("narrative", "reversal_narrative", "aug_narrative")
 INSTRUCTION_TYPES = (
     "exclusion",
     "required_attribute",
@@ -109,9 +113,13 @@ def validate_seed(
             f"got {k!r}",
             "reference_negative_index",
         )
-    for f in ("aug_instruction",):
+    for f in ("aug_instruction", *NARRATIVE_FIELDS):
         if row.get(f) is not None and (not isinstance(row[f], str) or not row[f].strip()):
             raise DataError(path, n, "must be a non-empty string or absent", f)
+    given = [f for f in NARRATIVE_FIELDS if row.get(f) is not None]
+    if given and len(given) < len(NARRATIVE_FIELDS):
+        missing = next(f for f in NARRATIVE_FIELDS if f not in given)
+        raise DataError(path, n, f"the narratives come as a set ({', '.join(NARRATIVE_FIELDS)})", missing)
     return row
 
 

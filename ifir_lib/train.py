@@ -395,6 +395,7 @@ def train_modes(
     budget: int | None = None,
     rng_seed: int = 0,
     heldout_seeds: int = 0,
+    narrative_share: float = 0.5,
     report_to: str | None = "auto",
     **overrides,
 ) -> dict[str, TrainResult]:
@@ -425,6 +426,7 @@ def train_modes(
             num_negatives=cfg.num_negatives,
             curation=curation,
             rng_seed=rng_seed,
+            narrative_share=narrative_share,
         )
         log.info("training %s on %d examples", mode, len(ts.examples))
         sources = data_sources(mode, seeds_path, reversals_path, curation_path if curation else None)

@@ -20,6 +20,9 @@ all-orig     B/2 seeds, original + counterpart     B
 all-dv       B/2 seeds, original + reversed view   B
 ===========  ====================================  ==========
 
+Instruction forms: a ``narrative_share`` of the seeds that carry narratives are drawn into
+narrative form, the same seed in the same form in every mode (``instruction_forms``).
+
 (``all-dv`` and ``ins-dv`` coincide at one budget on seeds that all carry instructions; the
 paper's All-* sets differ because Promptriever's instruction and non-instruction pools differ.)
 Seeds whose reversal was declined, rejected, or rejected by a curator are excluded from the DV
@@ -36,6 +39,7 @@ from pathlib import Path
 
 from .config import ABLATIONS, MODES, data_mode
 from .errors import ConfigError, DataError
+from .instruction_forms import in_form
 from .jsonl import read_jsonl, write_jsonl
 from .jsonl_stream import JsonlStream
 from .models import format_query
@@ -242,12 +246,14 @@ def build_trainset(
     curation: dict[str, str] | None = None,
     rng_seed: int = 0,
     out_dir: str | Path | None = None,
+    narrative_share: float = 0.5,
 ) -> TrainSet:
     """Build the examples for one ``mode`` at a matched ``budget`` (default: as many as the data allows).
 
     Example: 200 seeds, all with reversals, ``budget=100`` -> ins-orig: 100 seeds x 1 view;
     ins-dv: 50 seeds x 2 views; all-orig and all-dv: the same 100 seeds x 2 views. The seed
-    order is drawn with ``rng_seed``.
+    order is drawn with ``rng_seed``. ``narrative_share``: the share of seeds with narratives put
+    in narrative form (see the module docstring).
 
     ``seeds``: a list of seed dicts, a seed JSONL path, or ``arrow_seeds.ArrowSeeds``. From
     ``ArrowSeeds`` the examples stream into ``out_dir/trainset-<mode>.arrow`` (memory-mapped,
@@ -309,11 +315,16 @@ def build_trainset(
     else:
         examples = []
         add, chosen_seeds = examples.append, (seeds[n] for n in chosen)
+    if not 0 <= narrative_share <= 1:
+        raise ConfigError(f"narrative_share must be between 0 and 1, got {narrative_share}")
     views = {v: 0 for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))}
+    forms = {"short": 0, "narrative": 0}
     for s in chosen_seeds:
+        s, rev, form = in_form(s, reversals.get(s["id"]), narrative_share, rng_seed)
+        forms[form] += 1
         pair = [_orig(s, num_negatives, pool, rng)]
         if mode in ("ins-dv", "all-dv"):
-            pair.append(_dv(s, reversals[s["id"]], num_negatives, pool, rng))
+            pair.append(_dv(s, rev, num_negatives, pool, rng))
         elif mode == "all-orig":
             pair.append(_query(s, num_negatives, pool, rng))
         elif mode == "ins-aug":
@@ -321,7 +332,7 @@ def build_trainset(
         for ex in pair:
             views[ex["view"]] += 1
             add(ex)
-    counts.update({"budget": budget, "seeds_used": len(chosen), "views": views})
+    counts.update({"budget": budget, "seeds_used": len(chosen), "views": views, "forms": forms})
     if not arrow:
         return TrainSet(name, examples, counts, num_negatives)
     ds, sha = writer.close()

@@ -55,6 +55,34 @@ def test_audit_must_cover_every_seed_with_a_passing_verdict(tmp_path):
     assert len(problems) == 1 and f"{kept[0]['id']} has verdict 'drop' but is in the seeds" in problems[0]
 
 
+def test_narratives_ship_only_with_a_passing_review_of_their_exact_text(tmp_path):
+    from ifir_lib.config import NARRATIVE_AUDIT_PATH
+
+    seeds = seed_io.load_seeds()
+    with_narratives = [s for s in seeds if s.get("narrative")]
+    assert len(with_narratives) >= 500 and bundle.data_stats()["with_narratives"] == len(with_narratives)
+    rows = [json.loads(line) for line in NARRATIVE_AUDIT_PATH.read_text().splitlines()]
+    shipped = {s["id"] for s in with_narratives}
+    assert {r["id"] for r in rows if r["verdict"] == "pass"} == shipped  # a failed review ships nothing
+    first = next(i for i, r in enumerate(rows) if r["id"] in shipped)
+    bad = tmp_path / "audit.jsonl"
+    bad.write_text(
+        "".join(json.dumps({**r, "verdict": "fail"} if i == first else r) + "\n" for i, r in enumerate(rows))
+    )
+    problems = bundle.validate_bundle(narrative_audit_path=bad)
+    assert problems == [f"{bad}:{first + 1}: {rows[first]['id']} has verdict 'fail' but ships narratives"]
+    edited = tmp_path / "seeds.jsonl"
+    changed = [
+        {**s, "narrative": s["narrative"] + " Also blogs."} if s["id"] == rows[first]["id"] else s
+        for s in seeds
+    ]
+    edited.write_text("".join(json.dumps(s) + "\n" for s in changed))
+    problems = bundle.validate_bundle(edited, audit_path=None)
+    assert problems == [
+        f"{NARRATIVE_AUDIT_PATH}:{first + 1}: {rows[first]['id']}: the narratives changed after their review"
+    ]
+
+
 def test_style_shares_classify_phrasing():
     shares = bundle.style_shares(
         [

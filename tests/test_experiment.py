@@ -57,6 +57,20 @@ def test_heldout_scores_hand_computed():
     assert bad["query_acc"] == 100.0 and bad["heldout_score"] == pytest.approx(50.0)
 
 
+def test_heldout_scores_pool_the_narrative_form():
+    seed = make_seed(3, negatives=2)
+    seed.update(narrative="N of I", reversal_narrative="N of I'", aug_narrative="unused here")
+    table = _flip_table(seed, True)
+    # the model follows the short form and gets the narrative form backwards
+    table[format_query(seed["query"], "N of I")] = table[
+        format_query(seed["query"], seed["reference_reversal"])
+    ]
+    table[format_query(seed["query"], "N of I'")] = table[format_query(seed["query"], seed["instruction"])]
+    half = heldout_scores(FakeEncoder(table), [seed])
+    # short form: all 4 orig pairs and 2 rev pairs right; narrative form: none (P+ .009 < hard .0995)
+    assert half["orig_acc"] == half["rev_acc"] == pytest.approx(50.0) and half["query_acc"] == 100.0
+
+
 def test_early_stopping_needs_held_out_evaluations():
     with pytest.raises(ConfigError, match="needs eval_steps"):
         TrainConfig.preset("cpu-smoke", early_stopping_patience=2)

@@ -33,6 +33,17 @@ def test_malformed_seed_files_name_file_line_and_field(tmp_path, bundled_seeds):
         seed_io.load_seeds(_write(tmp_path, [good, good]))
 
 
+def test_narratives_come_as_a_set(tmp_path, bundled_seeds):
+    base = {k: v for k, v in bundled_seeds[0].items() if k not in seed_io.NARRATIVE_FIELDS}
+    full = {**base, **{f: f"A relevant document ... ({f})" for f in seed_io.NARRATIVE_FIELDS}}
+    assert seed_io.load_seeds(_write(tmp_path, [base, {**full, "id": "other"}]))[1]["narrative"]
+    partial = {k: v for k, v in full.items() if k != "aug_narrative"}
+    with pytest.raises(DataError, match=r":2: field 'aug_narrative': the narratives come as a set"):
+        seed_io.load_seeds(_write(tmp_path, [base, {**partial, "id": "other"}]))
+    with pytest.raises(DataError, match=r":1: field 'narrative': must be a non-empty string"):
+        seed_io.load_seeds(_write(tmp_path, [{**full, "narrative": " "}]))
+
+
 def test_promptriever_rows_map_to_seeds():
     seeds = seed_io.load_promptriever(FIXTURES / "promptriever_rows.jsonl")
     assert [s["id"] for s in seeds] == ["1001", "1003"]  # the row without instruction negatives is skipped

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from ifir_lib.curation import load_decisions as load_curation
-from ifir_lib.errors import DataError
+from ifir_lib.errors import ConfigError, DataError
+from ifir_lib.seeds import NARRATIVE_FIELDS
 from ifir_lib.trainsets import build_trainset, load_reversals, load_trainset, save_trainset
 
 
@@ -43,7 +44,7 @@ def test_budgets_are_matched(bundled_seeds):
 
 def test_dual_view_swaps_labels(bundled_seeds):
     seed = bundled_seeds[0]
-    ts = build_trainset("all-dv", bundled_seeds, num_negatives=5)
+    ts = build_trainset("all-dv", bundled_seeds, num_negatives=5, narrative_share=0)
     orig = next(e for e in ts.examples if e["id"] == seed["id"] + "::orig")
     dv = next(e for e in ts.examples if e["id"] == seed["id"] + "::dv")
     n_star = seed["instruction_negatives"][0]
@@ -51,6 +52,37 @@ def test_dual_view_swaps_labels(bundled_seeds):
     assert dv["positive"] == n_star and dv["negatives"][0] == seed["positive"]
     assert dv["query"] == orig["query"] and dv["instruction"] == seed["reference_reversal"]
     assert all(len(e["negatives"]) == 5 for e in ts.examples)
+
+
+def _with_narratives(seeds):
+    """Seeds carrying narratives whose text names the field and seed, so each view can be traced."""
+    return [{**s, **{f: f"{f} of {s['id']}" for f in NARRATIVE_FIELDS}} for s in seeds]
+
+
+def test_narrative_form_is_drawn_per_seed_and_shared_by_every_mode(bundled_seeds):
+    seeds = _with_narratives(bundled_seeds[:60])
+    sets = {
+        m: build_trainset(m, seeds, budget=40, num_negatives=3, rng_seed=1)
+        for m in ("ins-orig", "ins-dv", "ins-aug")
+    }
+    narrative = {e["group"] for e in sets["ins-orig"].examples if e["instruction"].startswith("narrative of")}
+    assert 8 <= len(narrative) <= 32 and sets["ins-orig"].counts["forms"]["narrative"] == len(narrative)
+    for mode, field in (("ins-dv", "reversal_narrative"), ("ins-aug", "aug_narrative")):
+        for o, second in zip(sets[mode].examples[::2], sets[mode].examples[1::2]):
+            g = o["group"]  # same form as in ins-orig (whose seeds include these), the pair in one form
+            if g in narrative:
+                assert (o["instruction"], second["instruction"]) == (f"narrative of {g}", f"{field} of {g}")
+            else:
+                assert "narrative" not in o["instruction"] + second["instruction"]
+    # share 0 and 1, and reversals that are not the reference ones, keep the short form
+    short = build_trainset("ins-dv", seeds, budget=20, num_negatives=3, narrative_share=0)
+    assert short.counts["forms"] == {"short": 10, "narrative": 0}
+    full = build_trainset("ins-dv", seeds, budget=20, num_negatives=3, narrative_share=1)
+    assert full.counts["forms"] == {"short": 0, "narrative": 10}
+    template = build_trainset("ins-dv-template", seeds, budget=20, num_negatives=3, narrative_share=1)
+    assert template.counts["forms"] == {"short": 10, "narrative": 0}
+    with pytest.raises(ConfigError, match="narrative_share"):
+        build_trainset("ins-dv", seeds, budget=20, narrative_share=1.5)
 
 
 def test_counterpart_never_uses_instruction_negatives_as_negatives(bundled_seeds):
