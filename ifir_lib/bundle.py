@@ -134,10 +134,9 @@ def validate_bundle(
     return problems
 
 
-def _check_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
-    """Every seed has an audit verdict ``pass`` or ``fixed`` naming the same target negative."""
-    if audit_path is None:
-        return []
+def _audited(seeds: list[dict], audit_path: str | Path, ok: tuple[str, ...], ships: str, check) -> list[str]:
+    """Problems of ``seeds`` against the verdict file ``audit_path``: a seed without a row, a
+    verdict outside ``ok`` while the seed ``ships`` its text, or ``check(seed, row)`` naming one."""
     if not Path(audit_path).exists():
         return [f"{audit_path}: audit file not found"]
     verdicts = {row["id"]: (n, row) for n, row in read_jsonl(audit_path)}
@@ -146,13 +145,23 @@ def _check_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
         n, row = verdicts.get(s["id"], (None, None))
         if row is None:
             problems.append(f"{s['id']}: not in the audit file {Path(audit_path).name}")
-        elif row.get("verdict") not in ("pass", "fixed"):
-            problems.append(
-                f"{audit_path}:{n}: {s['id']} has verdict {row.get('verdict')!r} but is in the seeds"
-            )
-        elif row.get("reference_negative_index") != s.get("reference_negative_index", 0):
-            problems.append(f"{audit_path}:{n}: {s['id']} audited with another target negative")
+        elif row.get("verdict") not in ok:
+            problems.append(f"{audit_path}:{n}: {s['id']} has verdict {row.get('verdict')!r} but {ships}")
+        elif problem := check(s, row):
+            problems.append(f"{audit_path}:{n}: {s['id']}{problem}")
     return problems
+
+
+def _check_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
+    """Every seed has an audit verdict ``pass`` or ``fixed`` naming the same target negative."""
+    if audit_path is None:
+        return []
+
+    def same_target(s, row):
+        if row.get("reference_negative_index") != s.get("reference_negative_index", 0):
+            return " audited with another target negative"
+
+    return _audited(seeds, audit_path, ("pass", "fixed"), "is in the seeds", same_target)
 
 
 def narratives_sha256(seed: dict) -> str:
@@ -165,18 +174,9 @@ def _check_narrative_audit(seeds: list[dict], audit_path: str | Path | None) -> 
     with_narratives = [s for s in seeds if s.get("narrative")]
     if audit_path is None or not with_narratives:
         return []
-    if not Path(audit_path).exists():
-        return [f"{audit_path}: narrative audit file not found"]
-    verdicts = {row["id"]: (n, row) for n, row in read_jsonl(audit_path)}
-    problems = []
-    for s in with_narratives:
-        n, row = verdicts.get(s["id"], (None, None))
-        if row is None:
-            problems.append(f"{s['id']}: has narratives but is not in {Path(audit_path).name}")
-        elif row.get("verdict") != "pass":
-            problems.append(
-                f"{audit_path}:{n}: {s['id']} has verdict {row.get('verdict')!r} but ships narratives"
-            )
-        elif row.get("narratives_sha256") != narratives_sha256(s):
-            problems.append(f"{audit_path}:{n}: {s['id']}: the narratives changed after their review")
-    return problems
+
+    def same_text(s, row):
+        if row.get("narratives_sha256") != narratives_sha256(s):
+            return ": the narratives changed after their review"
+
+    return _audited(with_narratives, audit_path, ("pass",), "ships narratives", same_text)
