@@ -315,6 +315,9 @@ def add_experiment(sub):
         "--narrative-share", type=float, default=None, help="share of seeds put in narrative form (0-1)"
     )
     p.add_argument(
+        "--no-co-batch", action="store_true", help="every run puts a seed's two views in independent batches"
+    )
+    p.add_argument(
         "--in-batch-negatives",
         action="store_true",
         default=None,
@@ -338,6 +341,7 @@ def _cmd_experiment(a):
         temperature=a.temperature,
         num_negatives=a.num_negatives,
         in_batch_negatives=a.in_batch_negatives,
+        co_batch_views=False if a.no_co_batch else None,
         narrative_share=a.narrative_share,
     )
     run_experiment(a.out, cfg)

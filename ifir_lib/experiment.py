@@ -49,6 +49,7 @@ class ExperimentConfig:
     learning_rate: float | None = None
     num_negatives: int | None = None
     in_batch_negatives: bool | None = None
+    co_batch_views: bool | None = None  # False: a seed's two views in independent batches
     narrative_share: float = 0.5  # seeds with narratives drawn into narrative form (trainsets)
     temperature: float | None = None
     eval_steps: int = 250
@@ -91,6 +92,7 @@ TRAIN_FIELDS = (
     "learning_rate",
     "num_negatives",
     "in_batch_negatives",
+    "co_batch_views",
     "temperature",
     "eval_steps",
     "early_stopping_patience",

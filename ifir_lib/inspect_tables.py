@@ -40,6 +40,8 @@ COLUMNS = (
     "negative_id",
     "negative",
     "reference_reversal",
+    "narrative",
+    "reversal_narrative",
     "verify_flip",
     "verify_judge",
 )
@@ -55,7 +57,8 @@ def build_examples(seeds: list[dict], rows: list[dict] | None = None) -> pd.Data
     With ``rows`` (synthesis output) every row becomes an example joined to its seed; N* is the
     seed's ``instruction_negatives[negative_index]``. Without rows, each seed with a
     ``reference_reversal`` is an example (key = seed id, backend ``reference``, status
-    ``accepted``, N* = the first negative, as ``trainsets.reversals_from_reference`` uses).
+    ``accepted``, N* = the negative the seed's ``reference_negative_index`` names, as
+    ``trainsets.reversals_from_reference`` uses).
     A row naming an unknown seed or negative raises ``ValueError``.
     """
     by_id = {s["id"]: s for s in seeds}
@@ -65,7 +68,7 @@ def build_examples(seeds: list[dict], rows: list[dict] | None = None) -> pd.Data
             {
                 "key": s["id"],
                 "seed_id": s["id"],
-                "negative_index": 0,
+                "negative_index": int(s.get("reference_negative_index") or 0),
                 "backend": "reference",
                 "model": None,
                 "status": "accepted",
@@ -108,6 +111,8 @@ def build_examples(seeds: list[dict], rows: list[dict] | None = None) -> pd.Data
                 "negative_id": negs[j]["id"],
                 "negative": negs[j]["text"],
                 "reference_reversal": seed.get("reference_reversal"),
+                "narrative": seed.get("narrative"),
+                "reversal_narrative": seed.get("reversal_narrative"),
                 "verify_flip": r.get("verify_flip"),
                 "verify_judge": r.get("verify_judge"),
             }
@@ -297,6 +302,12 @@ def render_example(
     ref = ex.get("reference_reversal")
     if isinstance(ref, str) and ref.strip() and ex.get("backend") != "reference":
         parts.append(f'<p style="color:#666"><b>Reference reversal (bundled):</b> {_esc(ref)}</p>')
+    if isinstance(ex.get("narrative"), str) and ex["narrative"].strip():  # docs/method.md §4
+        parts.append(
+            "<details><summary>Narrative form (trained instead for a share of the seeds)</summary>"
+            f"<p><b>I as a narrative:</b> {_esc(ex['narrative'])}</p>"
+            f"<p><b>Reference I' as a narrative:</b> {_esc(ex.get('reversal_narrative'))}</p></details>"
+        )
 
     def cell(which):
         pos = which == "pos"

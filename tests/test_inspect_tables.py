@@ -14,6 +14,12 @@ def test_build_examples_from_seeds_alone_uses_reference_reversals(explorer_seeds
     assert list(df["key"]) == ["s0", "s1"]  # s2 has no reference reversal
     assert set(df["backend"]) == {"reference"} and set(df["status"]) == {"accepted"}
     assert df.iloc[0]["reversal"] == "Only US sources." and df.iloc[0]["negative_id"] == "s0-n0"
+    # N* is the negative the reversal targets, and the narrative forms come along for the view
+    retarget = {**explorer_seeds[0], "reference_negative_index": 1, "narrative": "Relevant documents ..."}
+    row = iw.build_examples([retarget]).iloc[0]
+    assert row["negative_id"] == retarget["instruction_negatives"][1]["id"] and row["negative_index"] == 1
+    html = inspect_tables.render_example(row.to_dict())
+    assert "I as a narrative:</b> Relevant documents ..." in html
 
 
 def test_build_examples_joins_rows_to_seeds(explorer_seeds, explorer_rows):
