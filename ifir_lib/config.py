@@ -46,6 +46,7 @@ PAPER_MODES = ("ins-orig", "ins-dv", "all-orig", "all-dv")
 ABLATIONS = {
     "ins-dv-template": {"reversals": "template"},  # the template backend's trivial negation as I'
     "ins-dv-nocobatch": {"co_batch_views": False},  # a seed's two views in independent batches
+    "ins-dv-cobatch": {"co_batch_views": True},  # both views in one batch (the cpu experiment's is apart)
     "ins-dv-inbatch": {"in_batch_negatives": True},  # in-batch negatives on (the seed's own masked)
 }
 MODES = (*PAPER_MODES, "ins-aug", *ABLATIONS)

@@ -111,6 +111,7 @@ EXPERIMENT_PRESETS: dict[str, dict] = {
         epochs=1.0,
         max_steps=0,
         learning_rate=3e-5,  # the paper preset's; 5e-5 cost 4-5 MAP points on v1 (README)
+        co_batch_views=False,  # a seed's two views in independent batches: ahead on v1 and v2 (README)
         eval_steps=10,
         early_stopping_patience=3,
     ),

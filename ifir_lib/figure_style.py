@@ -23,6 +23,7 @@ MODE_LABELS = {
     "ins-aug": "Ins-aug",
     "ins-dv-template": "Ins-DV (template I')",
     "ins-dv-nocobatch": "Ins-DV (views apart)",
+    "ins-dv-cobatch": "Ins-DV (views together)",
     "ins-dv-inbatch": "Ins-DV (in-batch neg.)",
 }
 MODE_COLORS = {
@@ -35,6 +36,7 @@ MODE_COLORS = {
     # Ins-DV's ablations: blues and greys that read as variants of Ins-DV
     "ins-dv-template": "#6699CC",
     "ins-dv-nocobatch": "#004488",
+    "ins-dv-cobatch": "#336699",
     "ins-dv-inbatch": "#77AADD",
 }
 OTHER_COLOR = "#555555"  # a mode outside MODE_ORDER (e.g. a "custom" training run)
@@ -49,6 +51,7 @@ MODE_DASHES = {
     # Ins-DV's ablations: custom patterns (px at the 3 px line width of the loss curves)
     "ins-dv-template": "longdashdot",
     "ins-dv-nocobatch": "15px,6px,3px,6px,3px,6px",
+    "ins-dv-cobatch": "9px,3px,3px,3px",
     "ins-dv-inbatch": "3px,9px",
 }
 # Synthesis statuses get hues the modes do not use, so no colour means two things.

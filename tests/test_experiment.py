@@ -119,6 +119,9 @@ def test_experiment_cli_runs_resumes_and_reports(tmp_path, private_cache):
         "--in-batch-negatives",
         "--num-negatives",
         "2",
+        "--no-co-batch",
+        "--narrative-share",
+        "1",
     ]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -135,8 +138,9 @@ def test_experiment_cli_runs_resumes_and_reports(tmp_path, private_cache):
         assert info["heldout_seeds"] == 8 and 1 <= info["best_step"] <= info["steps"]
         assert info["saved_max_seq_length"] == 256  # MiniLM's own, not the training length (96)
         cfg = info["config"]  # the command's training flags reached every run
-        flags = ("learning_rate", "temperature", "in_batch_negatives", "num_negatives")
-        assert tuple(cfg[f] for f in flags) == (4e-5, 0.03, True, 2)
+        flags = ("learning_rate", "temperature", "in_batch_negatives", "num_negatives", "co_batch_views")
+        assert tuple(cfg[f] for f in flags) == (4e-5, 0.03, True, 2, False)
+        assert info["data"]["forms"]["short"] == 0  # --narrative-share 1: every seed with narratives
         assert (run / "heldout_log.jsonl").read_text().count("\n") >= 1
     assert list((out / "figures").glob("*.png"))
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
