@@ -27,6 +27,7 @@ from .cli_results import (
     add_table,
 )
 from .errors import ConfigError, IfirError
+from .instruction_forms import NARRATIVE_SHARE
 
 
 # ---- data ---------------------------------------------------------------------------------
@@ -318,7 +319,7 @@ def _add_train(sub):
     p.add_argument(
         "--narrative-share",
         type=float,
-        default=0.5,
+        default=NARRATIVE_SHARE,
         help="share of seeds with narratives put in narrative form",
     )
     p.add_argument("--loss", choices=["relation", "mnrl"], default="relation")

@@ -28,6 +28,7 @@ import pandas as pd
 
 from . import config as C
 from .errors import ConfigError
+from .instruction_forms import NARRATIVE_SHARE
 
 TESTED_METRICS = ("p_mrr", "map_at_1000")
 TEST_COLUMNS = ["dataset", "metric", "mode", "versus", "pairs", "diff", "ci_low", "ci_high", "p_value"]
@@ -50,7 +51,7 @@ class ExperimentConfig:
     num_negatives: int | None = None
     in_batch_negatives: bool | None = None
     co_batch_views: bool | None = None  # False: a seed's two views in independent batches
-    narrative_share: float = 0.5  # seeds with narratives drawn into narrative form (trainsets)
+    narrative_share: float = NARRATIVE_SHARE  # seeds with narratives drawn into narrative form
     temperature: float | None = None
     eval_steps: int = 250
     early_stopping_patience: int = 3

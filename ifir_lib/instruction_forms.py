@@ -19,12 +19,14 @@ import hashlib
 
 from .seeds import NARRATIVE_FIELDS
 
+NARRATIVE_SHARE = 0.5  # the default share of seeds with narratives that train in narrative form
+
 
 def forms(seed: dict) -> list[tuple[str, str | None]]:
     """``(I, I')`` in each form the seed has: short, and narrative when it carries narratives."""
     out = [(seed["instruction"], seed.get("reference_reversal"))]
-    if seed.get("narrative") and seed.get("reference_reversal"):
-        out.append((seed["narrative"], seed.get("reversal_narrative")))
+    if seed.get("narrative"):  # the three narratives come as a set (seeds.validate_seed)
+        out.append((seed["narrative"], seed["reversal_narrative"]))
     return out
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from .config import DOCUMENT_PROMPT_NAME, PAPER_MODES, QUERY_PROMPT_NAME, SEEDS_PATH, git_commit
 from .errors import ConfigError, NonFiniteLossError
+from .instruction_forms import NARRATIVE_SHARE
 from .locks import exclusive
 from .models import build_model
 from .progress import progress_enabled
@@ -395,7 +396,7 @@ def train_modes(
     budget: int | None = None,
     rng_seed: int = 0,
     heldout_seeds: int = 0,
-    narrative_share: float = 0.5,
+    narrative_share: float = NARRATIVE_SHARE,
     report_to: str | None = "auto",
     **overrides,
 ) -> dict[str, TrainResult]:

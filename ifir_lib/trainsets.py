@@ -39,7 +39,7 @@ from pathlib import Path
 
 from .config import ABLATIONS, MODES, data_mode
 from .errors import ConfigError, DataError
-from .instruction_forms import in_form
+from .instruction_forms import NARRATIVE_SHARE, in_form
 from .jsonl import read_jsonl, write_jsonl
 from .jsonl_stream import JsonlStream
 from .models import format_query
@@ -246,7 +246,7 @@ def build_trainset(
     curation: dict[str, str] | None = None,
     rng_seed: int = 0,
     out_dir: str | Path | None = None,
-    narrative_share: float = 0.5,
+    narrative_share: float = NARRATIVE_SHARE,
 ) -> TrainSet:
     """Build the examples for one ``mode`` at a matched ``budget`` (default: as many as the data allows).
 
@@ -261,6 +261,8 @@ def build_trainset(
     """
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    if not 0 <= narrative_share <= 1:
+        raise ConfigError(f"narrative_share must be between 0 and 1, got {narrative_share}")
     arrow = hasattr(seeds, "arrow_column")  # ArrowSeeds: read column by column, never every row
     if not arrow and not isinstance(seeds, list):
         seeds = load_seeds(seeds, stage="train")
@@ -315,8 +317,6 @@ def build_trainset(
     else:
         examples = []
         add, chosen_seeds = examples.append, (seeds[n] for n in chosen)
-    if not 0 <= narrative_share <= 1:
-        raise ConfigError(f"narrative_share must be between 0 and 1, got {narrative_share}")
     views = {v: 0 for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))}
     forms = {"short": 0, "narrative": 0}
     for s in chosen_seeds:
