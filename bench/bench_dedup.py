@@ -24,8 +24,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def batch(model, mode: str, num_negatives: int, size: int):
     import torch
 
-    from ifir_lib.seeds import load_seeds
-    from ifir_lib.trainsets import build_trainset, encode_ids
+    from ifir_lib.seeds.schema import load_seeds
+    from ifir_lib.training.trainsets import build_trainset, encode_ids
 
     rows = build_trainset(mode, load_seeds(), num_negatives=num_negatives, budget=size).examples[:size]
     labels = torch.tensor(encode_ids(rows))
@@ -55,8 +55,8 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=16)
     a = ap.parse_args()
 
-    from ifir_lib.models import load_model
-    from ifir_lib.relation_loss import RelationInfoNCELoss
+    from ifir_lib.core.models import load_model
+    from ifir_lib.training.loss import RelationInfoNCELoss
 
     model = load_model("minilm", device="cpu")
     model.max_seq_length = 128

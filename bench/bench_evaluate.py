@@ -29,8 +29,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ifir_lib import config  # noqa: E402
-from ifir_lib.corpora import FollowIRData, load_followir, write_followir  # noqa: E402
-from ifir_lib.testing import synthetic_followir  # noqa: E402
+from ifir_lib.evaluation.corpora import FollowIRData, load_followir, write_followir  # noqa: E402
+from ifir_lib.testing.inputs import synthetic_followir  # noqa: E402
 
 
 def sentence_pool(n: int = 400) -> list[str]:
@@ -117,9 +117,9 @@ def main() -> int:
     import logging
 
     logging.basicConfig(level=logging.ERROR)
-    from ifir_lib import evaluate as E
-    from ifir_lib import mteb_glue as mteb_tasks
-    from ifir_lib.models import load_model
+    from ifir_lib.core.models import load_model
+    from ifir_lib.evaluation import evaluator as E
+    from ifir_lib.evaluation import mteb_glue as mteb_tasks
 
     with tempfile.TemporaryDirectory() as tmp:
         data = build(a.docs, a.queries, a.candidates, a.seed)

@@ -28,9 +28,9 @@ def main() -> int:
     ap.add_argument("--out", default="out/bench_method")
     a = ap.parse_args()
 
-    from ifir_lib.demo import DemoConfig, run_demo
-    from ifir_lib.results import load_per_query, load_results, per_query_path
-    from ifir_lib.stats import compare
+    from ifir_lib.evaluation.stats import compare
+    from ifir_lib.pipelines.demo import DemoConfig, run_demo
+    from ifir_lib.reporting.results import load_per_query, load_results, per_query_path
 
     rng_seeds = tuple(int(s) for s in a.rng_seeds.split(","))
     modes = tuple(a.modes.split(","))

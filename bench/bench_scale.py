@@ -4,7 +4,7 @@ Run by hand (not a test), e.g.::
 
     HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 nice -n 10 .venv/bin/python bench/bench_scale.py --rows 1000000
 
-1. generates ``--rows`` Promptriever rows in the hub schema (``ifir_lib.fake_promptriever``:
+1. generates ``--rows`` Promptriever rows in the hub schema (``ifir_lib.testing.promptriever``:
    Parquet shards, 30 hard negatives per row, MS MARCO-length passages) under a temp folder;
 2. runs each stage in its own subprocess and reads its peak RSS (``VmHWM``, which counts the
    touched pages of memory-mapped files) and its peak private memory (``RssAnon``, sampled):
@@ -48,21 +48,21 @@ def _du(path: Path) -> int:
 
 def run_stage(stage: str, work: Path, num_negatives: int) -> dict:
     """One stage, in this process; returns its counts (the parent adds time and memory)."""
-    from ifir_lib.arrow_seeds import ArrowSeeds
-    from ifir_lib.promptriever_arrow import promptriever_to_arrow
+    from ifir_lib.seeds.arrow import ArrowSeeds
+    from ifir_lib.seeds.promptriever import promptriever_to_arrow
 
     if stage == "load_convert":
         seeds = promptriever_to_arrow(work / "source", work / "seeds")
         meta = json.loads((work / "seeds" / "meta.json").read_text())
         return {"n": meta["rows_read"], "seeds": len(seeds), "passages": meta["passages"]}
     if stage in ("synthesis", "synthesis_resume"):
-        from ifir_lib.synthesize import SynthesisConfig, synthesize
+        from ifir_lib.synthesis.run import SynthesisConfig, synthesize
 
         cfg = SynthesisConfig(backend="template", progress=False, use_cache=False)
         s = synthesize(ArrowSeeds.open(work / "seeds"), work / "reversals.jsonl", cfg)
         return {"n": s.keys, "written": s.written, "skipped": s.skipped, "accepted": s.accepted}
     if stage == "trainset":
-        from ifir_lib.trainsets import build_trainset, load_reversals
+        from ifir_lib.training.trainsets import build_trainset, load_reversals
 
         seeds = ArrowSeeds.open(work / "seeds")
         revs = load_reversals(work / "reversals.jsonl")
@@ -100,8 +100,8 @@ class _PeakAnon(threading.Thread):
 
 
 def _child(args) -> int:
-    import ifir_lib.synthesize  # noqa: F401  (imports are not timed)
-    import ifir_lib.trainsets  # noqa: F401
+    import ifir_lib.synthesis.run  # noqa: F401  (imports are not timed)
+    import ifir_lib.training.trainsets  # noqa: F401
 
     sampler = _PeakAnon()
     sampler.start()
@@ -131,7 +131,7 @@ def main() -> int:
     if args.stage:
         return _child(args)
 
-    from ifir_lib.fake_promptriever import write_fake_promptriever
+    from ifir_lib.testing.promptriever import write_fake_promptriever
 
     work = Path(tempfile.mkdtemp(prefix="ifir-scale-", dir=args.workdir))
     results, sizes = {}, {}

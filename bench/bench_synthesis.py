@@ -2,7 +2,7 @@
 
 Run by hand (not a test): ``HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_synthesis.py``.
 
-Measures, with the real ``openai`` client and ``ifir_lib.synthesize``:
+Measures, with the real ``openai`` client and ``ifir_lib.synthesis.run``:
 1. sequential (concurrency 1) time per row, on a subset, extrapolated to all seeds;
 2. all seeds at concurrency 32 (target: <= 10% of the extrapolated sequential time);
 3. the same seeds again, cache warm, into a *fresh* output file (every row replayed from the
@@ -28,9 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from ifir_lib import synthesize as syn  # noqa: E402
-from ifir_lib.local_openai_server import DEFAULT_MODEL  # noqa: E402
-from ifir_lib.testing import write_seeds  # noqa: E402
+from ifir_lib.synthesis import run as syn  # noqa: E402
+from ifir_lib.testing.inputs import write_seeds  # noqa: E402
+from ifir_lib.testing.openai_server import DEFAULT_MODEL  # noqa: E402
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """Training throughput and memory, printed as ratios (run by hand: `python bench/bench_train.py`).
 
-1. Examples/s of our trainer (RelationInfoNCELoss + DualViewBatchSampler, via ``ifir_lib.train``)
+1. Examples/s of our trainer (RelationInfoNCELoss + DualViewBatchSampler, via ``ifir_lib.training.trainer``)
    against a plain ``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss`` on the same
    examples, model (PyPI MiniLM), batch size and max length, on the CPU. Target: ratio >= 0.9.
    The two are run alternately, ``--rounds`` times each, and the medians are compared, because
@@ -35,8 +35,8 @@ def plain_st_mnrl(examples, cfg, out: Path) -> float:
     )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from ifir_lib.models import resolve_model
-    from ifir_lib.trainsets import to_dataset
+    from ifir_lib.core.models import resolve_model
+    from ifir_lib.training.trainsets import to_dataset
 
     model = SentenceTransformer(resolve_model("minilm"), device="cpu")
     model.max_seq_length = cfg.max_seq_length
@@ -64,7 +64,7 @@ def plain_st_mnrl(examples, cfg, out: Path) -> float:
 
 
 def ours(examples, cfg, out: Path) -> float:
-    from ifir_lib.train import train
+    from ifir_lib.training.trainer import train
 
     return train(examples, out, cfg.replace(save_steps=10_000), mode="ins-dv", device="cpu").examples_per_s
 
@@ -104,9 +104,9 @@ def main() -> int:
         f"{'OK' if peak_gb <= 4 else 'MISS'}"
     )
 
-    from ifir_lib.seeds import load_seeds
-    from ifir_lib.train import TrainConfig
-    from ifir_lib.trainsets import build_trainset
+    from ifir_lib.seeds.schema import load_seeds
+    from ifir_lib.training.trainer import TrainConfig
+    from ifir_lib.training.trainsets import build_trainset
 
     cfg = TrainConfig.preset(
         "cpu", max_steps=a.steps, batch_size=a.batch_size, warmup_steps=0, logging_steps=1000

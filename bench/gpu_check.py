@@ -1,7 +1,7 @@
 """One prepared GPU check of the paper's training path (run by hand: `python bench/gpu_check.py`).
 
 On a CUDA machine with no network it runs the ``paper`` preset's training loop
-(``ifir_lib.train.train``: RelationInfoNCELoss with GradCache mini-batches, DualViewBatchSampler,
+(``ifir_lib.training.trainer.train``: RelationInfoNCELoss with GradCache mini-batches, DualViewBatchSampler,
 SentenceTransformerTrainer, bf16, gradient checkpointing, 30 hard negatives at length 512) on a
 **randomly initialised encoder of the paper's size** and synthetic data, and reports:
 
@@ -118,7 +118,7 @@ def write_random_encoder(folder: Path, cc: CheckConfig, rng_seed: int = 0) -> tu
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from ifir_lib.models import resolve_model
+    from ifir_lib.core.models import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model("minilm"))
     config = BertConfig(
@@ -189,7 +189,7 @@ def vocabulary_words(tokenizer) -> list[str]:
 
 def tokens_per_example(example: dict, tokenizer, cc: CheckConfig) -> int:
     """Non-padding tokens the encoder reads for one example (query and 1 + k documents, truncated)."""
-    from ifir_lib.models import format_query
+    from ifir_lib.core.models import format_query
 
     texts = [format_query(example["query"], example["instruction"]), example["positive"]["text"]]
     texts += [d["text"] for d in example["negatives"][: cc.num_negatives]]
@@ -226,9 +226,9 @@ def compare_cached_uncached(folder: Path, cfg, examples: list[dict], device: str
     import torch
     from accelerate.utils import convert_outputs_to_fp32
 
-    from ifir_lib.models import build_model
-    from ifir_lib.relation_loss import RelationInfoNCELoss
-    from ifir_lib.trainsets import to_dataset
+    from ifir_lib.core.models import build_model
+    from ifir_lib.training.loss import RelationInfoNCELoss
+    from ifir_lib.training.trainsets import to_dataset
 
     model = build_model(str(folder), max_seq_length=cfg.max_seq_length, pooling=cfg.pooling, device=device)
     model.train()
@@ -313,7 +313,7 @@ def peak_gb(device: str) -> float | None:
 
 def run_training(cfg, examples: list[dict], device: str, scratch: Path) -> dict:
     """``train.train`` on ``examples`` with ``cfg``; step times come from its ``train_log.jsonl``."""
-    from ifir_lib.train import train
+    from ifir_lib.training.trainer import train
 
     out = Path(tempfile.mkdtemp(dir=scratch, prefix="run-"))
     free_memory(device)
@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     import torch
 
-    from ifir_lib.train import TrainConfig
+    from ifir_lib.training.trainer import TrainConfig
 
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():

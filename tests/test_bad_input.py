@@ -14,8 +14,8 @@ import threading
 import pytest
 
 from ifir_lib import cli
-from ifir_lib.corpora import write_followir
-from ifir_lib.testing import make_seed, synthetic_followir
+from ifir_lib.evaluation.corpora import write_followir
+from ifir_lib.testing.inputs import make_seed, synthetic_followir
 
 CASES = (
     "empty file",

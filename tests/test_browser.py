@@ -279,7 +279,7 @@ def check_explorer(page, lab) -> None:
     """The explorer is drawn, and clicking next then accept in the page appends that decision."""
     from playwright.sync_api import expect
 
-    from ifir_lib.curation import CurationStore
+    from ifir_lib.curation.decisions import CurationStore
 
     for text in ("Loading widget...", "Error displaying widget"):
         expect(page.get_by_text(text)).to_have_count(0, timeout=60_000)

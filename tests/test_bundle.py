@@ -5,9 +5,9 @@ import shutil
 import subprocess
 import sys
 
-from ifir_lib import bundle
-from ifir_lib import seeds as seed_io
-from ifir_lib.config import FOLLOWIR_DIR, SEEDS_PATH
+from ifir_lib.core.config import FOLLOWIR_DIR, SEEDS_PATH
+from ifir_lib.pipelines import bundle
+from ifir_lib.seeds import schema as seed_io
 
 
 def test_bundled_data_is_valid_and_large_enough():
@@ -43,7 +43,7 @@ def test_cli_data_stats_json_last_line():
 
 
 def test_audit_must_cover_every_seed_with_a_passing_verdict(tmp_path):
-    from ifir_lib.config import AUDIT_PATH
+    from ifir_lib.core.config import AUDIT_PATH
 
     rows = [json.loads(line) for line in AUDIT_PATH.read_text().splitlines()]
     kept = [r for r in rows if r["verdict"] != "drop"]
@@ -56,7 +56,7 @@ def test_audit_must_cover_every_seed_with_a_passing_verdict(tmp_path):
 
 
 def test_narratives_ship_only_with_a_passing_review_of_their_exact_text(tmp_path):
-    from ifir_lib.config import NARRATIVE_AUDIT_PATH
+    from ifir_lib.core.config import NARRATIVE_AUDIT_PATH
 
     seeds = seed_io.load_seeds()
     with_narratives = [s for s in seeds if s.get("narrative")]

@@ -5,9 +5,9 @@ import logging
 
 import pytest
 
-from ifir_lib.corpora import load_beir, load_followir, write_followir
-from ifir_lib.errors import DataError
-from ifir_lib.testing import synthetic_followir
+from ifir_lib.core.errors import DataError
+from ifir_lib.evaluation.corpora import load_beir, load_followir, write_followir
+from ifir_lib.testing.inputs import synthetic_followir
 
 
 def _rewrite(path, fn):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from ifir_lib import inspect_widgets as iw
-from ifir_lib.curation import load_decisions as load_curation
+from ifir_lib.curation import widgets as iw
+from ifir_lib.curation.decisions import load_decisions as load_curation
 
 
 def test_curation_store_last_decision_wins_and_survives_restart(tmp_path):

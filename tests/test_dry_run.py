@@ -2,9 +2,9 @@
 
 import pytest
 
-from ifir_lib.dry_run import dry_run
-from ifir_lib.train import TrainConfig
-from ifir_lib.trainsets import build_trainset
+from ifir_lib.training.dry_run import dry_run
+from ifir_lib.training.trainer import TrainConfig
+from ifir_lib.training.trainsets import build_trainset
 
 
 def test_dry_run_paper_preset_estimates_without_gpu(bundled_seeds):

@@ -4,8 +4,8 @@ import logging
 
 import pytest
 
-from ifir_lib.embed_cache import EmbeddingCache, encode_cached, text_key
-from ifir_lib.testing import FakeEncoder
+from ifir_lib.evaluation.embed_cache import EmbeddingCache, encode_cached, text_key
+from ifir_lib.testing.inputs import FakeEncoder
 
 pytestmark = pytest.mark.usefixtures("private_cache")
 
@@ -71,7 +71,7 @@ class FakeTokenizedModel(FakeEncoder):
 
 
 def test_batches_group_equal_token_lengths_and_rows_come_back_in_order():
-    from ifir_lib.embed_cache import encode_by_length
+    from ifir_lib.evaluation.embed_cache import encode_by_length
 
     m = FakeTokenizedModel()
     texts = ["a", "b b b a", "c", "d d d", "e e", "f f"]

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from ifir_lib import embed_cache
-from ifir_lib import evaluate as E
-from ifir_lib import results as R
+from ifir_lib.evaluation import embed_cache
+from ifir_lib.evaluation import evaluator as E
+from ifir_lib.reporting import results as R
 
 pytestmark = pytest.mark.usefixtures("private_cache")
 
@@ -125,7 +125,7 @@ def test_cli_bad_folder_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_table_lists_each_metric_with_its_interval():
-    from ifir_lib.evaluate import EvalResult
+    from ifir_lib.evaluation.evaluator import EvalResult
 
     r = EvalResult(
         dataset="d",

@@ -7,13 +7,13 @@ import sys
 import pandas as pd
 import pytest
 
-from ifir_lib.errors import ConfigError
-from ifir_lib.experiment import ExperimentConfig, markdown_table, paired_tests
-from ifir_lib.heldout import heldout_scores, split_heldout
-from ifir_lib.models import format_query
-from ifir_lib.results import load_results, save_result
-from ifir_lib.testing import FakeEncoder, fake_result, make_seed
-from ifir_lib.train import TrainConfig
+from ifir_lib.core.errors import ConfigError
+from ifir_lib.core.models import format_query
+from ifir_lib.pipelines.experiment import ExperimentConfig, markdown_table, paired_tests
+from ifir_lib.reporting.results import load_results, save_result
+from ifir_lib.testing.inputs import FakeEncoder, fake_result, make_seed
+from ifir_lib.training.heldout import heldout_scores, split_heldout
+from ifir_lib.training.trainer import TrainConfig
 
 
 def test_split_heldout_is_fixed_disjoint_and_order_free():
@@ -151,7 +151,7 @@ def test_experiment_cli_runs_resumes_and_reports(tmp_path, private_cache):
 def test_experiment_training_overrides_reach_the_train_config():
     from dataclasses import fields
 
-    from ifir_lib.experiment import TRAIN_FIELDS
+    from ifir_lib.pipelines.experiment import TRAIN_FIELDS
 
     assert set(TRAIN_FIELDS) <= {f.name for f in fields(TrainConfig)}
     cfg = ExperimentConfig.preset("cpu", in_batch_negatives=True, temperature=0.05, learning_rate=5e-5)

@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from ifir_lib import figure_export as X
-from ifir_lib import figure_style as ST
-from ifir_lib import figures as F
-from ifir_lib import figures_process as P
-from ifir_lib.testing import write_example_inputs
+from ifir_lib.reporting import figures as F
+from ifir_lib.reporting import figures as P
+from ifir_lib.reporting import figures as X
+from ifir_lib.reporting import style as ST
+from ifir_lib.testing.inputs import write_example_inputs
 
 
 def _png_header(path):

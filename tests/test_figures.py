@@ -6,13 +6,13 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from ifir_lib import figure_export as X
-from ifir_lib import figure_style as ST
-from ifir_lib import figures as F
-from ifir_lib import figures_process as P
-from ifir_lib import results as R
-from ifir_lib.config import PAPER_MODES
-from ifir_lib.testing import write_example_inputs
+from ifir_lib.core.config import PAPER_MODES
+from ifir_lib.reporting import figures as F
+from ifir_lib.reporting import figures as P
+from ifir_lib.reporting import figures as X
+from ifir_lib.reporting import results as R
+from ifir_lib.reporting import style as ST
+from ifir_lib.testing.inputs import write_example_inputs
 
 # ---- published numbers -----------------------------------------------------------------------
 

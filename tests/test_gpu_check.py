@@ -81,7 +81,7 @@ def test_comparison_fails_when_the_two_passes_differ(gc_mod, tmp_path):
     so loss and gradients differ and the check must say FAIL (it is not a test that cannot fail)."""
     from transformers import AutoTokenizer
 
-    from ifir_lib.train import TrainConfig
+    from ifir_lib.training.trainer import TrainConfig
 
     cc = gc_mod.TINY
     enc, nodrop, _ = gc_mod.write_random_encoder(tmp_path, cc)

@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ifir_lib import inspect_tables
-from ifir_lib import inspect_widgets as iw
-from ifir_lib.testing import flip_encoder
+from ifir_lib.curation import tables as inspect_tables
+from ifir_lib.curation import widgets as iw
+from ifir_lib.testing.inputs import flip_encoder
 
 
 def test_build_examples_from_seeds_alone_uses_reference_reversals(explorer_seeds):

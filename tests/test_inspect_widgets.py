@@ -2,9 +2,9 @@
 
 import json
 
-from ifir_lib import inspect_widgets as iw
-from ifir_lib.curation import load_decisions as load_curation
-from ifir_lib.testing import flip_encoder
+from ifir_lib.curation import widgets as iw
+from ifir_lib.curation.decisions import load_decisions as load_curation
+from ifir_lib.testing.inputs import flip_encoder
 
 # ---- pure functions ----------------------------------------------------------------------------
 

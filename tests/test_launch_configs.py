@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ifir_lib.cli import main
-from ifir_lib.errors import ConfigError, DataError
-from ifir_lib.launch_check import check_launch_file
-from ifir_lib.train import TrainConfig
+from ifir_lib.core.errors import ConfigError, DataError
+from ifir_lib.training.launch_check import check_launch_file
+from ifir_lib.training.trainer import TrainConfig
 
 LAUNCH = Path(__file__).resolve().parents[1] / "launch"
 DDP, ZERO2, DS, TORCHRUN = (

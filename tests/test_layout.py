@@ -67,7 +67,7 @@ def test_command_line_parses_without_torch():
 
 
 def test_preset_names_in_config_match_train():
-    from ifir_lib import config as C
-    from ifir_lib.train import TRAIN_PRESETS
+    from ifir_lib.core import config as C
+    from ifir_lib.training.trainer import TRAIN_PRESETS
 
     assert tuple(TRAIN_PRESETS) == C.TRAIN_PRESET_NAMES

@@ -2,7 +2,7 @@
 
 import random
 
-from ifir_lib.llm import backoff_delay, cache_key, retry_after_seconds
+from ifir_lib.synthesis.llm import backoff_delay, cache_key, retry_after_seconds
 
 
 def test_retry_after_and_backoff():

@@ -6,10 +6,10 @@ counts, parsing into rows, cache), not the quality.
 
 import pytest
 
-from ifir_lib import synthesis_io as sio
-from ifir_lib import synthesize as syn
-from ifir_lib.llm_backends import resolve_chat_model
-from ifir_lib.testing import make_seed
+from ifir_lib.synthesis import run as sio
+from ifir_lib.synthesis import run as syn
+from ifir_lib.synthesis.backends import resolve_chat_model
+from ifir_lib.testing.inputs import make_seed
 
 
 def test_resolve_smollm2_without_importing_it():

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from conftest import OPENAI_KEY
 
-from ifir_lib.errors import OutputLocked
-from ifir_lib.local_openai_server import DEFAULT_MODEL
-from ifir_lib.locks import exclusive
-from ifir_lib.results import PER_QUERY_COLUMNS, RESULT_COLUMNS, per_query_path
-from ifir_lib.testing import write_seeds
-from ifir_lib.train import TrainConfig, train
+from ifir_lib.core.errors import OutputLocked
+from ifir_lib.core.locks import exclusive
+from ifir_lib.reporting.results import PER_QUERY_COLUMNS, RESULT_COLUMNS, per_query_path
+from ifir_lib.testing.inputs import write_seeds
+from ifir_lib.testing.openai_server import DEFAULT_MODEL
+from ifir_lib.training.trainer import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def test_training_into_a_held_run_folder_fails_before_loading(tmp_path):
 
 APPENDER = """
 import sys
-from ifir_lib.results import append_results
+from ifir_lib.reporting.results import append_results
 path, tag = sys.argv[1], sys.argv[2]
 cols = {cols!r}
 for i in range(150):

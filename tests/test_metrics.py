@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from ifir_lib import metrics as M
+from ifir_lib.evaluation import metrics as M
 
 
 def run_from_order(order):

@@ -5,11 +5,12 @@ import time
 
 import pytest
 
-from ifir_lib import evaluate as E
-from ifir_lib import metrics as M
-from ifir_lib import mteb_glue as mteb_tasks
-from ifir_lib.corpora import write_followir
-from ifir_lib.testing import synthetic_followir
+from ifir_lib.core.errors import DatasetUnavailable
+from ifir_lib.evaluation import evaluator as E
+from ifir_lib.evaluation import metrics as M
+from ifir_lib.evaluation import mteb_glue as mteb_tasks
+from ifir_lib.evaluation.corpora import write_followir
+from ifir_lib.testing.inputs import synthetic_followir
 
 pytestmark = pytest.mark.usefixtures("private_cache")
 
@@ -81,7 +82,7 @@ def test_ours_equals_mteb_on_local_beir(minilm, tmp_path):
 def test_missing_dataset_fails_fast_with_one_clear_message():
     task = mteb_tasks.get_task("Core17InstructionRetrieval")
     t = time.perf_counter()
-    with pytest.raises(mteb_tasks.DatasetUnavailable, match="not in the local cache"):
+    with pytest.raises(DatasetUnavailable, match="not in the local cache"):
         mteb_tasks.check_task_available(task)
     assert time.perf_counter() - t < 5
 

@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from ifir_lib import mteb_glue, paper_tasks
-from ifir_lib.infosearch import negatives
-from ifir_lib.mair import docs_split, mair_split_data
+from ifir_lib.evaluation import mteb_glue
+from ifir_lib.evaluation import tasks as paper_tasks
+from ifir_lib.evaluation.tasks import docs_split, mair_split_data, negatives
 
 pytestmark = pytest.mark.usefixtures("private_cache")
 
@@ -331,7 +331,7 @@ def test_a_local_copy_is_read_instead_of_the_hub(data_root, monkeypatch):
 
 def test_paper_columns_are_the_tables_first_six():
     """``ifir table`` reads each paper column from the row ``--tasks paper`` writes."""
-    from ifir_lib.tables import COLUMNS
+    from ifir_lib.reporting.tables import COLUMNS
 
     table = [(datasets[0], metric) for _, _, datasets, metric in COLUMNS.values()][:6]
     assert table == list(paper_tasks.PAPER_COLUMNS.values())

@@ -10,7 +10,7 @@ import termios
 
 import pytest
 
-from ifir_lib.progress import progress, progress_enabled
+from ifir_lib.core.progress import progress, progress_enabled
 
 
 @pytest.fixture
@@ -54,7 +54,9 @@ def test_caller_can_turn_it_off_and_quick_steps_print_nothing(terminal_env, caps
 
 def _in_terminal(env: dict) -> str:
     """What a plain terminal shows for a 3-step bar (a real pseudo-terminal, not a pipe)."""
-    code = "from ifir_lib.progress import progress\nfor _ in progress(range(3), desc='mine', delay=0): pass"
+    code = (
+        "from ifir_lib.core.progress import progress\nfor _ in progress(range(3), desc='mine', delay=0): pass"
+    )
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
     proc = subprocess.Popen(

@@ -1,7 +1,7 @@
 """The Appendix A prompt: structure and rendering."""
 
-from ifir_lib import prompts
-from ifir_lib.testing import make_seed
+from ifir_lib.synthesis import prompts
+from ifir_lib.testing.inputs import make_seed
 
 
 def test_prompt_has_appendix_a_structure():

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from ifir_lib.errors import NonFiniteLossError
-from ifir_lib.relation_loss import RelationInfoNCELoss
+from ifir_lib.core.errors import NonFiniteLossError
+from ifir_lib.training.loss import RelationInfoNCELoss
 
 
 class FixedEmbedder(nn.Module):
@@ -181,7 +181,7 @@ def test_each_document_is_encoded_once_with_the_same_loss_and_gradients():
 
 
 def test_unique_rows_keeps_left_padding_and_gives_up_on_unmergeable_features():
-    from ifir_lib.relation_loss import unique_rows
+    from ifir_lib.training.loss import unique_rows
 
     left = {"input_ids": torch.tensor([[0, 5], [6, 7]]), "attention_mask": torch.tensor([[0, 1], [1, 1]])}
     picked = unique_rows([left], torch.tensor([0]))
@@ -200,7 +200,7 @@ def test_minilm_dedup_matches_every_column(minilm):
     }
     cols = [q] + [minilm.preprocess([docs[int(d)] for d in labels[:, j]]) for j in (2, 3)]
     loss = RelationInfoNCELoss(minilm, temperature=0.05)
-    from ifir_lib.relation_loss import unique_rows
+    from ifir_lib.training.loss import unique_rows
 
     first, _ = loss.relation_matrix(labels[:, 2:])
     assert unique_rows(cols[1:], first)["input_ids"].shape[0] == 2  # the dedup path, not the fallback

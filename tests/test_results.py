@@ -6,13 +6,13 @@ import shutil
 import pandas as pd
 import pytest
 
-from ifir_lib import figure_style as ST
-from ifir_lib import figures as F
-from ifir_lib import results as R
-from ifir_lib import summaries as S
-from ifir_lib.config import PUBLISHED_RESULTS_PATH
-from ifir_lib.errors import DataError
-from ifir_lib.testing import fake_result, results_frame
+from ifir_lib.core.config import PUBLISHED_RESULTS_PATH
+from ifir_lib.core.errors import DataError
+from ifir_lib.reporting import figures as F
+from ifir_lib.reporting import results as R
+from ifir_lib.reporting import style as ST
+from ifir_lib.reporting import summaries as S
+from ifir_lib.testing.inputs import fake_result, results_frame
 
 
 def test_results_table_is_appended_never_overwritten(tmp_path):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ifir_lib import reversal_checks as rc
-from ifir_lib.testing import make_seed
+from ifir_lib.synthesis import checks as rc
+from ifir_lib.testing.inputs import make_seed
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 
 from ifir_lib.cli import main
-from ifir_lib.config import SEEDS_PATH
-from ifir_lib.evaluate import EvalResult
-from ifir_lib.locks import exclusive, lock_path
-from ifir_lib.results import save_result
-from ifir_lib.runs import data_sources, lock_holder, runs_records, runs_table
-from ifir_lib.train import TrainConfig, train
+from ifir_lib.core.config import SEEDS_PATH
+from ifir_lib.core.locks import exclusive, lock_path
+from ifir_lib.evaluation.evaluator import EvalResult
+from ifir_lib.pipelines.registry import data_sources, lock_holder, runs_records, runs_table
+from ifir_lib.reporting.results import save_result
+from ifir_lib.training.trainer import TrainConfig, train
 
 
 def _result(dataset: str, p_mrr: float, score: float) -> EvalResult:
@@ -74,7 +74,7 @@ def test_running_stopped_and_failed(root, tmp_path):
     live = _copy_run(root, "live", status="running", steps=None)
     killed = _copy_run(root, "killed", status="running", steps=None)
     # a process that took the lock and was killed with SIGKILL: its line stays in the lock file
-    code = f"import time; from ifir_lib.locks import exclusive\nwith exclusive({str(killed)!r}): print('held', flush=True); time.sleep(60)"
+    code = f"import time; from ifir_lib.core.locks import exclusive\nwith exclusive({str(killed)!r}): print('held', flush=True); time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
     assert lock_holder(killed) is not None  # alive: the lock names it
@@ -201,7 +201,7 @@ def test_bad_roots(tmp_path, capsys):
 def test_a_mode_with_the_same_examples_and_config_reuses_the_finished_run(tmp_path):
     """all-dv on 8 seeds trains on exactly ins-dv's 16 examples (every bundled seed has an
     instruction): the second is copied, not retrained; another config or other examples train."""
-    from ifir_lib.train import train_modes
+    from ifir_lib.training.trainer import train_modes
 
     kw = dict(preset="cpu-smoke", rng_seed=0, max_steps=1, report_to="none")
     train_modes(tmp_path, modes=("ins-dv",), budget=16, **kw)

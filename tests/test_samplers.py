@@ -2,7 +2,7 @@
 
 from datasets import Dataset
 
-from ifir_lib.samplers import DualViewBatchSampler, SingleViewBatchSampler
+from ifir_lib.training.samplers import DualViewBatchSampler, SingleViewBatchSampler
 
 
 def test_sampler_keeps_views_together_and_never_repeats_a_query():

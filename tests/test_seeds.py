@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ifir_lib import seeds as seed_io
-from ifir_lib.errors import DataError
+from ifir_lib.core.errors import DataError
+from ifir_lib.seeds import schema as seed_io
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -71,10 +71,10 @@ def test_cli_bad_seed_file_is_one_clear_line(tmp_path):
 def test_each_stage_checks_only_what_it_reads(tmp_path):
     """A Promptriever-style row (no instruction type, no hard negatives) is fine for synthesis and
     training, which fill what they do not need; the bundled-data check still demands both."""
-    from ifir_lib.errors import DataError
-    from ifir_lib.seeds import load_seeds
-    from ifir_lib.testing import make_seed
-    from ifir_lib.trainsets import build_trainset
+    from ifir_lib.core.errors import DataError
+    from ifir_lib.seeds.schema import load_seeds
+    from ifir_lib.testing.inputs import make_seed
+    from ifir_lib.training.trainsets import build_trainset
 
     rows = []
     for i in range(4):

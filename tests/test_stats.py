@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ifir_lib import stats
+from ifir_lib.evaluation import stats
 
 
 def test_constant_scores_give_zero_width_interval():

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ifir_lib import summaries as S
-from ifir_lib.testing import fake_result, results_frame
+from ifir_lib.reporting import summaries as S
+from ifir_lib.testing.inputs import fake_result, results_frame
 
 
 def test_compare_results_marks_significance():

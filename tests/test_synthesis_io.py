@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from ifir_lib import synthesis_io as sio
-from ifir_lib.errors import DataError
-from ifir_lib.testing import make_seed, write_seeds
+from ifir_lib.core.errors import DataError
+from ifir_lib.synthesis import run as sio
+from ifir_lib.testing.inputs import make_seed, write_seeds
 
 
 def test_choose_negatives_modes():

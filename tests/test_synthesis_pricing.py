@@ -6,10 +6,10 @@ import json
 import pytest
 
 from ifir_lib.cli import main
-from ifir_lib.errors import ConfigError
-from ifir_lib.synthesis_pricing import TokenCounter, parse_price, price_synthesis
-from ifir_lib.synthesize import SynthesisConfig
-from ifir_lib.testing import make_seed
+from ifir_lib.core.errors import ConfigError
+from ifir_lib.synthesis.pricing import TokenCounter, parse_price, price_synthesis
+from ifir_lib.synthesis.run import SynthesisConfig
+from ifir_lib.testing.inputs import make_seed
 
 
 @pytest.fixture()

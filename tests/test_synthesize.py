@@ -2,11 +2,11 @@
 
 import pytest
 
-from ifir_lib import synthesis_io as sio
-from ifir_lib import synthesis_run
-from ifir_lib import synthesize as syn
-from ifir_lib import template_baseline as tb
-from ifir_lib.testing import make_seed
+from ifir_lib.synthesis import run as sio
+from ifir_lib.synthesis import run as syn
+from ifir_lib.synthesis import run as synthesis_run
+from ifir_lib.synthesis import template as tb
+from ifir_lib.testing.inputs import make_seed
 
 # ---- parsing ---------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Synthesis through the real ``openai`` client against a local OpenAI-compatible server.
 
-No mocks: ifir_lib/local_openai_server.py speaks HTTP on 127.0.0.1 and injects 429 / 500 / slow replies /
+No mocks: ifir_lib/testing/openai_server.py speaks HTTP on 127.0.0.1 and injects 429 / 500 / slow replies /
 dropped connections / tagless / declined answers; the CLI runs in-process or as a subprocess.
 """
 
@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from conftest import OPENAI_KEY as KEY  # noqa: E402
 
-from ifir_lib import cli, prompts
-from ifir_lib import synthesis_io as sio
-from ifir_lib import synthesize as syn
-from ifir_lib.local_openai_server import DEFAULT_MODEL, free_port
-from ifir_lib.testing import make_seed, write_seeds
+from ifir_lib import cli
+from ifir_lib.synthesis import prompts
+from ifir_lib.synthesis import run as sio
+from ifir_lib.synthesis import run as syn
+from ifir_lib.testing.inputs import make_seed, write_seeds
+from ifir_lib.testing.openai_server import DEFAULT_MODEL, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,16 @@ import pandas as pd
 import pytest
 
 from ifir_lib.cli import main
-from ifir_lib.results import RESULT_COLUMNS, load_published, load_results
-from ifir_lib.tables import COLUMNS, build_table, column_of, tex_escape, to_csv, to_latex, to_markdown
+from ifir_lib.reporting.results import RESULT_COLUMNS, load_published, load_results
+from ifir_lib.reporting.tables import (
+    COLUMNS,
+    build_table,
+    column_of,
+    tex_escape,
+    to_csv,
+    to_latex,
+    to_markdown,
+)
 
 # (mode, rng_seed, dataset, metric, value): distinctive values, no ties at a rounding boundary
 ROWS = [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ifir_lib import template_baseline as tb
+from ifir_lib.synthesis import template as tb
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The synthetic FollowIR generator: round trip, determinism, scale."""
 
-from ifir_lib.corpora import load_followir, write_followir
-from ifir_lib.testing import synthetic_followir
+from ifir_lib.evaluation.corpora import load_followir, write_followir
+from ifir_lib.testing.inputs import synthetic_followir
 
 
 def test_synthetic_set_round_trips(tmp_path):

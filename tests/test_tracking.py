@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from ifir_lib.errors import ConfigError
-from ifir_lib.tracking import TB_DIR, TensorBoardLog, hparams, reporting, resolve_report_to
-from ifir_lib.train import TrainConfig, train
-from ifir_lib.trainsets import build_trainset
+from ifir_lib.core.errors import ConfigError
+from ifir_lib.training.tracking import TB_DIR, TensorBoardLog, hparams, reporting, resolve_report_to
+from ifir_lib.training.trainer import TrainConfig, train
+from ifir_lib.training.trainsets import build_trainset
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ifir_lib.errors import NonFiniteLossError
-from ifir_lib.train import TrainConfig, train
-from ifir_lib.trainsets import build_trainset
+from ifir_lib.core.errors import NonFiniteLossError
+from ifir_lib.training.trainer import TrainConfig, train
+from ifir_lib.training.trainsets import build_trainset
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -43,7 +43,7 @@ def test_run_directory_is_a_loadable_model_with_provenance(smoke_run):
 def test_same_seed_same_weights(smoke_run, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from ifir_lib.models import model_fingerprint
+    from ifir_lib.core.models import model_fingerprint
 
     cfg, ts, res = smoke_run
     again = train(ts.examples, tmp_path / "again", cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
@@ -124,6 +124,6 @@ def test_ddp_two_processes_on_cpu_agree(tmp_path):
     assert prints[0] == prints[1]
     from sentence_transformers import SentenceTransformer
 
-    from ifir_lib.models import model_fingerprint
+    from ifir_lib.core.models import model_fingerprint
 
     assert model_fingerprint(SentenceTransformer(str(out), device="cpu")) == prints[0]

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from ifir_lib.curation import load_decisions as load_curation
-from ifir_lib.errors import ConfigError, DataError
-from ifir_lib.seeds import NARRATIVE_FIELDS
-from ifir_lib.trainsets import build_trainset, load_reversals, load_trainset, save_trainset
+from ifir_lib.core.errors import ConfigError, DataError
+from ifir_lib.curation.decisions import load_decisions as load_curation
+from ifir_lib.seeds.schema import NARRATIVE_FIELDS
+from ifir_lib.training.trainsets import build_trainset, load_reversals, load_trainset, save_trainset
 
 
 def test_budgets_are_matched(bundled_seeds):
@@ -147,9 +147,9 @@ def test_training_file_errors_name_file_and_line(tmp_path, bundled_seeds):
 
 
 def test_ablation_modes_are_ins_dv_with_one_thing_changed():
-    from ifir_lib.template_baseline import template_reversal
-    from ifir_lib.testing import make_seed
-    from ifir_lib.train import TrainConfig, mode_config
+    from ifir_lib.synthesis.template import template_reversal
+    from ifir_lib.testing.inputs import make_seed
+    from ifir_lib.training.trainer import TrainConfig, mode_config
 
     seeds = [make_seed(i) for i in range(8)]
     dv = build_trainset("ins-dv", seeds, budget=8, num_negatives=3)

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from ifir_lib import cli
-from ifir_lib import synthesis_io as sio
-from ifir_lib import synthesize as syn
-from ifir_lib.local_openai_server import DEFAULT_MODEL
-from ifir_lib.models import encode, format_query
-from ifir_lib.verify import flip_margins, judge_order, parse_judge, verify, verify_file
+from ifir_lib.core.models import encode, format_query
+from ifir_lib.synthesis import run as sio
+from ifir_lib.synthesis import run as syn
+from ifir_lib.synthesis.verify import flip_margins, judge_order, parse_judge, verify, verify_file
+from ifir_lib.testing.openai_server import DEFAULT_MODEL
 
 SNAKE = "The python is a large constricting snake found in Africa and Asia."
 CODE = "Python is a programming language popular for data science and scripting."

@@ -1,0 +1,286 @@
+"""Evaluation corpora on disk: FollowIR-format folders (read, check, write) and BEIR folders.
+
+FollowIR's original layout (docs/method.md §5)::
+    corpus.jsonl              {"_id", "title", "text"}
+    queries.jsonl             {"_id", "text", "instruction_og", "instruction_changed", ...}
+    qrels_og/test.jsonl       {"query-id", "corpus-id", "score"}   graded 0/1/2
+    qrels_changed/test.jsonl  {"query-id", "corpus-id", "score"}
+    top_ranked.jsonl          {"qid", "pid"}                        one row per candidate
+
+Problems that mteb tolerates (qrels naming unknown documents, a query without a changed
+instruction, an empty candidate list, a query without og or changed qrels) are collected in
+``FollowIRData.problems`` with counts, logged as warnings, and the affected queries are dropped,
+never scored as zero; candidates missing from the corpus are reported and ignored. A malformed
+line raises ``DataError`` naming file and line.
+``SCORE_METRIC`` says which metric is each FollowIR dataset's Score (the paper's Table 1).
+Not handled here: encoding or scoring (``evaluate``), synthetic sets for tests (``testing``).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.config import FOLLOWIR_DIR
+from ..core.errors import DataError
+from ..core.jsonl import read_jsonl
+
+log = logging.getLogger(__name__)
+
+Qrels = dict[str, dict[str, int]]
+
+FOLLOWIR_TASKS = ("Robust04InstructionRetrieval", "News21InstructionRetrieval", "Core17InstructionRetrieval")
+# the paper's Score per FollowIR dataset (arXiv 2604.18845, Table 1): MAP@1000, but nDCG@5 on News21
+SCORE_METRIC = {
+    "Robust04InstructionRetrieval": "map_at_1000",
+    "News21InstructionRetrieval": "ndcg_at_5",
+    "Core17InstructionRetrieval": "map_at_1000",
+}
+
+
+def score_metric_for(name: str) -> str:
+    """``'News21InstructionRetrieval' -> 'ndcg_at_5'``; any other name (Robust04, Core17, a local set) -> MAP@1000."""
+    return SCORE_METRIC.get(name, "ndcg_at_5" if "news21" in name.lower() else "map_at_1000")
+
+
+@dataclass
+class FollowIRData:
+    name: str
+    corpus: dict[str, dict]  # doc id -> {"title", "text"}
+    queries: dict[str, dict]  # qid -> {"text", "instruction_og", "instruction_changed"}
+    qrels_og: Qrels
+    qrels_changed: Qrels
+    top_ranked: dict[str, list[str]]  # qid -> candidate doc ids (the reranking pool)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def qrel_diff(self) -> dict[str, list[str]]:
+        """Docs relevant under the original instruction but not under the changed one."""
+        out = {}
+        for qid, og in self.qrels_og.items():
+            ch = self.qrels_changed.get(qid, {})
+            diff = sorted(d for d, s in og.items() if s > 0 and ch.get(d, 0) <= 0)
+            if diff:
+                out[qid] = diff
+        return out
+
+
+def _preview(ids, n: int = 5) -> str:
+    ids = sorted(ids)
+    return ", ".join(ids[:n]) + (" ..." if len(ids) > n else "")
+
+
+def _need(row, keys, path, n):
+    for k in keys:
+        if k not in row or row[k] is None:
+            raise DataError(path, n, "missing", k)
+
+
+def _load_qrels(path: Path) -> Qrels:
+    qrels: Qrels = collections.defaultdict(dict)
+    for n, row in read_jsonl(path):
+        _need(row, ("query-id", "corpus-id", "score"), path, n)
+        try:
+            score = int(float(row["score"]))
+        except (TypeError, ValueError):
+            raise DataError(path, n, f"not a number: {row['score']!r}", "score") from None
+        qrels[str(row["query-id"])][str(row["corpus-id"])] = score
+    return dict(qrels)
+
+
+def load_followir(folder: str | Path = FOLLOWIR_DIR, *, unknown_qrels: str = "exclude") -> FollowIRData:
+    """Load and check a FollowIR-format folder; see the module docstring for what is dropped.
+
+    ``unknown_qrels`` says what to do with a query whose qrels name documents missing from the
+    corpus: ``"exclude"`` (default) drops the query with a warning; ``"keep"`` keeps the
+    judgments, which then count as relevant-but-unretrievable (trec_eval's convention, and what
+    mteb does with such qrels).
+    """
+    if unknown_qrels not in ("exclude", "keep"):
+        raise ValueError(f"unknown_qrels must be 'exclude' or 'keep', not {unknown_qrels!r}")
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(folder, None, "not a directory (expected a FollowIR-format folder)")
+    corpus = {}
+    cpath = folder / "corpus.jsonl"
+    for n, row in read_jsonl(cpath):
+        _need(row, ("_id", "text"), cpath, n)
+        if not isinstance(row["text"], str):
+            raise DataError(cpath, n, "must be a string", "text")
+        corpus[str(row["_id"])] = {"title": row.get("title") or "", "text": row["text"]}
+    queries = {}
+    qpath = folder / "queries.jsonl"
+    for n, row in read_jsonl(qpath):
+        _need(row, ("_id", "text", "instruction_og"), qpath, n)
+        for k in ("text", "instruction_og"):
+            if not isinstance(row[k], str):
+                raise DataError(qpath, n, "must be a string", k)
+        queries[str(row["_id"])] = {
+            "text": row["text"],
+            "instruction_og": row["instruction_og"],
+            "instruction_changed": row.get("instruction_changed") or "",
+        }
+    qrels_og = _load_qrels(folder / "qrels_og" / "test.jsonl")
+    qrels_changed = _load_qrels(folder / "qrels_changed" / "test.jsonl")
+    top = collections.defaultdict(list)
+    tpath = folder / "top_ranked.jsonl"
+    for n, row in read_jsonl(tpath):
+        _need(row, ("qid", "pid"), tpath, n)
+        pids = row["pid"] if isinstance(row["pid"], list) else [row["pid"]]
+        top[str(row["qid"])].extend(str(p) for p in pids)
+
+    problems = []
+
+    def drop(qids, why):
+        qids = [q for q in qids if q in queries]
+        if qids:
+            problems.append(f"{len(qids)} queries {why}: {_preview(qids)}")
+            for q in qids:
+                queries.pop(q, None)
+
+    for kind, qrels in (("qrels_og", qrels_og), ("qrels_changed", qrels_changed)):
+        strays = sorted(q for q in qrels if q not in queries)
+        if strays:
+            problems.append(
+                f"{kind}/test.jsonl judges {len(strays)} queries not in queries.jsonl: {_preview(strays)}; ignored"
+            )
+    unknown = collections.Counter()
+    for qrels in (qrels_og, qrels_changed):
+        for qid, docs in qrels.items():
+            if qid in queries:
+                unknown[qid] += sum(1 for d in docs if d not in corpus)
+    unknown = +unknown  # drop zero counts
+    if unknown:
+        what = f"{sum(unknown.values())} qrels name documents not in the corpus (in {len(unknown)} queries)"
+        if unknown_qrels == "exclude":
+            drop(list(unknown), f"have qrels naming unknown documents ({what}); excluded")
+        else:
+            problems.append(f"{what}; kept as relevant but unretrievable")
+    not_in_corpus = collections.Counter(
+        q for q, ps in top.items() if q in queries for p in ps if p not in corpus
+    )
+    if not_in_corpus:
+        problems.append(
+            f"{sum(not_in_corpus.values())} candidates in top_ranked are not in the corpus "
+            f"(in {len(not_in_corpus)} queries: {_preview(not_in_corpus)}); those candidates are ignored"
+        )
+    drop(
+        [q for q, v in queries.items() if not v["instruction_changed"].strip()],
+        "have no changed instruction; excluded",
+    )
+    drop(
+        [q for q in queries if not [p for p in top.get(q, []) if p in corpus]],
+        "have an empty candidate list; excluded",
+    )
+    drop([q for q in queries if not qrels_og.get(q)], "have no og qrels; excluded")
+    # mteb drops a query without judgments, so its changed run would vanish and p-MRR skip it
+    drop([q for q in queries if not qrels_changed.get(q)], "have no changed qrels; excluded")
+    top_ranked = {q: list(dict.fromkeys(p for p in top[q] if p in corpus)) for q in queries}
+    for p in problems:
+        log.warning("%s: %s", folder, p)
+    return FollowIRData(
+        folder.name,
+        corpus,
+        queries,
+        {q: qrels_og[q] for q in queries},
+        {q: qrels_changed.get(q, {}) for q in queries},
+        top_ranked,
+        problems,
+    )
+
+
+def write_followir(data: FollowIRData, folder: str | Path) -> Path:
+    """Write ``data`` in the original layout (used to build the bundled set and benchmarks)."""
+    folder = Path(folder)
+    (folder / "qrels_og").mkdir(parents=True, exist_ok=True)
+    (folder / "qrels_changed").mkdir(parents=True, exist_ok=True)
+
+    def dump(path, rows):
+        with open(path, "w", encoding="utf-8") as fh:
+            for r in rows:
+                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+    dump(folder / "corpus.jsonl", ({"_id": d, **v} for d, v in data.corpus.items()))
+    dump(folder / "queries.jsonl", ({"_id": q, **v} for q, v in data.queries.items()))
+    for sub, qrels in (("qrels_og", data.qrels_og), ("qrels_changed", data.qrels_changed)):
+        dump(
+            folder / sub / "test.jsonl",
+            (
+                {"query-id": q, "corpus-id": d, "score": s}
+                for q, docs in qrels.items()
+                for d, s in docs.items()
+            ),
+        )
+    dump(folder / "top_ranked.jsonl", ({"qid": q, "pid": p} for q, ps in data.top_ranked.items() for p in ps))
+    return folder
+
+
+# --------------------------------------------------------------------------------------------
+# BEIR-style folders
+
+
+def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict]:
+    """``(corpus, queries, qrels)`` from ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv|.jsonl``.
+
+    Queries without qrels are not evaluated (BEIR convention); qrels naming unknown documents
+    or unknown queries exclude those queries with a warning giving counts.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(folder, None, "not a directory (expected a BEIR-style folder)")
+    corpus, queries = {}, {}
+    for n, row in read_jsonl(folder / "corpus.jsonl"):
+        if "_id" not in row or not isinstance(row.get("text"), str):
+            raise DataError(folder / "corpus.jsonl", n, "needs '_id' and a string 'text'")
+        corpus[str(row["_id"])] = {"title": row.get("title") or "", "text": row["text"]}
+    for n, row in read_jsonl(folder / "queries.jsonl"):
+        if "_id" not in row or not isinstance(row.get("text"), str):
+            raise DataError(folder / "queries.jsonl", n, "needs '_id' and a string 'text'")
+        queries[str(row["_id"])] = row["text"]
+    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
+    tsv, jsl = folder / "qrels" / f"{split}.tsv", folder / "qrels" / f"{split}.jsonl"
+    if tsv.exists():
+        with tsv.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                parts = line.rstrip("\n").split("\t")
+                if not line.strip() or (n == 1 and parts[0] in ("query-id", "query_id", "qid")):
+                    continue
+                if len(parts) < 3:
+                    raise DataError(
+                        tsv,
+                        n,
+                        f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(parts)}",
+                    )
+                try:
+                    qrels[parts[0]][parts[1]] = int(float(parts[2]))
+                except ValueError:
+                    raise DataError(tsv, n, f"not a number: {parts[2]!r}", "score") from None
+    elif jsl.exists():
+        for n, row in read_jsonl(jsl):
+            try:
+                qrels[str(row["query-id"])][str(row["corpus-id"])] = int(float(row["score"]))
+            except KeyError as e:
+                raise DataError(jsl, n, "missing", e.args[0]) from None
+            except (TypeError, ValueError):
+                raise DataError(jsl, n, f"not a number: {row['score']!r}", "score") from None
+    else:
+        raise DataError(tsv, None, f"file not found (nor {jsl.name})")
+    bad_doc = sorted(q for q, d in qrels.items() if any(x not in corpus for x in d))
+    bad_q = sorted(q for q in qrels if q not in queries)
+    for ids, why in (
+        (bad_q, "qrels name queries missing from queries.jsonl"),
+        (bad_doc, "have qrels naming documents missing from corpus.jsonl"),
+    ):
+        if ids:
+            log.warning("%s: %d queries %s; excluded: %s", folder, len(ids), why, _preview(ids))
+    qrels = {
+        q: d
+        for q, d in qrels.items()
+        if q not in set(bad_doc) | set(bad_q) and any(s > 0 for s in d.values())
+    }
+    if not qrels:
+        raise DataError(folder, None, "no query has a relevant document in the qrels")
+    return corpus, {q: queries[q] for q in qrels}, qrels

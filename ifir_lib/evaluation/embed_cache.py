@@ -1,0 +1,198 @@
+"""On-disk embedding cache: encode each unique text once per model, ever.
+
+Layout: ``cache_dir()/emb/<model fingerprint>/<shard>.keys.npy`` + ``<shard>.vecs.npy``. A key
+is the sha256 of ``kind + "\\0" + text`` (kind is ``"query"`` or ``"document"``, so the stored
+prompt applies); the fingerprint (``models.model_fingerprint``) covers weights, prompts and max
+length, so a fine-tuned model never reads another model's vectors. Each encode call that
+produces new vectors writes one shard (vectors first, keys last, each via an atomic rename), so
+concurrent runs and interrupted runs never leave a half-written entry that would be read.
+``IFIR_CACHE`` moves the root (``config.cache_dir``).
+
+Not handled here: eviction (delete the folder), and models whose output is not a fixed-size
+float vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from ..core.config import cache_dir
+from ..core.locks import shared_append
+from ..core.models import encode, model_fingerprint, prompt_name
+from ..core.progress import progress
+
+log = logging.getLogger(__name__)
+
+
+def text_key(text: str, kind: str) -> str:
+    """``text_key('solar', 'query')`` -> 32 hex chars of sha256(``'query\\0solar'``)."""
+    return hashlib.sha256(f"{kind}\0{text}".encode()).hexdigest()[:32]
+
+
+class EmbeddingCache:
+    """Vectors of one model, keyed by ``text_key``; loads all shards' keys on first use."""
+
+    def __init__(self, fingerprint: str, root: str | Path | None = None):
+        self.fingerprint = fingerprint
+        self.dir = Path(root) if root is not None else cache_dir() / "emb" / fingerprint
+        self._index: dict[str, tuple[int, int]] | None = None  # key -> (shard no., row)
+        self._shards: list[np.ndarray] = []  # memory-mapped (n, dim) float32
+
+    def _load_index(self) -> dict[str, tuple[int, int]]:
+        if self._index is None:
+            self._index = {}
+            if self.dir.is_dir():
+                for kpath in sorted(self.dir.glob("*.keys.npy")):
+                    self._add_shard(kpath)
+        return self._index
+
+    def _add_shard(self, kpath: Path):
+        vpath = kpath.with_name(kpath.name.replace(".keys.npy", ".vecs.npy"))
+        try:
+            keys = np.load(kpath)
+            vecs = np.load(vpath, mmap_mode="r")
+        except (OSError, ValueError) as e:  # unreadable shard: ignore it, it will be re-encoded
+            log.warning("embedding cache: skipping unreadable shard %s (%s)", kpath, e)
+            return
+        if len(keys) != len(vecs):
+            log.warning("embedding cache: skipping shard %s (keys/vectors length mismatch)", kpath)
+            return
+        n = len(self._shards)
+        self._shards.append(vecs)
+        for row, k in enumerate(keys.tolist()):
+            self._index[k.decode("ascii")] = (n, row)
+
+    def __len__(self) -> int:
+        return len(self._load_index())
+
+    def get(self, keys: list[str]) -> tuple[np.ndarray | None, list[int]]:
+        """Return ``(vectors, missing_positions)``; ``vectors`` rows at missing positions are 0."""
+        index = self._load_index()
+        found = [(i, index[k]) for i, k in enumerate(keys) if k in index]
+        missing = [i for i, k in enumerate(keys) if k not in index]
+        if not found:
+            return None, missing
+        dim = self._shards[found[0][1][0]].shape[1]
+        out = np.zeros((len(keys), dim), dtype=np.float32)
+        # gather per shard with one fancy-index each (fast on memory maps)
+        by_shard: dict[int, tuple[list[int], list[int]]] = {}
+        for i, (s, row) in found:
+            dst, src = by_shard.setdefault(s, ([], []))
+            dst.append(i)
+            src.append(row)
+        for s, (dst, src) in by_shard.items():
+            out[dst] = self._shards[s][src]
+        return out, missing
+
+    def put(self, keys: list[str], vectors: np.ndarray) -> None:
+        """Store ``vectors`` (n, dim) under ``keys`` as one new shard."""
+        if not keys:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        name = uuid.uuid4().hex
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        karr = np.array([k.encode("ascii") for k in keys], dtype="S32")
+        with shared_append(self.dir):  # writers take turns; readers need no lock (keys publish last)
+            for suffix, arr in (
+                (".vecs.npy", vecs),
+                (".keys.npy", karr),
+            ):  # keys last: they publish the shard
+                tmp = self.dir / f".{name}{suffix}.tmp"
+                with open(tmp, "wb") as fh:
+                    np.save(fh, arr)
+                os.replace(tmp, self.dir / f"{name}{suffix}")
+        if self._index is not None:
+            self._add_shard(self.dir / f"{name}.keys.npy")
+
+
+def _token_lengths(model, texts: list[str], kind: str) -> np.ndarray | None:
+    """Token count of each text as the model will see it (prompt included, truncated); None if unknown."""
+    tok = getattr(model, "tokenizer", None)
+    if tok is None or not callable(tok):
+        return None
+    prompt = (getattr(model, "prompts", None) or {}).get(prompt_name(model, kind)) or ""
+    try:
+        ids = tok(
+            [prompt + t for t in texts],
+            truncation=True,
+            max_length=getattr(model, "max_seq_length", None) or 512,
+        )
+        return np.fromiter((len(x) for x in ids["input_ids"]), dtype=np.int64, count=len(texts))
+    except Exception:  # a tokenizer that does not take this call: fall back to one encode call
+        return None
+
+
+def encode_by_length(model, texts: list[str], kind: str, *, batch_size: int = 32) -> np.ndarray:
+    """``models.encode`` in batches of equal *token* length: the same vectors, less padding.
+
+    sentence-transformers sorts a call's texts by character count, which on prose leaves about
+    10% of the padded tokens as padding (measured on the benchmark set: 2.25M padded vs 2.03M
+    real tokens at batch size 32); sorting by token count first brings that to ~0.1%. Vectors
+    differ from a single call only by float rounding (~1e-7).
+    """
+    lens = _token_lengths(model, texts, kind) if len(texts) > batch_size else None
+    if lens is None:
+        return np.asarray(encode(model, texts, kind, batch_size=batch_size), dtype=np.float32)
+    order = np.argsort(-lens, kind="stable")
+    out = None
+    for start in progress(range(0, len(texts), batch_size), desc=f"encode {kind}s", unit="batch"):
+        idx = order[start : start + batch_size]
+        vecs = np.asarray(
+            encode(model, [texts[i] for i in idx], kind, batch_size=batch_size), dtype=np.float32
+        )
+        if out is None:
+            out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
+        out[idx] = vecs
+    return out
+
+
+def encode_cached(
+    model,
+    texts: list[str],
+    kind: str,
+    *,
+    batch_size: int = 32,
+    cache: bool | EmbeddingCache = True,
+    fingerprint: str | None = None,
+) -> np.ndarray:
+    """Encode ``texts`` (L2-normalised, (n, dim) float32), each unique text once.
+
+    Duplicates are encoded once and copied; with ``cache`` on, texts seen before by the same
+    model (same fingerprint) are read from disk and only new ones reach the model, in batches
+    of equal token length (``encode_by_length``).
+    ``kind`` is ``"query"`` or ``"document"`` and selects the model's stored prompt.
+    """
+    uniq = list(dict.fromkeys(texts))
+    pos = {t: i for i, t in enumerate(uniq)}
+    if cache is False or cache is None:
+        vecs = encode_by_length(model, uniq, kind, batch_size=batch_size)
+    else:
+        store = (
+            cache
+            if isinstance(cache, EmbeddingCache)
+            else EmbeddingCache(fingerprint or model_fingerprint(model))
+        )
+        keys = [text_key(t, kind) for t in uniq]
+        vecs, missing = store.get(keys)
+        if missing:
+            new = encode_by_length(model, [uniq[i] for i in missing], kind, batch_size=batch_size)
+            if vecs is None:
+                vecs = np.zeros((len(uniq), new.shape[1]), dtype=np.float32)
+            vecs[missing] = new
+            store.put([keys[i] for i in missing], new)
+        log.info(
+            "embeddings (%s): %d unique texts, %d from cache, %d encoded",
+            kind,
+            len(uniq),
+            len(uniq) - len(missing),
+            len(missing),
+        )
+    if len(uniq) == len(texts):
+        return vecs
+    return vecs[[pos[t] for t in texts]]

@@ -1,0 +1,401 @@
+"""mteb 2.x glue: local-file tasks in the FollowIR / BEIR schema, running named tasks.
+
+``LocalFollowIRTask`` subclasses mteb's ``AbsTaskRetrieval`` (the class mteb 2.26's
+``Robust04InstructionRetrieval`` & co. use) and feeds it a FollowIR-format folder in mteb 2.x's
+own schema: each query appears twice, ``<qid>-og`` with the original instruction and
+``<qid>-changed`` with the changed one, in the ``instruction`` column that mteb appends to the
+query text (``query + " " + instruction``); qrels hold both (og qrels under ``-og``); both
+share the ``top_ranked`` candidates; p-MRR comes from mteb's own ``evaluate_p_mrr_change``
+with the folder's qrel diff, exactly as the FollowIR tasks compute it. So CI exercises mteb's
+whole FollowIR code path (data schema, prompts, reranking, scoring) without the hub.
+
+``LocalRetrievalTask`` does the same for a BEIR-style folder (full-corpus retrieval).
+
+``evaluate_mteb(model, names)`` runs named tasks (``followir`` = Robust04, News21, Core17)
+through ``mteb.evaluate``: the numbers are mteb's own, the intervals come from per-query scores
+of mteb's run. Task names, local copies and offline checks come from ``paper_tasks``. This module
+depends on ``evaluate`` (the result type), never the reverse.
+
+Not handled here: our own evaluation (``evaluate``) and metric definitions (``metrics``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import DataError
+from ..core.progress import progress, progress_enabled
+from . import metrics as M
+from .corpora import FOLLOWIR_TASKS, FollowIRData, load_beir, load_followir, score_metric_for
+from .evaluator import EvalResult, _resolve_model, _with_ci, followir_per_query
+from .stats import stratified_mean
+from .tasks import PAPER_TASKS, check_available, get_paper_task
+
+log = logging.getLogger(__name__)
+
+
+def expand_task_names(names: list[str] | str) -> list[str]:
+    """``['followir', 'SciFact'] -> [Robust04..., News21..., Core17..., 'SciFact']`` (comma lists allowed).
+
+    ``paper`` is the six columns of the paper's Tables 1-2 (``paper_tasks.PAPER_TASKS``).
+    """
+    if isinstance(names, str):
+        names = [names]
+    out = []
+    for item in names:
+        for n in (x.strip() for x in item.split(",")):
+            if n.lower() in ("followir", "paper"):
+                out.extend(FOLLOWIR_TASKS if n.lower() == "followir" else PAPER_TASKS)
+            elif n:
+                out.append(n)
+    return list(dict.fromkeys(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# local-file tasks
+
+
+def _base_metadata(name: str, folder: Path, kind: str):
+    """A copy of a real task's metadata (FollowIR: Robust04's) renamed and pointed at ``folder``."""
+    import mteb
+
+    if kind == "followir":
+        md = mteb.get_task("Robust04InstructionRetrieval").metadata
+        desc = f"FollowIR-format folder {folder} in mteb's InstructionReranking schema"
+    else:
+        md = mteb.get_task("SciFact").metadata
+        desc = f"BEIR-style folder {folder}"
+    return md.model_copy(
+        update={
+            "name": name,
+            "description": desc,
+            "reference": None,
+            "dataset": {"path": str(folder), "revision": "local"},
+            "bibtex_citation": "",
+            "eval_splits": ["test"],
+            "eval_langs": ["eng-Latn"],
+        },
+        deep=True,
+    )
+
+
+@functools.cache
+def _task_classes():
+    """The two task classes, built on first use so that importing this module doesn't import mteb."""
+    from datasets import Dataset
+    from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change
+    from mteb.abstasks import AbsTaskRetrieval
+
+    def corpus_dataset(corpus):
+        return Dataset.from_dict(
+            {
+                "id": list(corpus),
+                "title": [d["title"] for d in corpus.values()],
+                "text": [d["text"] for d in corpus.values()],
+            }
+        )
+
+    class LocalFollowIRTask(AbsTaskRetrieval):
+        """FollowIR folder in mteb 2.x's schema; subclasses set ``metadata`` and ``source``."""
+
+        source = None
+
+        def load_data(self, num_proc=None, **kwargs):
+            if self.data_loaded:
+                return
+            data = self.source if isinstance(self.source, FollowIRData) else load_followir(self.source)
+            ids, texts, instr, qrels, top = [], [], [], {}, {}
+            for qid, q in data.queries.items():
+                for suffix, key, qr in (
+                    ("-og", "instruction_og", data.qrels_og),
+                    ("-changed", "instruction_changed", data.qrels_changed),
+                ):
+                    ids.append(qid + suffix)
+                    texts.append(q["text"])
+                    instr.append(q[key])  # mteb appends it: query + " " + instruction
+                    qrels[qid + suffix] = dict(qr.get(qid, {}))
+                    top[qid + suffix] = list(data.top_ranked[qid])
+            self.qrel_diff = data.qrel_diff
+            queries = Dataset.from_dict({"id": ids, "text": texts, "instruction": instr})
+            self.dataset = {
+                "default": {
+                    "test": {
+                        "corpus": corpus_dataset(data.corpus),
+                        "queries": queries,
+                        "relevant_docs": qrels,
+                        "top_ranked": top,
+                    }
+                }
+            }
+            self.data_loaded = True
+
+        def task_specific_scores(self, scores, qrels, results, hf_split, hf_subset):
+            # the same call as mteb's Robust04/News21/Core17InstructionRetrieval.task_specific_scores
+            return evaluate_p_mrr_change(qrels, results, self.qrel_diff, self.k_values)
+
+    class LocalRetrievalTask(AbsTaskRetrieval):
+        """BEIR-style folder (full-corpus retrieval); subclasses set ``metadata`` and ``source``."""
+
+        source = None
+
+        def load_data(self, num_proc=None, **kwargs):
+            if self.data_loaded:
+                return
+            corpus, queries, qrels = load_beir(self.source)
+            queries = Dataset.from_dict({"id": list(queries), "text": list(queries.values())})
+            self.dataset = {
+                "default": {
+                    "test": {
+                        "corpus": corpus_dataset(corpus),
+                        "queries": queries,
+                        "relevant_docs": qrels,
+                        "top_ranked": None,
+                    }
+                }
+            }
+            self.data_loaded = True
+
+    return LocalFollowIRTask, LocalRetrievalTask
+
+
+def _make_task(base, name: str, folder: Path, kind: str, source):
+    # metadata must be a class attribute: mteb's ``unload_data`` drops instance-level metadata
+    sub = type(f"Local_{name}", (base,), {"metadata": _base_metadata(name, folder, kind), "source": source})
+    return sub()
+
+
+def local_followir_task(data, name: str | None = None):
+    """An mteb ``AbsTaskRetrieval`` (type InstructionReranking, main score p-MRR) over a FollowIR folder.
+
+    ``data`` is a folder path or a loaded ``FollowIRData``; the task is named after the folder
+    (as ``evaluate_followir`` names its result), unless ``name`` is given.
+    """
+
+    folder = Path(data.name) if isinstance(data, FollowIRData) else Path(data)
+    return _make_task(_task_classes()[0], name or folder.name, folder, "followir", data)
+
+
+def local_retrieval_task(folder: str | Path, name: str | None = None):
+    """An mteb ``AbsTaskRetrieval`` (full-corpus retrieval, main score nDCG@10) over a BEIR-style folder."""
+    folder = Path(folder)
+    return _make_task(_task_classes()[1], name or folder.name, folder, "beir", folder)
+
+
+# ---------------------------------------------------------------------------------------------
+# named tasks: availability check and running
+
+
+def check_task_available(task) -> None:
+    """Raise ``DatasetUnavailable`` (one line per dataset) unless ``task``'s data can be loaded now.
+
+    Offline (``HF_HUB_OFFLINE=1`` / ``HF_DATASETS_OFFLINE=1``) or with the hub unreachable, the
+    dataset must be a local copy or in the local cache; the check takes milliseconds instead of
+    the ~25 s of retries ``datasets`` would spend before failing (``paper_tasks.missing_datasets``).
+    """
+    check_available([task])
+
+
+def get_task(name: str, data_dir: str | Path | None = None):
+    """``mteb.get_task`` (or a paper task, ``paper_tasks``) with a one-line ``DataError`` for unknown names.
+
+    With ``data_dir`` (or ``$IFIR_DATA_DIR``), a local copy of the task's hub repo there is read instead.
+    """
+    import mteb
+
+    task = get_paper_task(name, data_dir)
+    if task is not None:
+        return task
+    try:
+        return mteb.get_task(name)
+    except KeyError as e:
+        raise DataError(name, None, f"not an mteb task name ({str(e).strip(chr(39))[:200]})") from None
+
+
+def run_mteb(model, task, *, batch_size: int = 32, show_progress_bar: bool = False) -> dict:
+    """Run one mteb task with mteb 2.x's ``mteb.evaluate``; return ``{"scores", "run", "qrels"}``.
+
+    ``scores`` is mteb's score dict for the test split / default subset as mteb reports it
+    (fractions, MAP/nDCG rounded to 5 decimals by mteb). ``run`` and ``qrels`` are what mteb
+    scored, captured from ``task_specific_scores`` so per-query statistics use mteb's own run.
+    mteb's result cache is bypassed (``cache=None``): a local task's name says nothing about
+    its data, and a stale cached score must never be reported.
+    """
+    import mteb
+
+    captured = {}
+    orig = task.task_specific_scores
+
+    def capture(scores, qrels, results, hf_split, hf_subset):
+        captured.update(run=results, qrels=qrels, split=hf_split, subset=hf_subset)
+        return orig(scores, qrels, results, hf_split=hf_split, hf_subset=hf_subset)
+
+    task.task_specific_scores = capture
+    with warnings.catch_warnings():
+        # mteb 2.26 calls a sentence-transformers method that 6.x renamed; the FutureWarning is noise
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        try:
+            res = mteb.evaluate(
+                model,
+                task,
+                cache=None,
+                overwrite_strategy="always",
+                show_progress_bar=show_progress_bar,
+                encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar},
+            )
+        finally:
+            del task.task_specific_scores
+    if res.exceptions:
+        raise RuntimeError(f"mteb failed on {task.metadata.name}: {res.exceptions[0].exception}")
+    tr = res.task_results[0]
+    split = "test" if "test" in tr.scores else next(iter(tr.scores))
+    scores = tr.scores[split][0]
+    return {"scores": scores, "run": captured.get("run"), "qrels": captured.get("qrels")}
+
+
+# --------------------------------------------------------------------------------------------
+# 2. named mteb tasks (and local folders through mteb, for cross-checks)
+
+
+def _split_suffix(run):
+    og = {q[:-3]: d for q, d in run.items() if q.endswith("-og")}
+    ch = {q[:-8]: d for q, d in run.items() if q.endswith("-changed")}
+    return og, ch
+
+
+def _qrel_diff_of(task) -> dict[str, list[str]]:
+    if hasattr(task, "qrel_diff"):
+        return task.qrel_diff
+    from datasets import load_dataset  # the same call mteb's FollowIR tasks make (cached by then)
+
+    md = task.metadata.dataset
+    ds = load_dataset(md["path"], "qrel_diff", split="qrel_diff", revision=md["revision"])
+    return {row["query-id"]: row["corpus-ids"] for row in ds}
+
+
+def evaluate_mteb_task(
+    model, task, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0, name: str | None = None
+) -> EvalResult:
+    """Run one mteb task (name or task object) through ``mteb.evaluate``; mteb's numbers, our CIs.
+
+    FollowIR-type tasks (p-MRR in mteb's scores) report p_mrr, map_at_1000, ndcg_at_5 (og run vs
+    og qrels) and score; retrieval tasks report ndcg_at_10; other tasks their main score
+    (no interval). Per-query values are recomputed by ``metrics`` on mteb's own run and must
+    agree with mteb's means (to mteb's 5-decimal rounding) or a warning says so.
+    """
+    t0 = time.perf_counter()
+    if isinstance(task, str):
+        task = get_task(task)
+        check_task_available(task)
+    model, mname = _resolve_model(model, name)
+    out = run_mteb(model, task, batch_size=batch_size, show_progress_bar=progress_enabled())
+    s, run, qrels = out["scores"], out["run"], out["qrels"]
+    tname = task.metadata.name
+    if "p-MRR" in s:
+        sm = score_metric_for(tname)
+        reported = {
+            "p_mrr": 100 * float(s["p-MRR"]),
+            "map_at_1000": 100 * s["og"]["map_at_1000"],
+            "ndcg_at_5": 100 * s["og"]["ndcg_at_5"],
+        }
+        reported["score"] = reported[sm]
+        og, ch = _split_suffix(run)
+        qrels_og, _ = _split_suffix(qrels)
+        diff = _qrel_diff_of(task)
+        pq = followir_per_query(og, ch, qrels_og, diff, sm)
+        res = EvalResult(
+            tname,
+            mname,
+            reported,
+            {},
+            pq,
+            {"og": og, "changed": ch},
+            source="mteb",
+            qrel_diff=diff,
+            score_metric=sm,
+            qrels=qrels_og,
+        )
+    elif run is not None and "ndcg_at_10" in s:
+        pq = {
+            "ndcg_at_10": {
+                q: 100 * v for q, v in M.trec_per_query(run, qrels, ["ndcg_at_10"])["ndcg_at_10"].items()
+            }
+        }
+        res = EvalResult(
+            tname,
+            mname,
+            {"ndcg_at_10": 100 * s["ndcg_at_10"]},
+            {},
+            pq,
+            {"run": run},
+            source="mteb",
+            qrels=qrels,
+        )
+    else:
+        res = EvalResult(
+            tname, mname, {task.metadata.main_score: 100 * float(s["main_score"])}, {}, {}, source="mteb"
+        )
+    for m, pqm in res.per_query.items():
+        if m in res.metrics and pqm and abs(M.mean(pqm) - res.metrics[m]) > 1e-3:
+            log.warning(
+                "%s %s: mteb reports %.4f, per-query mean of its run is %.4f",
+                tname,
+                m,
+                res.metrics[m],
+                M.mean(pqm),
+            )
+    _with_ci(res, bootstrap, rng_seed)
+    res.timings = {"total_s": time.perf_counter() - t0}
+    return res
+
+
+def aggregate_followir(
+    results: list[EvalResult], *, bootstrap: int = 1000, rng_seed: int = 0, name: str = "followir"
+) -> EvalResult:
+    """The paper's FollowIR summary: mean over datasets of p-MRR and of Score (docs/method.md §5).
+
+    Per-query ids become ``'<dataset>/<qid>'``; intervals resample queries within each dataset.
+    """
+    pq: dict[str, dict[str, float]] = {}
+    for m in ("p_mrr", "score"):
+        pq[m] = {f"{r.dataset}/{q}": v for r in results for q, v in r.per_query.get(m, {}).items()}
+    metrics = {m: float(np.mean([r.metrics[m] for r in results])) for m in ("p_mrr", "score")}
+    res = EvalResult(
+        name,
+        results[0].model,
+        metrics,
+        {},
+        pq,
+        source=results[0].source,
+        problems=[p for r in results for p in r.problems],
+    )
+    for m, d in pq.items():
+        if d and abs(stratified_mean(list(d.values()), [q.split("/")[0] for q in d]) - metrics[m]) > 1e-3:
+            log.warning("aggregate %s: per-query mean differs from the mean of dataset means", m)
+    return _with_ci(res, bootstrap, rng_seed, strata={q: q.split("/", 1)[0] for d in pq.values() for q in d})
+
+
+def evaluate_mteb(
+    model, names, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0, name=None, data_dir=None
+) -> list[EvalResult]:
+    """Evaluate named mteb tasks (``'followir'``, ``'paper'`` expand) or task objects; adds the FollowIR aggregate.
+
+    Every task's dataset is checked first, so missing ones fail in milliseconds with one line each
+    (``DatasetUnavailable``) before any model time is spent.
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    tasks = [get_task(n, data_dir) for n in expand_task_names([n for n in names if isinstance(n, str)])]
+    tasks += [t for t in names if not isinstance(t, str)]
+    check_available(tasks)
+    model, mname = _resolve_model(model, name)
+    kw = dict(batch_size=batch_size, bootstrap=bootstrap, rng_seed=rng_seed, name=mname)
+    out = [evaluate_mteb_task(model, t, **kw) for t in progress(tasks, desc="mteb tasks", unit="task")]
+    fir = [r for r in out if r.dataset in FOLLOWIR_TASKS]
+    if len(fir) == len(FOLLOWIR_TASKS):
+        out.append(aggregate_followir(fir, bootstrap=bootstrap, rng_seed=rng_seed))
+    return out

@@ -1,0 +1,490 @@
+"""The paper's benchmark columns (Tables 1-2) by name: which task, which data, is the data here.
+
+``ifir evaluate --tasks paper`` runs ``PAPER_TASKS``: the three FollowIR tasks (mteb's own classes),
+InfoSearch Length and Keyword (``infosearch``) and MAIR IFEval and InstructIR (``mair``).
+``PAPER_COLUMNS`` says which row of the tidy results table holds each column.
+
+**Where the data comes from.** By default the hub repo through the ``datasets`` cache (``HF_HOME``).
+With a data directory (``--data-dir DIR`` or ``IFIR_DATA_DIR=DIR``), a repo ``owner/name`` found at
+``DIR/owner/name`` (what ``hf download owner/name --repo-type dataset --local-dir DIR/owner/name``
+writes) is read from there instead: only the path given to ``load_dataset`` changes, the task's
+loader and scoring do not.
+
+**Offline checks.** ``missing_datasets(tasks)`` lists, one line per dataset repo, what is neither
+a local copy nor in the cache while offline (or with the hub unreachable), with the command that
+fetches it; it takes milliseconds instead of the retries ``datasets`` would spend. ``prefetch``
+loads the tasks' data once, to fill a cache on a networked machine.
+
+Not handled here: running tasks (``mteb_glue``), the task classes (``infosearch``, ``mair``).
+
+mteb metadata for the hub benchmarks this project wraps (``infosearch``, ``mair``).
+
+Not handled here: loading the data or scoring it (the task classes in those modules).
+
+InfoSearch (Zhou et al. 2024, arXiv 2410.23841) as mteb 2.x tasks: the Length and Keyword dimensions.
+
+The paper's Tables 1-2 report "InfoSearch Length p-MRR" and "InfoSearch Keyword p-MRR" (docs/method.md §5).
+InfoSearch's keyword dimension is its ``Clarity-v1`` dataset ("the condition [keyword] which needs
+to be exactly matched in the document", https://github.com/EIT-NLP/InfoSearch README).
+
+**Data, as InfoSearch's own loader reads it** (``HFDataLoaderInstructions`` in
+https://github.com/EIT-NLP/InfoSearch/blob/main/mteb_infosearch/build/lib/mteb/abstasks/AbsTaskInstructionRetrieval.py):
+hub repos ``jianqunZ/Length-v1`` and ``jianqunZ/Clarity-v1``, JSON-lines files declared as configs
+in the README: ``corpus`` (split ``corpus``: ``_id``, ``title``, ``text``), ``queries`` (split
+``queries``: ``_id``, ``text``, ``instruction_og``, ``instruction_changed``, ``instruction_reversed``,
+...), ``qrels_og`` / ``qrels_changed`` / ``qrels_reversed`` (split ``test``: ``query-id``,
+``corpus-id``, ``score`` float). Queries without original qrels are dropped, as there.
+
+**Scoring, as InfoSearch's** ``evaluate_change`` (``mteb_infosearch/mteb/evaluation/evaluators/utils.py``):
+full-corpus retrieval (no candidate list) with ``query + " " + instruction``, once with the
+original and once with the changed instruction; a document is a *negative* of a query when its
+qrel differs between the two and is 0 under the changed instruction; p-MRR is FollowIR's rank
+score of each negative (original run vs changed run), averaged per query, then over queries.
+mteb's ``evaluate_p_mrr_change`` computes exactly that once the queries are ``<qid>-og`` /
+``<qid>-changed`` and the negatives are the qrel diff, so the task reuses it. Two documented
+differences: mteb breaks exact score ties by document id (InfoSearch by corpus order), and mteb
+ranks with the model's own similarity (cosine for sentence-transformers models; InfoSearch's
+evaluator takes ``cos_sim`` or ``dot`` as configured).
+
+Not handled here: InfoSearch's reversed mode and its WISE / SICR metrics (the paper reports p-MRR
+only); the other four dimensions; data location and availability (``paper_tasks``).
+
+MAIR (Sun et al., EMNLP 2024, arXiv 2410.10127) tasks as mteb 2.x tasks: IFEval and InstructIR.
+
+The paper's Tables 1-2 report "MAIR IFEval nDCG@10" and "MAIR InstructIR nDCG@10" (docs/method.md §5).
+"MAIR InstructIR" is MAIR's own ``InstructIR`` task (listed under Web / Doc in MAIR's README and
+``config.py``), not mteb's ``InstructIR`` task (kaistAI's full benchmark, main score
+robustness@10): the column is MAIR's and its metric is nDCG@10, MAIR's metric.
+
+**Data, as MAIR's loader reads it** (``eval_embedding`` in https://github.com/sunnweiwei/MAIR/blob/main/mair.py):
+``load_dataset('MAIR-Bench/MAIR-Queries', TASK)`` gives one or more splits of queries (``qid``,
+``instruction``, ``query``, ``labels``: a list of ``{id, score}``); ``load_dataset('MAIR-Bench/MAIR-Docs',
+TASK)`` gives the documents (``id``, ``doc``) of each query split: split ``queries`` -> ``docs``,
+``<name>_queries`` -> ``<name>_docs`` (IFEval has one split per instruction type, each with its own
+small pool of responses).
+
+**Scoring, as MAIR's**: each query split retrieves from its own documents only; the query is
+encoded with the instruction as the sentence-transformers prompt (``encode(query, prompt=instruction)``,
+i.e. the text ``instruction + query``), documents without one; nDCG@10 per query from pytrec_eval
+over the binary/graded labels; a task's score is the query-weighted mean over its splits (MAIR's
+``print_results``), i.e. the mean over all its queries. Here the splits become one mteb task
+whose queries are ranked against their own split's documents only (mteb's ``top_ranked``
+candidates = that split's whole pool), so the mean over queries is MAIR's score. Differences:
+mteb uses the model's similarity (cosine for sentence-transformers models; MAIR: inner product,
+equal for normalised embeddings) and ranks every pool document (MAIR keeps the top 100, which
+does not change nDCG@10).
+
+Not handled here: MAIR's other 124 tasks; its reranking (RankGPT) and BM25 paths; data location
+and availability (``paper_tasks``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ..core.errors import DataError, DatasetUnavailable
+from .corpora import FOLLOWIR_TASKS
+
+# ---------------------------------------------------------------------------------------------
+# (was task_metadata.py)
+
+
+def instruction_task_metadata(
+    template: str, *, name: str, description: str, reference: str, path: str, revision: str, main_score: str
+):
+    """A copy of mteb task ``template``'s metadata, renamed as English test-split instruction retrieval.
+
+    ``path`` is the hub repo id or a local copy of it. The caller sets the result as a *class*
+    attribute: mteb's ``unload_data`` drops instance-level metadata.
+    """
+    import mteb
+
+    return mteb.get_task(template).metadata.model_copy(
+        update={
+            "name": name,
+            "description": description,
+            "reference": reference,
+            "dataset": {"path": path, "revision": revision},
+            "type": "InstructionRetrieval",
+            "eval_splits": ["test"],
+            "eval_langs": ["eng-Latn"],
+            "main_score": main_score,
+            "bibtex_citation": "",
+        },
+        deep=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# (was infosearch.py)
+
+# task name -> (hub repo, revision). InfoSearch's own task file pins Length-v1 to d4915806..., which
+# is a commit of jianqunZ/Language-v1 (a copy-paste slip upstream), so Length-v1 follows ``main``.
+INFOSEARCH_DATASETS = {
+    "InfoSearchLength": ("jianqunZ/Length-v1", "main"),
+    "InfoSearchKeyword": ("jianqunZ/Clarity-v1", "4c1892c874d09877c00243fac16452f3353039aa"),
+}
+
+
+def negatives(qrels_og: dict[str, dict[str, float]], qrels_changed: dict[str, dict[str, float]]):
+    """InfoSearch's ``create_qrel_match`` negatives: judged under both, relevance changed, 0 when changed.
+
+    ``negatives({'q': {'a': 1, 'b': 1, 'c': 0}}, {'q': {'a': 1, 'b': 0, 'c': 0}}) -> {'q': ['b']}``
+    """
+    out = {}
+    for qid, docs in qrels_og.items():
+        ch = qrels_changed.get(qid, {})
+        out[qid] = [d for d, s in docs.items() if d in ch and ch[d] != s and ch[d] == 0]
+    return out
+
+
+def _load(path: str, config: str, revision: str):
+    """One config's first split, as InfoSearch's loader takes it (``next(iter(ds.values()))``)."""
+    from datasets import load_dataset
+
+    ds = load_dataset(path, config, revision=revision)
+    return next(iter(ds.values()))
+
+
+def _qrels(path: str, config: str, revision: str) -> dict[str, dict[str, float]]:
+    from datasets import Features, Value, load_dataset
+
+    ds = load_dataset(path, config, revision=revision)["test"]
+    ds = ds.cast(
+        Features({"query-id": Value("string"), "corpus-id": Value("string"), "score": Value("float")})
+    )
+    out: dict[str, dict[str, float]] = {}
+    for r in ds:
+        out.setdefault(r["query-id"], {})[r["corpus-id"]] = float(r["score"])
+    return out
+
+
+@functools.cache
+def _infosearch_task_class():
+    from datasets import Dataset, Value
+    from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change
+    from mteb.abstasks import AbsTaskRetrieval
+
+    class InfoSearchTask(AbsTaskRetrieval):
+        """One InfoSearch dimension; subclasses set ``metadata`` (its ``dataset`` path may be a local copy)."""
+
+        def load_data(self, num_proc=None, **kwargs):
+            if self.data_loaded:
+                return
+            path, rev = self.metadata.dataset["path"], self.metadata.dataset["revision"]
+            corpus = _load(path, "corpus", rev).cast_column("_id", Value("string"))
+            queries = _load(path, "queries", rev).cast_column("_id", Value("string"))
+            og, changed = _qrels(path, "qrels_og", rev), _qrels(path, "qrels_changed", rev)
+            ids, texts, instr, qrels = [], [], [], {}
+            for q in queries:
+                if q["_id"] not in og:  # as InfoSearch: queries without qrels are dropped
+                    continue
+                for suffix, key, qr in (
+                    ("-og", "instruction_og", og),
+                    ("-changed", "instruction_changed", changed),
+                ):
+                    ids.append(q["_id"] + suffix)
+                    texts.append(q["text"])
+                    instr.append(q[key])  # mteb joins query + " " + instruction, as InfoSearch's DRESModel
+                    qrels[q["_id"] + suffix] = {d: int(s) for d, s in qr.get(q["_id"], {}).items()}
+            self.qrel_diff = {q: d for q, d in negatives(og, changed).items() if d}
+            corpus_ds = Dataset.from_dict(
+                {"id": corpus["_id"], "title": corpus["title"], "text": corpus["text"]}
+            )
+            self.dataset = {
+                "default": {
+                    "test": {
+                        "corpus": corpus_ds,
+                        "queries": Dataset.from_dict({"id": ids, "text": texts, "instruction": instr}),
+                        "relevant_docs": qrels,
+                        "top_ranked": None,  # full-corpus retrieval, as InfoSearch
+                    }
+                }
+            }
+            self.data_loaded = True
+
+        def task_specific_scores(self, scores, qrels, results, hf_split, hf_subset):
+            return evaluate_p_mrr_change(qrels, results, self.qrel_diff, self.k_values)
+
+    return InfoSearchTask
+
+
+def infosearch_task(name: str, path: str | None = None):
+    """The mteb task ``name`` (``InfoSearchLength`` / ``InfoSearchKeyword``), reading ``path`` if given.
+
+    ``path`` replaces the hub repo id (a local copy of the same repo); nothing else changes.
+    """
+    repo, rev = INFOSEARCH_DATASETS[name]
+    dim = repo.split("/")[1].split("-")[0]
+    md = instruction_task_metadata(
+        "Robust04InstructionRetrieval",
+        name=name,
+        description=f"InfoSearch {dim} dimension ({repo}): p-MRR of full-corpus retrieval",
+        reference="https://github.com/EIT-NLP/InfoSearch",
+        path=str(path or repo),
+        revision=rev,
+        main_score="p-MRR",
+    )
+    # metadata must be a class attribute: mteb's ``unload_data`` drops instance-level metadata
+    return type(f"InfoSearch_{name}", (_infosearch_task_class(),), {"metadata": md})()
+
+
+# ---------------------------------------------------------------------------------------------
+# (was mair.py)
+
+MAIR_QUERIES = "MAIR-Bench/MAIR-Queries"
+MAIR_DOCS = "MAIR-Bench/MAIR-Docs"
+MAIR_REVISION = "main"
+# task name -> MAIR config (task) name
+MAIR_TASKS = {"MAIR-IFEval": "IFEval", "MAIR-InstructIR": "InstructIR"}
+
+
+def docs_split(split: str) -> str:
+    """MAIR's query split -> document split: ``'queries' -> 'docs'``, ``'format_12_queries' -> 'format_12_docs'``."""
+    return "docs" if split == "queries" else split.replace("_queries", "_docs")
+
+
+def mair_split_data(queries, docs) -> tuple[dict, dict, dict[str, dict[str, int]], dict | None]:
+    """``(corpus, queries, qrels, top_ranked)`` from MAIR's query and document DatasetDicts.
+
+    With one split, ids stay as they are and every query sees the whole pool (``top_ranked`` None).
+    With several, ids become ``<split>/<id>`` and each query's candidates are its split's pool.
+    """
+    many = len(queries) > 1
+    corpus, qs, qrels, top = {}, {}, {}, {}
+    for split, rows in queries.items():
+        pool = docs[docs_split(split)]
+
+        def key(i, split=split):
+            return f"{split}/{i}" if many else str(i)
+
+        ids = [key(i) for i in pool["id"]]
+        corpus.update(zip(ids, pool["doc"]))
+        for r in rows:
+            qid = key(r["qid"])
+            qs[qid] = r["instruction"] + r["query"]  # sentence-transformers: prompt + text
+            qrels[qid] = {key(lab["id"]): int(lab["score"]) for lab in r["labels"]}
+            top[qid] = ids
+    return corpus, qs, qrels, top if many else None
+
+
+@functools.cache
+def _mair_task_class():
+    from datasets import Dataset, load_dataset
+    from mteb.abstasks import AbsTaskRetrieval
+
+    class MAIRTask(AbsTaskRetrieval):
+        """One MAIR task; subclasses set ``metadata`` (queries repo), ``docs_path`` and ``mair_config``."""
+
+        docs_path = MAIR_DOCS
+        mair_config = None
+
+        def load_data(self, num_proc=None, **kwargs):
+            if self.data_loaded:
+                return
+            rev = self.metadata.dataset["revision"]
+            queries = load_dataset(self.metadata.dataset["path"], self.mair_config, revision=rev)
+            docs = load_dataset(self.docs_path, self.mair_config, revision=rev)
+            corpus, qs, qrels, top = mair_split_data(queries, docs)
+            self.dataset = {
+                "default": {
+                    "test": {
+                        "corpus": Dataset.from_dict({"id": list(corpus), "text": list(corpus.values())}),
+                        "queries": Dataset.from_dict({"id": list(qs), "text": list(qs.values())}),
+                        "relevant_docs": qrels,
+                        "top_ranked": top,
+                    }
+                }
+            }
+            self.data_loaded = True
+
+    return MAIRTask
+
+
+def mair_task(name: str, queries_path: str | None = None, docs_path: str | None = None):
+    """The mteb task ``name`` (``MAIR-IFEval`` / ``MAIR-InstructIR``), main score nDCG@10.
+
+    ``queries_path`` / ``docs_path`` replace the two hub repo ids (local copies of the same repos).
+    """
+    config = MAIR_TASKS[name]
+    md = instruction_task_metadata(
+        "SciFact",
+        name=name,
+        description=f"MAIR task {config} ({MAIR_QUERIES} + {MAIR_DOCS}, config {config})",
+        reference="https://github.com/sunnweiwei/MAIR",
+        path=str(queries_path or MAIR_QUERIES),
+        revision=MAIR_REVISION,
+        main_score="ndcg_at_10",
+    )
+    attrs = {"metadata": md, "docs_path": str(docs_path or MAIR_DOCS), "mair_config": config}
+    return type(f"MAIR_{config}", (_mair_task_class(),), attrs)()
+
+
+# ---------------------------------------------------------------------------------------------
+# (was paper_tasks.py)
+
+DATA_DIR_ENV = "IFIR_DATA_DIR"
+PAPER_TASKS = (*FOLLOWIR_TASKS, *INFOSEARCH_DATASETS, *MAIR_TASKS)
+# paper column -> (dataset, metric) of its row in the results table (``results.RESULT_COLUMNS``)
+PAPER_COLUMNS = {
+    "FollowIR p-MRR": ("followir", "p_mrr"),
+    "FollowIR Score": ("followir", "score"),
+    "InfoSearch Length p-MRR": ("InfoSearchLength", "p_mrr"),
+    "InfoSearch Keyword p-MRR": ("InfoSearchKeyword", "p_mrr"),
+    "MAIR IFEval nDCG@10": ("MAIR-IFEval", "ndcg_at_10"),
+    "MAIR InstructIR nDCG@10": ("MAIR-InstructIR", "ndcg_at_10"),
+}
+
+
+def data_dir(given: str | Path | None = None) -> Path | None:
+    """``given``, else ``$IFIR_DATA_DIR``, else None; a given directory must exist."""
+    d = given or os.environ.get(DATA_DIR_ENV)
+    if not d:
+        return None
+    if not Path(d).is_dir():
+        raise DataError(d, None, f"data directory does not exist (--data-dir / {DATA_DIR_ENV})")
+    return Path(d)
+
+
+def local_copy(repo: str, root: Path | None) -> str:
+    """``root/owner/name`` when it exists (a local copy of hub repo ``owner/name``), else ``repo``."""
+    if root is not None and (root / repo).is_dir():
+        return str(root / repo)
+    return repo
+
+
+def get_paper_task(name: str, root: str | Path | None = None):
+    """The task object for one of ``PAPER_TASKS`` (or any mteb name), reading local copies under ``root``.
+
+    Returns None for a name that is neither a paper task nor has a local copy (``mteb.get_task``'s job).
+    """
+    root = data_dir(root)
+    if name in INFOSEARCH_DATASETS:
+        return infosearch_task(name, local_copy(INFOSEARCH_DATASETS[name][0], root))
+    if name in MAIR_TASKS:
+        return mair_task(name, local_copy(MAIR_QUERIES, root), local_copy(MAIR_DOCS, root))
+    if root is None:
+        return None
+    import mteb
+
+    try:
+        task = mteb.get_task(name)
+    except KeyError:
+        return None
+    path = local_copy(task.metadata.dataset["path"], root)
+    if path == task.metadata.dataset["path"]:
+        return task
+    # mteb's own class, only the location changes (a subclass, as mteb drops instance metadata)
+    md = task.metadata.model_copy(update={"dataset": {**task.metadata.dataset, "path": path}}, deep=True)
+    return type(type(task).__name__, (type(task),), {"metadata": md})()
+
+
+# ---------------------------------------------------------------------------------------------
+# availability
+
+
+def _offline() -> bool:
+    import datasets.config
+    import huggingface_hub.constants as hc
+
+    return bool(datasets.config.HF_HUB_OFFLINE or hc.HF_HUB_OFFLINE)
+
+
+def _hub_reachable(timeout: float = 2.0) -> bool:
+    if os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy"):
+        return True  # a proxy decides; don't second-guess it with a raw socket
+    import huggingface_hub.constants as hc
+
+    url = urlparse(hc.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _go_offline() -> None:
+    """Switch this process's datasets / huggingface_hub to cache-only mode (no retry loops)."""
+    import datasets.config
+    import huggingface_hub.constants as hc
+
+    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
+    hc.HF_HUB_OFFLINE = True
+
+
+def task_repos(task) -> list[tuple[str, str | None, str | None]]:
+    """``(path, revision, config)`` of every dataset repo ``task`` reads (MAIR: queries and docs)."""
+    md = task.metadata.dataset
+    config = getattr(task, "mair_config", None)
+    out = [(md["path"], md.get("revision"), config)]
+    if getattr(task, "docs_path", None):
+        out.append((task.docs_path, md.get("revision"), config))
+    return out
+
+
+def _fetch_hint(repo: str, names: list[str]) -> str:
+    big = " (the whole repo, several GB)" if repo == MAIR_DOCS else ""
+    return (
+        f"on a networked machine either run `hf download {repo} --repo-type dataset --local-dir DIR/{repo}`"
+        f"{big} and pass --data-dir DIR (or {DATA_DIR_ENV}=DIR), or fill a cache with `HF_HOME=H python -c "
+        f'"from ifir_lib.evaluation.tasks import prefetch; prefetch({names!r})"` and run with HF_HOME=H'
+    )
+
+
+def prefetch(names=("paper",), root: str | Path | None = None) -> None:
+    """Load each task's data once (online: into the ``datasets`` cache of ``HF_HOME``); ``'paper'`` = all six.
+
+    Loads what each task's own loader loads, and nothing more (MAIR: only the IFEval / InstructIR configs).
+    """
+    import mteb
+    from datasets import load_dataset
+
+    for n in dict.fromkeys(t for x in names for t in (PAPER_TASKS if x == "paper" else [x])):
+        task = get_paper_task(n, root) or mteb.get_task(n)
+        task.load_data()
+        if n in FOLLOWIR_TASKS:  # mteb's FollowIR tasks read their qrel diff only when scoring
+            md = task.metadata.dataset
+            load_dataset(md["path"], "qrel_diff", split="qrel_diff", revision=md["revision"])
+
+
+def missing_datasets(tasks) -> list[str]:
+    """One line per dataset repo that ``tasks`` need and that cannot be loaded now (empty: all fine)."""
+    import datasets
+
+    need: dict[str, tuple[str | None, str | None, list[str]]] = {}
+    for t in tasks:
+        for path, rev, config in task_repos(t):
+            need.setdefault(path, (rev, config, []))[2].append(t.metadata.name)
+    why = "offline mode is on (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)"
+    if not _offline() and any(not Path(p).exists() for p in need):
+        if _hub_reachable():
+            return []
+        why = "the Hugging Face hub is unreachable"
+        _go_offline()
+    lines = []
+    for path, (rev, config, names) in need.items():
+        if Path(path).exists():
+            continue
+        try:
+            configs = datasets.get_dataset_config_names(path, revision=rev)
+            if config is not None and config not in configs:
+                raise FileNotFoundError(config)
+        except Exception as e:  # ConnectionError, FileNotFoundError, DatasetNotFoundError, ...
+            what = f"{path}" + (f" (config {config})" if config else "") + f" (revision {str(rev)[:10]})"
+            lines.append(
+                f"{', '.join(names)}: dataset {what} is not in the local cache and {why}; "
+                f"{_fetch_hint(path, names)} [{type(e).__name__}]"
+            )
+    return lines
+
+
+def check_available(tasks) -> None:
+    """Raise ``DatasetUnavailable`` naming every missing dataset, one line each, unless all are loadable."""
+    lines = missing_datasets(tasks)
+    if lines:
+        first, rest = lines[0].split(": ", 1)
+        raise DatasetUnavailable(first, None, rest + "".join("\n" + ln for ln in lines[1:]))

@@ -1,0 +1,185 @@
+"""The look shared by every figure: one colour per mode, the plotly template, sizes for a paper.
+
+Okabe-Ito colours (colour-blind safe): hue says Ins vs All, lightness says orig vs DV, so the
+two comparisons the paper makes read at a glance; line plots add one dash per mode for greyscale. Sizes fit a 3.5 in column (504 px = 3.5 in at
+144 px/in, so 1 pt = 2 px and the 20 px base font prints at 10 pt). Not handled here: drawing
+(``figures``), data (``results``).
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from ..core.config import BASE_MODE, MODES
+
+MODE_ORDER = (BASE_MODE, *MODES)
+MODE_LABELS = {
+    "base": "Base",
+    "ins-orig": "Ins-orig",
+    "ins-dv": "Ins-DV",
+    "all-orig": "All-orig",
+    "all-dv": "All-DV",
+    "ins-aug": "Ins-aug",
+    "ins-dv-template": "Ins-DV (template I')",
+    "ins-dv-nocobatch": "Ins-DV (views apart)",
+    "ins-dv-cobatch": "Ins-DV (views together)",
+    "ins-dv-inbatch": "Ins-DV (in-batch neg.)",
+}
+MODE_COLORS = {
+    "base": "#999999",
+    "ins-orig": "#56B4E9",
+    "ins-dv": "#0072B2",
+    "all-orig": "#E69F00",
+    "all-dv": "#D55E00",
+    "ins-aug": "#882255",  # the wording control: a hue no paper mode or status uses
+    # Ins-DV's ablations: blues and greys that read as variants of Ins-DV
+    "ins-dv-template": "#6699CC",
+    "ins-dv-nocobatch": "#004488",
+    "ins-dv-cobatch": "#336699",
+    "ins-dv-inbatch": "#77AADD",
+}
+OTHER_COLOR = "#555555"  # a mode outside MODE_ORDER (e.g. a "custom" training run)
+# Line dash per mode, for line plots: a greyscale print still tells the modes apart.
+MODE_DASHES = {
+    "base": "solid",
+    "ins-orig": "dot",
+    "ins-dv": "solid",
+    "all-orig": "dash",
+    "all-dv": "longdash",
+    "ins-aug": "dashdot",
+    # Ins-DV's ablations: custom patterns (px at the 3 px line width of the loss curves)
+    "ins-dv-template": "longdashdot",
+    "ins-dv-nocobatch": "15px,6px,3px,6px,3px,6px",
+    "ins-dv-cobatch": "9px,3px,3px,3px",
+    "ins-dv-inbatch": "3px,9px",
+}
+# Synthesis statuses get hues the modes do not use, so no colour means two things.
+STATUS_COLORS = {"accepted": "#009E73", "declined": "#CC79A7", "rejected": "#332288", "failed": "#BBBBBB"}
+METRIC_LABELS = {
+    "p_mrr": "p-MRR",
+    "score": "Score",
+    "map_at_1000": "MAP@1000",
+    "ndcg_at_5": "nDCG@5",
+    "ndcg_at_10": "nDCG@10",
+}
+# our metric name -> the published column it is compared with (FollowIR, Tables 1-2)
+PUBLISHED_METRICS = {"p_mrr": "followir_p_mrr", "score": "followir_score"}
+PAPER_BACKBONES = {
+    "gte-multilingual-mlm-base": ("gte-mlm-base", "diamond"),
+    "bge-m3-retromae": ("bge-m3-retromae", "square"),
+}
+
+PX_PER_PT = 2  # 504 px printed at 3.5 in
+COLUMN_WIDTH = 504  # single column, 3.5 in
+PAGE_WIDTH = 1008  # two columns, 7 in
+PNG_SCALE = 3  # 1512 px wide: ~430 dpi at 3.5 in
+BASE_FONT = 10 * PX_PER_PT  # 10 pt
+SMALL_FONT = 9 * PX_PER_PT  # legends, annotations: 9 pt
+TEMPLATE = "ifir"
+
+
+def _register_template() -> None:
+    if TEMPLATE in pio.templates:  # registered once per process; re-importing must not reset edits
+        return
+    axis = dict(
+        showline=True,
+        linecolor="#333333",
+        linewidth=1.5,
+        ticks="outside",
+        tickcolor="#333333",
+        showgrid=False,
+        zeroline=False,
+        automargin=True,
+        # plotly's default axis title is 1.2x the base font; keep it at 10 pt like the rest
+        title=dict(standoff=8, font=dict(size=BASE_FONT)),
+        tickfont=dict(size=BASE_FONT - 2),
+    )
+    pio.templates[TEMPLATE] = go.layout.Template(
+        layout=dict(
+            font=dict(
+                family="Liberation Sans, Arial, Helvetica, sans-serif", size=BASE_FONT, color="#222222"
+            ),
+            paper_bgcolor="white",
+            plot_bgcolor="white",
+            colorway=list(MODE_COLORS.values()),
+            title=dict(
+                font=dict(size=BASE_FONT + 2), x=0.0, xanchor="left", xref="paper", y=0.98, yanchor="top"
+            ),
+            xaxis=axis,
+            yaxis={**axis, "showgrid": True, "gridcolor": "#E6E6E6"},
+            legend=dict(
+                font=dict(size=SMALL_FONT),
+                orientation="h",
+                x=0.0,
+                xanchor="left",
+                y=1.0,
+                yanchor="bottom",
+                bgcolor="rgba(255,255,255,0)",
+                itemwidth=30,
+                tracegroupgap=2,
+            ),
+            margin=dict(l=10, r=10, t=10, b=10),
+            hoverlabel=dict(font=dict(size=SMALL_FONT)),
+            bargap=0.25,
+        )
+    )
+
+
+_register_template()
+
+
+def mode_color(mode: str) -> str:
+    return MODE_COLORS.get(mode, OTHER_COLOR)
+
+
+def mode_dash(mode: str) -> str:
+    return MODE_DASHES.get(mode, "solid")
+
+
+def mode_label(mode: str) -> str:
+    return MODE_LABELS.get(mode, mode)
+
+
+def _short_model(name: str, n: int = 24) -> str:
+    """``'/runs/x/minilm-ins-dv'`` -> ``'minilm-ins-dv'``; long names are cut to ``n`` chars."""
+    name = str(name).rstrip("/").split("/")[-1]
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def _rank(mode: str) -> int:
+    """Legend position: modes in paper order, whatever order the traces were drawn in."""
+    return MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER)
+
+
+def _legend_marker(
+    name: str,
+    symbol: str,
+    color: str = "#666666",
+    open_: bool = False,
+    group: str | None = None,
+    rank: int = 100,
+) -> go.Scatter:
+    """A legend-only entry (no data), so legends can explain symbols separately from colours."""
+    return go.Scatter(
+        x=[None],
+        y=[None],
+        mode="markers",
+        name=name,
+        legendgroup=group or name,
+        legendrank=rank,
+        marker=dict(
+            symbol=symbol, size=12, color="white" if open_ else color, line=dict(color=color, width=2)
+        ),
+        hoverinfo="skip",
+    )
+
+
+def _facet_layout(fig: go.Figure, n_cols: int) -> None:
+    """With one column per model, the legend goes to the top of the canvas so it cannot sit on
+    the column titles (which plotly draws just above each panel)."""
+    if n_cols > 1:
+        fig.update_annotations(font=dict(size=BASE_FONT))
+        fig.update_layout(legend=dict(yref="container", y=0.995, yanchor="top"), margin=dict(t=95))
+    else:
+        fig.update_layout(margin=dict(t=40))

@@ -1,0 +1,250 @@
+"""Summaries of the results table, pure and unit-tested: per run, per mode, per query, and comparisons.
+
+``summarize`` gives the mean over random seeds per ``(backbone, mode)`` with an error bar, and
+``headline_table`` those means for several metrics side by side;
+``per_query_summary`` the per-query values and a stratified bootstrap CI; ``smoothed_losses``
+the training loss per mode with a centred rolling mean; ``compare_results`` paired tests of
+several runs against a baseline (``stats.results_table``). Not handled here:
+reading and writing the table (``results``), drawing (``figures``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..evaluation.stats import bootstrap_ci, results_table, stratified_mean
+from .results import (
+    AGGREGATE_DATASETS,
+    PER_QUERY_COLUMNS,
+    RESULT_COLUMNS,
+    add_backbone,
+    mode_order,
+    per_query_rows,
+    result_rows,
+)
+
+
+def per_run(results: pd.DataFrame, metric: str, dataset: str | None = None) -> pd.DataFrame:
+    """One row per run for ``metric``: ``run_id, backbone, mode, rng_seed, value, ci_low, ci_high``.
+
+    ``dataset=None`` uses an aggregate dataset row (``all``, ``mean``, ``followir``...) when
+    there is one, else the mean over the run's datasets, as FollowIR p-MRR is the mean over its
+    three collections. Averaged CIs are the mean of the per-dataset bounds (wider than the CI
+    of the average, so conservative).
+    """
+    results = add_backbone(results)
+    d = results[results["metric"] == metric]
+    if dataset is not None:
+        d = d[d["dataset"] == dataset]
+    else:
+        agg = d[d["dataset"].astype(str).str.lower().isin(AGGREGATE_DATASETS)]
+        if len(agg):
+            d = agg
+    cols = ["run_id", "backbone", "mode", "rng_seed", "value", "ci_low", "ci_high"]
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    # a run is a trained model, not a table row: ``evaluate`` gives each dataset's rows their own
+    # run_id, so group by the model (its first run_id names the run)
+    return (
+        d.groupby(["model", "backbone", "mode", "rng_seed"], dropna=False, sort=False)
+        .agg(
+            run_id=("run_id", "first"),
+            value=("value", "mean"),
+            ci_low=("ci_low", "mean"),
+            ci_high=("ci_high", "mean"),
+        )
+        .reset_index()[cols]
+    )
+
+
+def summarize(
+    results: pd.DataFrame, metric: str, dataset: str | None = None, error: str = "auto"
+) -> pd.DataFrame:
+    """Mean over seeds per ``(backbone, mode)`` with an error bar.
+
+    ``error='spread'``: min-max over seeds; ``'ci'``: the runs' mean ``ci_low``/``ci_high``;
+    ``'auto'``: spread when a group has 2+ seeds, else the CI. Example: seeds with values 4 and 6
+    -> mean 5, err_minus 1, err_plus 1, error 'spread'.
+    Columns: ``backbone, mode, mean, err_minus, err_plus, n_runs, error``.
+    """
+    if error not in ("auto", "spread", "ci"):
+        raise ValueError("error must be 'auto', 'spread' or 'ci'")
+    runs = per_run(results, metric, dataset)
+    out = []
+    for (backbone, mode), g in runs.groupby(["backbone", "mode"], sort=False):
+        mean = float(g["value"].mean())
+        kind = ("spread" if len(g) > 1 else "ci") if error == "auto" else error
+        if kind == "spread":
+            lo, hi = float(g["value"].min()), float(g["value"].max())
+        else:
+            lo, hi = float(g["ci_low"].mean()), float(g["ci_high"].mean())
+        # a missing CI draws no bar rather than a zero-width one that looks like certainty
+        em = mean - lo if not math.isnan(lo) else np.nan
+        ep = hi - mean if not math.isnan(hi) else np.nan
+        out.append(
+            {
+                "backbone": backbone,
+                "mode": mode,
+                "mean": mean,
+                "err_minus": em,
+                "err_plus": ep,
+                "n_runs": len(g),
+                "error": kind,
+            }
+        )
+    df = pd.DataFrame(out, columns=["backbone", "mode", "mean", "err_minus", "err_plus", "n_runs", "error"])
+    order = {c: i for i, c in enumerate(mode_order(df["mode"]))}
+    return df.sort_values(
+        ["backbone", "mode"], key=lambda s: s.map(order) if s.name == "mode" else s
+    ).reset_index(drop=True)
+
+
+def headline_table(results: pd.DataFrame, metrics=("p_mrr", "score", "ndcg_at_5")) -> pd.DataFrame:
+    """One row per ``(backbone, mode)`` in paper order, one column per metric: the mean over
+    random seeds that figure (a) draws (``summarize``), plus ``runs`` (seeds averaged).
+
+    Metrics absent from the table are left out. Example: seeds of Ins-DV at p-MRR 4 and 6 ->
+    ``p_mrr`` 5.0, ``runs`` 2.
+    """
+    parts = [
+        summarize(results, m).set_index(["backbone", "mode"])[["mean", "n_runs"]].rename(columns={"mean": m})
+        for m in metrics
+        if (results["metric"] == m).any()
+    ]
+    if not parts:
+        raise ValueError(f"none of {list(metrics)} is in the results table")
+    table = parts[0]
+    for p in parts[1:]:
+        table = table.join(p.drop(columns="n_runs"), how="outer")
+    order = {c: i for i, c in enumerate(mode_order(table.index.get_level_values("mode")))}
+    table = table.rename(columns={"n_runs": "runs"}).reset_index()
+    table = table.sort_values(["backbone", "mode"], key=lambda s: s.map(order) if s.name == "mode" else s)
+    return table.set_index(["backbone", "mode"])[[*(m for m in metrics if m in table), "runs"]]
+
+
+def per_query_summary(
+    per_query: pd.DataFrame,
+    results: pd.DataFrame,
+    metric: str = "p_mrr",
+    n_boot: int = 2000,
+    rng_seed: int = 0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-query values averaged over seeds, and per ``(backbone, mode)`` mean with bootstrap CI.
+
+    Runs are joined to the results table for their backbone and mode. The mean and the
+    percentile-bootstrap CI are stratified by dataset (``stats``): the mean of per-dataset means,
+    as the FollowIR aggregate is formed, resampling queries within each dataset. Returns
+    ``(points[backbone, mode, dataset, query_id, value], cis[backbone, mode, mean, ci_low, ci_high, n])``.
+    """
+    runs = add_backbone(results)[["run_id", "backbone", "mode"]].drop_duplicates("run_id")
+    pq = per_query[per_query["metric"] == metric].merge(runs, on="run_id", how="inner")
+    points = pq.groupby(["backbone", "mode", "dataset", "query_id"], sort=False)["value"].mean().reset_index()
+    cis = []
+    for (backbone, mode), g in points.groupby(["backbone", "mode"], sort=False):
+        v, strata = g["value"].to_numpy(), g["dataset"].astype(str).tolist()
+        lo, hi = bootstrap_ci(v, n_boot=n_boot, rng_seed=rng_seed, strata=strata)
+        cis.append(
+            {
+                "backbone": backbone,
+                "mode": mode,
+                "mean": stratified_mean(v, strata),
+                "ci_low": lo,
+                "ci_high": hi,
+                "n": len(g),
+            }
+        )
+    return points, pd.DataFrame(cis, columns=["backbone", "mode", "mean", "ci_low", "ci_high", "n"])
+
+
+def synthesis_summary(rows: list[dict] | pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Tables behind figure (d): status counts per instruction type and per backend, reversal
+    lengths (words, non-empty reversals), verification pass rate per backend."""
+    df = pd.DataFrame(rows).copy()
+    for c, default in (
+        ("backend", "unknown"),
+        ("instruction_type", "unknown"),
+        ("reversal", None),
+        ("verify_flip", None),
+    ):
+        if c not in df.columns:
+            df[c] = default
+    df["backend"] = df["backend"].fillna("unknown").astype(str)
+    df["instruction_type"] = df["instruction_type"].fillna("unknown").astype(str)
+    by_type = df.groupby(["instruction_type", "status"]).size().rename("n").reset_index()
+    by_backend = df.groupby(["backend", "status"]).size().rename("n").reset_index()
+    by_backend["share"] = by_backend["n"] / by_backend.groupby("backend")["n"].transform("sum")
+    rev = df[df["reversal"].notna() & (df["reversal"].astype(str).str.strip() != "")]
+    lengths = pd.DataFrame(
+        {
+            "backend": rev["backend"],
+            "status": rev["status"],
+            "words": rev["reversal"].astype(str).str.split().str.len(),
+        }
+    )
+    ver = df[df["verify_flip"].notna()]
+    verify = (
+        ver.groupby("backend")["verify_flip"]
+        .agg(passed=lambda s: int(s.astype(bool).sum()), n="size")
+        .reset_index()
+    )
+    verify["rate"] = verify["passed"] / verify["n"]
+    return {"by_type": by_type, "by_backend": by_backend, "lengths": lengths, "verify": verify}
+
+
+def smoothing_window(n_points: int) -> int:
+    """Points in the rolling window for a loss curve of ``n_points``: about a fifth of the run,
+    odd (so it is centred on a point), at least 3. Example: 40 -> 9, 10 -> 3, 1000 -> 201."""
+    w = max(3, round(n_points / 5))
+    return w if w % 2 else w + 1
+
+
+def smoothed_losses(logs: pd.DataFrame, window: int | None = None) -> pd.DataFrame:
+    """Per mode: the loss at each step averaged over that mode's runs (rng_seeds), then a centred
+    rolling mean over ``window`` logged steps (``smoothing_window`` of the mode's steps when None).
+
+    Centred, not TensorBoard's exponential average: an EMA at 0.9 trails a falling loss by about
+    nine points, a third of a 30-point run, so the smooth curve would sit above every raw one.
+    Near the ends the window holds fewer points (``min_periods=1``). Example: losses 1, 3, 2 with
+    window 3 -> 2, 2, 2.5. ``logs`` has ``run, mode, step, loss`` (``results.load_train_logs``).
+    Returns ``mode, step, loss, smoothed, n_runs, window``, steps ascending within each mode.
+    """
+    cols = ["mode", "step", "loss", "smoothed", "n_runs", "window"]
+    out = []
+    for mode in mode_order(logs["mode"]):
+        g = logs[logs["mode"] == mode].groupby("step")["loss"].agg(loss="mean", n_runs="size").reset_index()
+        w = window or smoothing_window(len(g))
+        smooth = g["loss"].rolling(w, center=True, min_periods=1).mean()
+        out.append(g.assign(mode=mode, smoothed=smooth, window=w))
+    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing
+
+
+def compare_results(
+    results: Mapping,
+    *,
+    baseline: str,
+    mode: Mapping[str, str] | None = None,
+    **kwargs,
+):
+    """Several runs (``{label: EvalResult}``, same dataset) -> ``stats.results_table`` vs ``baseline``.
+
+    Each label becomes the ``run_id``; keyword arguments go to ``stats.results_table``
+    (``alpha``, ``test``, ``n``, ``rng_seed``, ``metrics``, ``adjust``).
+    """
+    rows, pq = [], []
+    for label, r in results.items():
+        rows += result_rows(r, run_id=label, mode=(mode or {}).get(label, label), git="-", timestamp="-")
+        pq += per_query_rows(r, run_id=label)
+    return results_table(
+        pd.DataFrame(rows, columns=RESULT_COLUMNS),
+        pd.DataFrame(pq, columns=PER_QUERY_COLUMNS),
+        baseline=baseline,
+        **kwargs,
+    )

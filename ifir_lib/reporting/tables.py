@@ -1,0 +1,248 @@
+"""Paper-style results tables (arXiv 2604.18845, Tables 1 and 2) as LaTeX, Markdown or CSV.
+
+One row per training mode within each backbone, one column per benchmark, in the paper's order:
+FollowIR p-MRR and Score, InfoSearch Length and Keyword p-MRR, MAIR IFEval and InstructIR
+nDCG@10; then this project's bundled evaluation sets (v1, v2: p-MRR and MAP@1000). ``COLUMNS``
+is the one place that maps a results row (``dataset``, ``metric``) to a column; names match
+ignoring case and punctuation, so ``MAIR-IFEval``/``mair_ifeval`` and ``p-MRR``/``p_mrr`` agree.
+
+Rules, each visible in the output:
+- a cell is the mean over the runs of that backbone and mode (a run is one trained model and
+  ``rng_seed``); a ``runs`` column appears when any row averages more than one run;
+- a column that no row has is left out; a missing cell is ``--``;
+- ``published=True`` adds the paper's numbers (``data/published_results.csv``) as their own
+  blocks, one per backbone, below ours;
+- the best value of each column within each block (all metrics are higher-is-better) is bold
+  in LaTeX and Markdown (ties all bold; a block needs two values in the column); CSV is plain.
+Numbers are rounded to ``decimals`` (2, as the paper prints them).
+
+Not handled here: computing metrics (``evaluate``), reading and validating the results file
+(``results``), significance marks (``stats``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..core.errors import DataError
+from .results import add_backbone, load_published, mode_order
+from .style import mode_label
+
+# column key (= the metric names of data/published_results.csv) -> (group, label, datasets, metric)
+COLUMNS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    "followir_p_mrr": ("FollowIR", "p-MRR", ("followir",), "p_mrr"),
+    "followir_score": ("FollowIR", "Score", ("followir",), "score"),
+    "infosearch_length_p_mrr": ("InfoSearch", "Length p-MRR", ("InfoSearchLength",), "p_mrr"),
+    "infosearch_keyword_p_mrr": ("InfoSearch", "Keyword p-MRR", ("InfoSearchKeyword",), "p_mrr"),
+    "mair_ifeval_ndcg_at_10": ("MAIR", "IFEval nDCG@10", ("MAIR-IFEval",), "ndcg_at_10"),
+    "mair_instructir_ndcg_at_10": ("MAIR", "InstructIR nDCG@10", ("MAIR-InstructIR",), "ndcg_at_10"),
+    "v1_p_mrr": ("Bundled v1", "p-MRR", ("followir_mini",), "p_mrr"),
+    "v1_map_at_1000": ("Bundled v1", "MAP@1000", ("followir_mini",), "map_at_1000"),
+    "v2_p_mrr": ("Bundled v2", "p-MRR", ("followir_v2",), "p_mrr"),
+    "v2_map_at_1000": ("Bundled v2", "MAP@1000", ("followir_v2",), "map_at_1000"),
+}
+FORMATS = ("latex", "markdown", "csv")
+
+
+def _norm(name) -> str:
+    """``'MAIR-IFEval' -> 'mairifeval'``, ``'p-MRR' -> 'pmrr'``: case and punctuation blind."""
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+_LOOKUP = {(_norm(d), _norm(m)): key for key, (_, _, ds, m) in COLUMNS.items() for d in ds}
+
+
+def column_of(dataset: str, metric: str) -> str | None:
+    """``column_of('MAIR-IFEval', 'ndcg_at_10') -> 'mair_ifeval_ndcg_at_10'``; None if not a column."""
+    return _LOOKUP.get((_norm(dataset), _norm(metric)))
+
+
+@dataclass
+class Row:
+    block: str  # e.g. "ours: minilm" or "paper, Table 1: gte-multilingual-mlm-base"
+    mode: str
+    values: dict[str, float]  # column key -> value (x100)
+    runs: int | None = 1  # None: published numbers (the paper reports no runs or seeds)
+
+
+@dataclass
+class Table:
+    columns: list[str]  # keys of COLUMNS, in order, only those some row has
+    rows: list[Row]
+    decimals: int = 2
+    best: set = field(default_factory=set)  # (row index, column key) of each block's best values
+
+    @property
+    def show_runs(self) -> bool:
+        return any((r.runs or 0) > 1 for r in self.rows)
+
+    def cell(self, i: int, key: str) -> str | None:
+        v = self.rows[i].values.get(key)
+        return None if v is None else f"{v:.{self.decimals}f}"
+
+
+def build_table(
+    results: pd.DataFrame,
+    *,
+    published: bool = False,
+    runs_dir=None,
+    decimals: int = 2,
+    source: str = "<results>",
+) -> Table:
+    """The table's rows and columns from a tidy results DataFrame (``results.load_results``).
+
+    Example: rows ``(minilm, ins-dv, followir, p_mrr, 7.5)`` and ``(..., 8.5)`` of two runs ->
+    one row ``Ins-DV`` with ``followir_p_mrr = 8.0`` and ``runs = 2``. Raises ``DataError`` (naming
+    ``source``) when no row of ``results`` maps to a column.
+    """
+    df = add_backbone(results, runs_dir)
+    df = df.assign(column=[column_of(d, m) for d, m in zip(df["dataset"], df["metric"])])
+    if not df["column"].notna().any():
+        have = sorted({f"{d}/{m}" for d, m in zip(results["dataset"], results["metric"])})
+        raise DataError(
+            source, None, f"no row maps to a table column (tables.COLUMNS); it has {', '.join(have[:12])}"
+        )
+    df = df[df["column"].notna() & df["value"].notna()]
+    rows = []
+    for backbone in sorted(df["backbone"].astype(str).unique()):
+        part = df[df["backbone"].astype(str) == backbone]
+        for mode in mode_order(part["mode"].unique()):
+            m = part[part["mode"] == mode]
+            values = m.groupby("column")["value"].mean().to_dict()
+            # a run is one trained model (and rng_seed); its datasets may carry separate run_ids
+            runs = len(set(zip(m["model"].astype(str), m["rng_seed"].astype(str))))
+            rows.append(Row(f"ours: {backbone}", mode, values, runs))
+    if published:
+        pub = load_published()
+        for backbone in pub["backbone"].unique():
+            part = pub[pub["backbone"] == backbone]
+            where = ", ".join(sorted({str(s).split(", ")[-1] for s in part["source"]}))
+            block = f"paper ({where}): {backbone}"
+            for mode in mode_order(part["mode"].unique()):
+                m = part[part["mode"] == mode]
+                rows.append(Row(block, mode, dict(zip(m["metric"], m["value"].astype(float))), None))
+    columns = [k for k in COLUMNS if any(k in r.values for r in rows)]
+    table = Table(columns, rows, decimals)
+    for block in dict.fromkeys(r.block for r in rows):
+        idx = [i for i, r in enumerate(rows) if r.block == block]
+        for k in columns:
+            shown = {i: round(rows[i].values[k], decimals) for i in idx if k in rows[i].values}
+            if len(shown) >= 2:
+                top = max(shown.values())
+                table.best |= {(i, k) for i, v in shown.items() if v == top}
+    return table
+
+
+# ---- rendering ---------------------------------------------------------------------------------
+_TEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"}
+_TEX_SPECIAL.update({"~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"})
+
+
+def tex_escape(text: str) -> str:
+    r"""``tex_escape('followir_v2 & 50%') -> 'followir\_v2 \& 50\%'``."""
+    return "".join(_TEX_SPECIAL.get(c, c) for c in str(text))
+
+
+def _runs(row: Row) -> str:
+    return "" if row.runs is None else str(row.runs)
+
+
+def _blocks(table: Table) -> list[tuple[str, list[int]]]:
+    order = list(dict.fromkeys(r.block for r in table.rows))
+    return [(b, [i for i, r in enumerate(table.rows) if r.block == b]) for b in order]
+
+
+def to_latex(table: Table, caption: str = "", label: str = "tab:results") -> str:
+    """A booktabs ``table`` that compiles as is (needs ``\\usepackage{booktabs}``)."""
+    cols = table.columns
+    lead = ["Data"] + (["Runs"] if table.show_runs else [])
+    ncol = len(lead) + len(cols)
+    groups: list[tuple[str, int]] = []  # consecutive columns of one benchmark share a heading
+    for k in cols:
+        g = COLUMNS[k][0]
+        groups = (
+            groups[:-1] + [(g, groups[-1][1] + 1)] if groups and groups[-1][0] == g else [*groups, (g, 1)]
+        )
+    head1, rules, start = [""] * len(lead), [], len(lead) + 1
+    for g, n in groups:
+        head1.append(rf"\multicolumn{{{n}}}{{c}}{{{tex_escape(g)}}}")
+        rules.append(rf"\cmidrule(lr){{{start}-{start + n - 1}}}")
+        start += n
+    head2 = lead + [tex_escape(COLUMNS[k][1]) for k in cols]
+    out = [
+        "% needs \\usepackage{booktabs} in the preamble",
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        r"\begin{tabular}{l" + "r" * (ncol - 1) + "}",
+        r"\toprule",
+        " & ".join(head1) + r" \\",
+        " ".join(rules),
+        " & ".join(head2) + r" \\",
+    ]
+    for block, idx in _blocks(table):
+        out += [r"\midrule", rf"\multicolumn{{{ncol}}}{{l}}{{\textit{{{tex_escape(block)}}}}} \\"]
+        for i in idx:
+            r = table.rows[i]
+            cells = [tex_escape(mode_label(r.mode))] + ([_runs(r)] if table.show_runs else [])
+            for k in cols:
+                s = table.cell(i, k)
+                s = "--" if s is None else s.replace("-", "$-$", 1) if s.startswith("-") else s
+                cells.append(rf"\textbf{{{s}}}" if (i, k) in table.best else s)
+            out.append(" & ".join(cells) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}"]
+    if caption:
+        out.append(rf"\caption{{{tex_escape(caption)}}}")
+    out += [rf"\label{{{label}}}", r"\end{table}"]
+    return "\n".join(out) + "\n"
+
+
+def to_markdown(table: Table) -> str:
+    """A GitHub Markdown table; a block's name heads its first row, best values in bold."""
+    cols = table.columns
+    head = (
+        ["block", "data"]
+        + (["runs"] if table.show_runs else [])
+        + [f"{COLUMNS[k][0]} {COLUMNS[k][1]}" for k in cols]
+    )
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
+    for block, idx in _blocks(table):
+        for n, i in enumerate(idx):
+            r = table.rows[i]
+            cells = [block if n == 0 else "", mode_label(r.mode)] + ([_runs(r)] if table.show_runs else [])
+            for k in cols:
+                s = table.cell(i, k) or "--"
+                cells.append(f"**{s}**" if (i, k) in table.best else s)
+            out.append("| " + " | ".join(c.replace("|", r"\|") for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def to_csv(table: Table) -> str:
+    """``block, mode, runs, <column keys...>``: rounded values, empty when missing, nothing marked."""
+    frame = pd.DataFrame(
+        [
+            {
+                "block": r.block,
+                "mode": r.mode,
+                "runs": _runs(r),
+                **{k: table.cell(i, k) or "" for k in table.columns},
+            }
+            for i, r in enumerate(table.rows)
+        ],
+        columns=["block", "mode", "runs", *table.columns],
+    )
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def render(table: Table, fmt: str = "markdown", caption: str = "") -> str:
+    """``fmt`` in ``FORMATS``."""
+    if fmt == "latex":
+        return to_latex(table, caption)
+    if fmt == "markdown":
+        return to_markdown(table)
+    if fmt == "csv":
+        return to_csv(table)
+    raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

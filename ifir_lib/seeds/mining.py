@@ -1,0 +1,89 @@
+"""``ifir mine-negatives``: hard negatives for each seed, mined from the pooled corpus of all seeds.
+
+Every passage of every seed (positives, instruction negatives, hard negatives already written)
+forms one pool, deduplicated by text. For each seed the bare query ranks the pool with an
+embedder (dense cosine; ``minilm`` by default) and the top-ranked passages that survive three
+filters become its ``hard_negatives``:
+
+1. never the seed's own positive or instruction negatives (they are relevant to the bare query);
+2. no near-duplicate of those (cosine >= ``dup_cosine`` to any of them);
+3. no likely false negative: a candidate the query scores above ``max_rel`` x its score of the
+   positive is skipped ("positive-aware" mining, Moreira et al., NV-Retriever, arXiv 2407.15831).
+
+Seeds that already hold ``k`` hard negatives keep theirs unless ``replace=True``. Not handled
+here: BM25, mining at Promptriever scale (encode in shards with ``embed_cache``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..core.jsonl import write_jsonl
+from ..core.models import encode, load_model
+from ..core.progress import progress
+from .schema import load_seeds
+
+
+@dataclass(frozen=True)
+class MiningConfig:
+    """Settings of one mining run; ``k`` hard negatives per seed."""
+
+    k: int = 3
+    embedder: str = "minilm"
+    dup_cosine: float = 0.95
+    max_rel: float = 0.95
+    replace: bool = False
+    batch_size: int = 64
+
+
+def mine_negatives(
+    seeds: list[dict], cfg: MiningConfig = MiningConfig(), model=None
+) -> tuple[list[dict], dict]:
+    """``(seeds with hard_negatives filled, counts)``; the input rows are not modified."""
+    model = model or load_model(cfg.embedder)
+    pool, seen = [], {}
+    for s in seeds:
+        for p in (s["positive"], *s["instruction_negatives"], *s.get("hard_negatives", [])):
+            if p["text"] not in seen:
+                seen[p["text"]] = len(pool)
+                pool.append(p)
+    todo = [i for i, s in enumerate(seeds) if cfg.replace or len(s.get("hard_negatives") or []) < cfg.k]
+    docs = encode(model, [p["text"] for p in pool], "document", batch_size=cfg.batch_size)  # (n_pool, dim)
+    queries = encode(
+        model, [seeds[i]["query"] for i in todo], "query", batch_size=cfg.batch_size
+    )  # (n_todo, dim)
+    sims = queries @ docs.T  # (n_todo, n_pool) cosine
+    out, counts = (
+        [dict(s) for s in seeds],
+        {"mined": len(todo), "skipped_duplicate": 0, "skipped_false_negative": 0},
+    )
+    for row, i in progress(enumerate(todo), total=len(todo), desc="mine negatives", unit="seed"):
+        s = seeds[i]
+        own = [seen[p["text"]] for p in (s["positive"], *s["instruction_negatives"])]
+        pos_score = sims[row, own[0]]
+        near = (docs @ docs[own].T).max(axis=1) >= cfg.dup_cosine  # (n_pool,) near any own passage
+        chosen = []
+        for j in np.argsort(-sims[row]):
+            if j in own:
+                continue
+            if near[j]:
+                counts["skipped_duplicate"] += 1
+            elif sims[row, j] > cfg.max_rel * pos_score:
+                counts["skipped_false_negative"] += 1
+            else:
+                chosen.append(pool[j])
+            if len(chosen) == cfg.k:
+                break
+        out[i]["hard_negatives"] = chosen
+    return out, counts
+
+
+def mine_file(seeds_path: str | Path, out: str | Path, cfg: MiningConfig = MiningConfig()) -> dict:
+    """Read seeds (hard negatives optional), mine, write ``out`` atomically; returns the counts."""
+    seeds = load_seeds(seeds_path, min_hard_negatives=0)
+    mined, counts = mine_negatives(seeds, cfg)
+    write_jsonl(out, mined)
+    return {**counts, "seeds": len(mined), "out": str(out)}

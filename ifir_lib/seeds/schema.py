@@ -1,0 +1,234 @@
+"""Seed instances: the schema, loading with precise errors, the bundled set, Promptriever rows.
+
+A seed is one instruction-following training instance (docs/method.md §4)::
+
+    {"id", "query", "instruction", "instruction_type", "domain"?,
+     "positive": {"id", "text"},
+     "instruction_negatives": [{"id", "text"}, ...],   # 1-3: on topic, excluded by the instruction
+     "hard_negatives": [{"id", "text"}, ...],          # 2+: topical, not relevant to the query
+     "reference_reversal"?: str,                       # the authors' complementary instruction
+     "reference_negative_index"?: int,                 # which instruction negative it targets (N*)
+     "aug_instruction"?: str,                          # the wording control: I reworded like I', labels kept
+     "narrative"?, "reversal_narrative"?, "aug_narrative"?: str}  # I, I', aug as TREC-style narratives
+
+The three narratives come together or not at all (docs/method.md §4: instruction forms).
+
+Not handled here: synthesis output rows (``synthesis_io``), training examples (``trainsets``),
+the evaluation layouts (``corpora``) and checks of the bundled data as a whole (``bundle``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.config import SEEDS_PATH
+from ..core.errors import DataError
+from ..core.jsonl import read_jsonl
+
+REQUIRED_FIELDS = (
+    "id",
+    "query",
+    "instruction",
+    "positive",
+    "instruction_negatives",
+    "hard_negatives",
+    "instruction_type",
+)
+# What each stage reads. Synthesis and training fill what they do not need: no hard negatives
+# (training pads from the pool) and instruction type "unknown" (as Promptriever rows have none).
+STAGE_FIELDS = {
+    "bundle": REQUIRED_FIELDS,
+    "synthesis": REQUIRED_FIELDS[:5],
+    "train": REQUIRED_FIELDS[:5],
+}
+NARRATIVE_FIELDS = ("narrative", "reversal_narrative", "aug_narrative")
+INSTRUCTION_TYPES = (
+    "exclusion",
+    "required_attribute",
+    "timeframe",
+    "geography",
+    "audience",
+    "format",
+    "methodology",
+    "stance",
+    "length",
+    "source",
+    "keyword",
+)
+
+
+def _check_passage(path, n, field, p):
+    if not isinstance(p, dict):
+        raise DataError(path, n, "expected an object with 'id' and 'text'", field)
+    for key in ("id", "text"):
+        if not isinstance(p.get(key), str) or not p[key].strip():
+            raise DataError(path, n, f"missing or empty '{key}'", field)
+
+
+def validate_seed(
+    row: dict,
+    path: str | Path = "<seeds>",
+    n: int | None = None,
+    min_hard_negatives: int = 2,
+    stage: str = "bundle",
+) -> dict:
+    """Check one seed row for ``stage`` (``STAGE_FIELDS``); raise ``DataError`` naming file, line
+    and field. Outside ``bundle``, absent optional fields are filled (no hard negatives, type
+    ``unknown``)."""
+    if not isinstance(row, dict):
+        raise DataError(path, n, f"expected a JSON object, got {type(row).__name__}")
+    for f in STAGE_FIELDS[stage]:
+        if f not in row:
+            raise DataError(path, n, "missing", f)
+    if stage != "bundle":
+        row.setdefault("hard_negatives", [])
+        row.setdefault("instruction_type", "unknown")
+        min_hard_negatives = 0
+    for f in ("id", "query", "instruction", "instruction_type"):
+        if not isinstance(row[f], str) or not row[f].strip():
+            raise DataError(path, n, "must be a non-empty string", f)
+    _check_passage(path, n, "positive", row["positive"])
+    for f, lo, hi in (("instruction_negatives", 1, 3), ("hard_negatives", min_hard_negatives, None)):
+        lst = row[f]
+        if not isinstance(lst, list):
+            raise DataError(path, n, "must be a list", f)
+        if len(lst) < lo or (hi is not None and len(lst) > hi):
+            raise DataError(
+                path, n, f"has {len(lst)} passages, expected {lo}{'-' + str(hi) if hi else '+'}", f
+            )
+        for i, p in enumerate(lst):
+            _check_passage(path, n, f"{f}[{i}]", p)
+    if (
+        "reference_reversal" in row
+        and row["reference_reversal"] is not None
+        and not isinstance(row["reference_reversal"], str)
+    ):
+        raise DataError(path, n, "must be a string or null", "reference_reversal")
+    k = row.get("reference_negative_index", 0)
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(row["instruction_negatives"]):
+        raise DataError(
+            path,
+            n,
+            f"must be an index into instruction_negatives (0-{len(row['instruction_negatives']) - 1}), "
+            f"got {k!r}",
+            "reference_negative_index",
+        )
+    for f in ("aug_instruction", *NARRATIVE_FIELDS):
+        if row.get(f) is not None and (not isinstance(row[f], str) or not row[f].strip()):
+            raise DataError(path, n, "must be a non-empty string or absent", f)
+    given = [f for f in NARRATIVE_FIELDS if row.get(f) is not None]
+    if given and len(given) < len(NARRATIVE_FIELDS):
+        missing = next(f for f in NARRATIVE_FIELDS if f not in given)
+        raise DataError(path, n, f"the narratives come as a set ({', '.join(NARRATIVE_FIELDS)})", missing)
+    return row
+
+
+def load_seeds(
+    path: str | Path = SEEDS_PATH,
+    limit: int | None = None,
+    min_hard_negatives: int = 2,
+    stage: str = "bundle",
+) -> list[dict]:
+    """Read and validate a seed JSONL file for ``stage``; duplicate ids are an error.
+
+    Every row is checked before anything is returned, so a bad line 900 fails before line 1 is
+    sent to an LLM.
+    """
+    if stage not in STAGE_FIELDS:
+        raise ValueError(f"unknown stage {stage!r}; choose from {', '.join(STAGE_FIELDS)}")
+    seeds, seen = [], {}
+    for n, row in read_jsonl(path):
+        validate_seed(row, path, n, min_hard_negatives=min_hard_negatives, stage=stage)
+        if row["id"] in seen:
+            raise DataError(path, n, f"duplicate id {row['id']!r} (first on line {seen[row['id']]})", "id")
+        seen[row["id"]] = n
+        seeds.append(row)
+    if not seeds:
+        raise DataError(path, None, "no seed rows")
+    return seeds[:limit] if limit else seeds
+
+
+def counterpart(seed: dict) -> dict:
+    """The non-instruction counterpart of a seed (docs/method.md §4, Promptriever's `only_query`).
+
+    The bare query keeps the positive; the instruction negatives are *dropped*, not used as
+    negatives, because without the instruction they are relevant too.
+    """
+    return {
+        "id": seed["id"] + "::q",
+        "query": seed["query"],
+        "instruction": "",
+        "positive": seed["positive"],
+        "negatives": list(seed["hard_negatives"]),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Promptriever (samaya-ai/msmarco-w-instructions) -> seed schema
+
+
+def promptriever_to_seed(row: dict, max_hard_negatives: int = 30) -> dict | None:
+    """Map one Promptriever row to a seed, or ``None`` when it has no instruction negative.
+
+    Promptriever stores ``query`` as query+instruction and ``only_instruction`` separately;
+    ``new_negatives`` are the instruction negatives (docs/method.md §1). Rows without an
+    instruction or without instruction negatives cannot seed a reversal (the paper skips them).
+    """
+    if not row.get("has_instruction") or not row.get("new_negatives") or not row.get("positive_passages"):
+        return None
+
+    def passage(p):
+        title = (p.get("title") or "").strip()
+        return {"id": str(p["docid"]), "text": (title + " " if title else "") + p["text"].strip()}
+
+    query = (row.get("only_query") or row["query"]).strip()
+    return {
+        "id": str(row["query_id"]),
+        "query": query,
+        "instruction": (row.get("only_instruction") or "").strip(),
+        "positive": passage(row["positive_passages"][0]),
+        "instruction_negatives": [passage(p) for p in row["new_negatives"][:3]],
+        "hard_negatives": [passage(p) for p in row.get("negative_passages", [])[:max_hard_negatives]],
+        "instruction_type": "unknown",
+        "domain": "msmarco",
+        "reference_reversal": None,
+    }
+
+
+def load_promptriever(
+    source: str | Path = "samaya-ai/msmarco-w-instructions",
+    split: str = "train",
+    limit: int | None = None,
+    streaming: bool = False,
+    as_dataset: bool = False,
+    out_dir: str | Path | None = None,
+):
+    """Load Promptriever rows as seeds, from a local JSONL/Parquet file or (when asked) the hub.
+
+    A local path is read with ``datasets`` in the same schema; a hub name needs network access
+    (``HF_DATASETS_OFFLINE=1`` makes it fail fast offline). Returns a list of seeds, or with
+    ``as_dataset=True`` an ``arrow_seeds.ArrowSeeds`` written to ``out_dir`` (memory-mapped,
+    passages stored once by id; the path for the full 980k rows). Parquet may then be a folder.
+    """
+    if as_dataset:
+        from .promptriever import promptriever_to_arrow
+
+        if out_dir is None:
+            raise ValueError("as_dataset=True needs out_dir, the folder for the Arrow tables")
+        return promptriever_to_arrow(source, out_dir, split=split, limit=limit)
+    import datasets
+
+    src = Path(source)
+    if src.exists():
+        kind = "parquet" if src.suffix == ".parquet" else "json"
+        ds = datasets.load_dataset(kind, data_files=str(src), split="train", streaming=streaming)
+    else:
+        ds = datasets.load_dataset(str(source), split=split, streaming=streaming)
+    seeds = []
+    for row in ds:
+        s = promptriever_to_seed(row)
+        if s is not None:
+            seeds.append(validate_seed(s, source, None, min_hard_negatives=0))
+            if limit and len(seeds) >= limit:
+                break
+    return seeds

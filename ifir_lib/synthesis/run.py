@@ -1,0 +1,807 @@
+"""Polarity-reversal synthesis (arXiv 2604.18845, Appendix A; docs/method.md §2): seeds -> reversal rows.
+
+For each seed (query q, instruction I, positive P+, instruction negatives N1..Nk) and a chosen
+negative N*, a backend writes a complementary instruction I' under which N* is relevant and P+
+is not. Backends: ``openai`` and ``transformers`` (an LLM prompted with the Appendix A structure,
+``templates/reversal_prompt.j2``), ``template`` (a deterministic negation of I: an honest, naive
+baseline) and ``reference`` (the seed's bundled ``reference_reversal``).
+
+The run is resumable and shardable: rows are appended to a JSONL file as they arrive (a row that
+cost a request is flushed at once and fsync'd right after, off the event loop); a restart
+repairs a line cut by a kill, skips the keys already written, and retries rows that failed; LLM
+answers are cached on disk, so a rerun sends no request. One row per key::
+
+    {"key": "<seed_id>" | "<seed_id>#<neg_index>", "seed_id", "negative_index", "negative_id",
+     "backend", "model", "status": "accepted"|"declined"|"rejected"|"failed", "reason",
+     "reversal", "reasoning", "raw", "template", "template_version",
+     "usage": {"prompt_tokens", "completion_tokens"}, "cost_usd", "instruction_type",
+     "attempts", "cached", "elapsed_s"}
+
+Not handled here: the prompt (``prompts``); HTTP, retries and the cache (``llm``); parsing and
+checks (``reversal_checks``); the template baseline (``template_baseline``); keys, shards, resume
+and merge (``synthesis_io``); the retriever and LLM-judge checks (``verify``); turning rows into
+training examples (``trainsets``). Validation is a filter for broken outputs, not a proof that a
+reversal is correct (the paper applied no filter).
+
+Synthesis output files: which keys a run plans, resume, read, and merge shards.
+
+One row per *key*: ``"<seed_id>"``, or ``"<seed_id>#<negative_index>"`` when every negative
+becomes N* in turn. A run appends rows; a restart (``prepare_output``) repairs a line cut by a
+kill, drops duplicates and failed rows, and returns the keys already done. Shards split seeds by
+a stable hash of their id, and ``merge_shards`` joins their files. Not handled here: producing
+rows (``synthesize``), locking the file against a second writer.
+
+The synthesis loop: plan items -> rows appended to the output file, with counts.
+
+``run_items`` drives the LLM (bounded concurrency, one task per request) or a baseline, writes
+each row as it arrives (a row that cost a request is flushed at once and fsync'd soon after, off
+the event loop) and fills a ``SynthesisSummary``. The row schema is in ``synthesize``'s
+docstring. Not handled here: settings and resuming (``synthesize``), the file layout
+(``synthesis_io``), requests (``llm``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+import os
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core import config as _config
+from ..core.errors import BackendError, ConfigError, DataError, RequestFailed
+from ..core.jsonl import JsonlStream, atomic_write_rows, atomic_write_text, dumps, read_rows
+from ..core.locks import exclusive
+from ..seeds.schema import load_seeds
+from .checks import Parsed, parse_and_validate
+from .llm import LLM, ResponseCache, run_sync
+from .prompts import DEFAULT_TEMPLATE, PromptTemplate, load_template, render_prompt
+from .template import TEMPLATE_BASELINE_VERSION, template_reversal
+
+# ---------------------------------------------------------------------------------------------
+# (was synthesize.py)
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("openai", "transformers", "template", "reference")
+
+# USD per 1M tokens (input, output). Estimates from public price lists in 2025-26; override per
+# run (``SynthesisConfig(prices=...)`` or ``--price``). Local models cost 0.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": (0.15, 1.50),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4o": (2.50, 10.00),
+    "smollm2": (0.0, 0.0),
+}
+
+
+SYNTHESIS_PRESETS = {
+    "paper": {},
+    "smoke": dict(
+        backend="transformers",
+        model="smollm2",
+        max_tokens=64,
+        temperature=0.0,
+        concurrency=1,
+        limit=2,
+        timeout_s=60.0,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SynthesisConfig:
+    """Settings for one synthesis run; defaults are the paper-scale run (arXiv 2604.18845).
+
+    The paper used Qwen3-Next-80B-A3B-Instruct and does not state decoding settings or which
+    negative becomes N*; temperature 0.7 / top_p 0.8 are Qwen's recommended Instruct settings,
+    and N* = the first instruction negative. ``preset('smoke')`` runs SmolLM2-135M on 2 seeds on a CPU.
+    """
+
+    backend: str = "openai"
+    model: str = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+    base_url: str | None = None  # None: $OPENAI_BASE_URL or api.openai.com
+    api_key_env: str = "OPENAI_API_KEY"  # the key itself is never stored
+    temperature: float = 0.7
+    top_p: float = 0.8
+    max_tokens: int = 2048  # room for the step-by-step reasoning
+    timeout_s: float = 120.0  # per request
+    concurrency: int = 64
+    max_retries: int = 6
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    negative: str = "first"  # which negative is N*: first | random | all
+    rng_seed: int = 0  # for negative="random"
+    shard: str | None = None  # "i/n"
+    limit: int | None = None  # first N seeds (before sharding)
+    template: str = DEFAULT_TEMPLATE  # a name in ifir_lib/templates or a path
+    max_sentences: int = 4
+    copy_ratio: float = 0.9  # difflib ratio above which I' is a near-copy of I
+    copy_jaccard: float = 0.8  # word-set Jaccard above which I' is a near-copy
+    use_cache: bool = True
+    cache_dir: str | None = None  # None: config.cache_dir()/llm (IFIR_CACHE overrides)
+    retry_failed: bool = True  # on resume, drop failed rows and try them again
+    fsync: bool = True
+    progress: bool = True
+    device: str | None = None  # transformers backend; None: cuda if available
+    prices: dict = field(default_factory=lambda: dict(DEFAULT_PRICES))
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown backend {self.backend!r}; choose from {', '.join(BACKENDS)}")
+        if self.negative not in NEGATIVE_MODES:
+            raise ConfigError(
+                f"unknown negative mode {self.negative!r}; choose from {', '.join(NEGATIVE_MODES)}"
+            )
+        if self.backend == "reference" and self.negative != "first":
+            raise ConfigError(
+                "backend 'reference' has one reversal per seed, for the negative the seed names "
+                "(reference_negative_index); use --negative first"
+            )
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.shard is not None:
+            try:
+                parse_shard(self.shard)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+
+    @classmethod
+    def preset(cls, name: str = "paper", **overrides) -> SynthesisConfig:
+        """``paper`` (the defaults) or ``smoke``: SmolLM2-135M in-process, 2 seeds, short answers,
+        under a minute on a laptop CPU (most of it reading the GGUF file)."""
+        if name not in SYNTHESIS_PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(SYNTHESIS_PRESETS)}")
+        return cls(**{**SYNTHESIS_PRESETS[name], **overrides})
+
+    def replace(self, **changes) -> SynthesisConfig:
+        return dataclasses.replace(self, **changes)
+
+    def decoding(self) -> dict:
+        """What goes into each request (and into the cache key)."""
+        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+
+    def price(self) -> tuple[float, float] | None:
+        return self.prices.get(self.model)
+
+    def llm_cache_dir(self) -> Path:
+        return Path(self.cache_dir) if self.cache_dir else _config.cache_dir() / "llm"
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["prices"] = {k: list(v) for k, v in self.prices.items()}
+        return d
+
+
+def build_llm(cfg: SynthesisConfig) -> LLM:
+    """The ``LLM`` (backend + retries + cache) that ``cfg`` describes; openai/transformers only."""
+    from .backends import OpenAIBackend, TransformersBackend
+
+    if cfg.backend == "openai":
+        backend = OpenAIBackend(cfg.model, cfg.base_url, cfg.api_key_env, cfg.timeout_s)
+    elif cfg.backend == "transformers":
+        backend = TransformersBackend(cfg.model, cfg.device)
+    else:
+        raise ValueError(f"backend {cfg.backend!r} does not call an LLM")
+    cache = ResponseCache(cfg.llm_cache_dir()) if cfg.use_cache else None
+    return LLM(
+        backend,
+        cfg.decoding(),
+        concurrency=cfg.concurrency,
+        max_retries=cfg.max_retries,
+        backoff_base_s=cfg.backoff_base_s,
+        backoff_max_s=cfg.backoff_max_s,
+        cache=cache,
+    )
+
+
+def synthesize(
+    seeds: list[dict] | str | Path = _config.SEEDS_PATH,
+    out: str | Path = "reversals.jsonl",
+    config: SynthesisConfig | None = None,
+    **overrides,
+) -> SynthesisSummary:
+    """Write one polarity reversal per key to ``out`` (JSONL), resuming whatever is there.
+
+    Args:
+        seeds: seed rows or a seed JSONL path (validated in full before any request).
+        out: the output JSONL; its config goes next to it as ``<out stem>.config.json``.
+        config: a ``SynthesisConfig``; ``overrides`` replace its fields (``limit=10``).
+
+    Raises ``DataError`` for bad seeds or a corrupt output file and ``BackendError`` when the run
+    cannot go on (bad key, unknown model, unreachable server); rows written so far are kept.
+
+    Example: 3 seeds, ``negative='all'``, 2 negatives each -> 6 rows keyed ``s1#0, s1#1, ...``;
+    run it again -> 0 rows written, 0 requests.
+    """
+    cfg = (config or SynthesisConfig()).replace(**overrides) if overrides else (config or SynthesisConfig())
+    t0 = time.monotonic()
+    seed_rows = (
+        load_seeds(seeds, limit=cfg.limit, stage="synthesis")
+        if isinstance(seeds, (str, Path))
+        else seeds.head(cfg.limit or len(seeds))  # ArrowSeeds: streamed from disk, never all in memory
+        if hasattr(seeds, "iter_batches")
+        else list(seeds)[: cfg.limit]
+    )
+    tmpl = load_template(cfg.template)
+    out = Path(out)
+    items = (plan if isinstance(seed_rows, list) else iter_plan)(
+        seed_rows, "reference" if cfg.backend == "reference" else cfg.negative, cfg.rng_seed, cfg.shard
+    )
+    with exclusive(out, "synthesis output"):  # a second writer fails here, before reading anything
+        return _synthesize_locked(seeds, seed_rows, items, out, cfg, tmpl, t0)
+
+
+def _pending(items, done: set[str], summary: SynthesisSummary):
+    """The planned items whose key is not in ``done``, counting ``keys`` and ``skipped`` as they pass."""
+    for it in items:
+        summary.keys += 1
+        if it[0] in done:
+            summary.skipped += 1
+        else:
+            yield it
+
+
+def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float) -> SynthesisSummary:
+    done = prepare_output(out, cfg.retry_failed)
+    model, tname, tversion = row_identity(cfg, tmpl)
+    summary = SynthesisSummary(
+        str(out),
+        cfg.backend,
+        model,
+        price_known=cfg.price() is not None or cfg.backend in ("template", "reference"),
+        template=tname,
+        template_version=tversion,
+    )
+    atomic_write_text(
+        out.with_name(out.stem + ".config.json"),
+        json.dumps(
+            {
+                "config": cfg.to_dict(),
+                "template": tname,
+                "template_version": tversion,
+                "seeds": str(seeds) if isinstance(seeds, (str, Path)) else f"<{len(seed_rows)} rows>",
+            },
+            indent=2,
+        ),
+        fsync=False,
+    )
+    pending = _pending(items, done, summary)  # keys and skipped are counted as the items pass
+    if isinstance(items, list):
+        pending = list(pending)  # a list run knows its total for the progress bar
+        nothing = not pending
+    else:  # streamed: look at the first pending item only
+        first = next(pending, None)
+        nothing, pending = first is None, itertools.chain([first], pending)
+    if nothing:  # nothing to do: no backend, no request, no model load
+        summary.elapsed_s = time.monotonic() - t0
+        return summary
+    llm = build_llm(cfg) if cfg.backend in ("openai", "transformers") else None
+
+    async def main():
+        try:
+            await run_items(pending, cfg, out, tmpl, llm, summary)
+        finally:
+            if llm is not None:
+                await llm.aclose()
+
+    try:
+        run_sync(main())
+    finally:
+        if llm is not None:
+            st = llm.stats
+            summary.requests, summary.retries = st.requests, st.retries
+            summary.prompt_tokens, summary.completion_tokens = st.prompt_tokens, st.completion_tokens
+            summary.retry_reasons = dict(st.retry_reasons)
+        summary.elapsed_s = time.monotonic() - t0
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# (was synthesis_io.py)
+
+
+# Which instruction negative becomes N*. "reference" is the seed's own ``reference_negative_index``
+# (the bundled reference reversals); the others are for LLM backends.
+NEGATIVE_MODES = ("first", "random", "all")
+
+
+def choose_negatives(seed: dict, mode: str = "first", rng_seed: int = 0) -> list[int]:
+    """Indices of the negatives that become N*: ``first -> [0]``, ``all -> [0..k-1]``, ``random -> [j]``,
+    ``reference -> [seed["reference_negative_index"]]``.
+
+    ``random`` draws from ``Random(f"{rng_seed}:{seed_id}")``, so the choice depends on the seed
+    alone, not on file order, ``--limit`` or sharding.
+    """
+    k = len(seed["instruction_negatives"])
+    if mode == "reference":
+        return [int(seed.get("reference_negative_index") or 0)]
+    if mode == "first":
+        return [0]
+    if mode == "all":
+        return list(range(k))
+    if mode == "random":
+        return [random.Random(f"{rng_seed}:{seed['id']}").randrange(k)]
+    raise ValueError(f"unknown negative mode {mode!r}")
+
+
+def row_key(seed_id: str, negative_index: int, mode: str) -> str:
+    """``"s1"`` for one reversal per seed; ``"s1#2"`` under ``negative='all'``."""
+    return f"{seed_id}#{negative_index}" if mode == "all" else seed_id
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    """``"1/4" -> (1, 4)``; raise ValueError unless ``0 <= i < n``."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(shard))
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        raise ValueError(f"--shard expects i/n with 0 <= i < n, got {shard!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_of(seed_id: str, num_shards: int) -> int:
+    """Stable across machines and Python runs (unlike ``hash()``): sha256 of the id, mod n."""
+    return int(hashlib.sha256(seed_id.encode("utf-8")).hexdigest()[:16], 16) % num_shards
+
+
+def iter_plan(seeds, mode: str = "first", rng_seed: int = 0, shard: str | None = None):
+    """``(key, seed, negative_index)`` for this shard, in seed order, one at a time: ``seeds`` may
+    be any iterable of seed dicts (``arrow_seeds.ArrowSeeds`` streams them from disk)."""
+    i, n = parse_shard(shard) if shard else (0, 1)
+    for s in seeds:
+        if n == 1 or shard_of(s["id"], n) == i:
+            for j in choose_negatives(s, mode, rng_seed):
+                yield row_key(s["id"], j, mode), s, j
+
+
+def plan(
+    seeds: list[dict], mode: str = "first", rng_seed: int = 0, shard: str | None = None
+) -> list[tuple[str, dict, int]]:
+    """``[(key, seed, negative_index), ...]`` for this shard, in seed order."""
+    return list(iter_plan(seeds, mode, rng_seed, shard))
+
+
+def _read_rows(path: Path) -> tuple[list[dict], bool]:
+    """Rows of an output file, and whether it needs repair (its last line lacks a newline)."""
+    rows, cut = read_rows(path)
+    for n, row in rows:
+        if "key" not in row:
+            raise DataError(path, n, "missing", "key")
+    return [r for _, r in rows], cut
+
+
+def load_synthesis(path: str | Path) -> list[dict]:
+    """Rows of a synthesis output, one per key (first kept), ignoring a cut last line.
+
+    Read-only: the file is not repaired (``synthesize`` does that when it resumes).
+    """
+    rows, _ = _read_rows(Path(path))
+    seen, out = set(), []
+    for r in rows:
+        if r["key"] not in seen:
+            seen.add(r["key"])
+            out.append(r)
+    return out
+
+
+def prepare_output(path: Path, retry_failed: bool) -> set[str]:
+    """Make ``path`` a clean resume point; return the keys already done.
+
+    Drops a cut last line, duplicate keys and (with ``retry_failed``) failed rows, rewriting the
+    file atomically only when something changed, so a kill during this step loses nothing. The
+    file is read line by line (twice when it is rewritten): only the keys are held.
+    """
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return set()
+    stream = JsonlStream(path)
+
+    def kept(done: set[str]):
+        for n, r in stream:
+            if "key" not in r:
+                raise DataError(path, n, "missing", "key")
+            if r["key"] in done or (retry_failed and r.get("status") == "failed"):
+                continue
+            done.add(r["key"])
+            yield r
+
+    done, n_kept = set(), 0
+    for _ in kept(done):
+        n_kept += 1
+    if stream.cut or n_kept != stream.rows:
+        log.info(
+            "%s: rewriting (%d rows kept of %d, cut last line: %s)", path, n_kept, stream.rows, stream.cut
+        )
+        atomic_write_rows(path, kept(set()))
+    return done
+
+
+@dataclass
+class MergeSummary:
+    out: str
+    rows: int
+    duplicates: int
+    conflicts: int
+    missing: list[str]
+    failed: int
+    unexpected: int
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and not self.failed
+
+
+def merge_shards(
+    paths: list[str | Path],
+    out: str | Path,
+    seeds: list[dict] | str | Path | None = None,
+    negative: str | None = None,
+    rng_seed: int = 0,
+    on_conflict: str = "keep-first",
+) -> MergeSummary:
+    """Join shard outputs into ``out`` (written atomically), one row per key.
+
+    Duplicates keep the first non-failed row; two different accepted reversals for one key are
+    counted as ``conflicts``. With ``seeds``, completeness is checked against the keys the
+    seeds imply (``negative`` defaults to ``all`` when keys carry ``#``, else ``first``).
+    ``on_conflict='error'`` raises ``DataError`` naming the key and both files, before writing.
+    """
+    best: dict[str, dict] = {}
+    origin: dict[str, str] = {}
+    dups = conflicts = 0
+    for p in paths:
+        for r in load_synthesis(p):
+            k = r["key"]
+            if k not in best:
+                best[k], origin[k] = r, str(p)
+                continue
+            dups += 1
+            old = best[k]
+            if old.get("status") == "failed" and r.get("status") != "failed":
+                best[k] = r
+            elif old.get("status") == r.get("status") == "accepted" and old.get("reversal") != r.get(
+                "reversal"
+            ):
+                conflicts += 1
+                if on_conflict == "error":
+                    raise DataError(
+                        p,
+                        None,
+                        f"key {k!r} has another accepted reversal in {origin[k]}; nothing was written",
+                        "reversal",
+                    )
+    missing, unexpected, order = [], 0, sorted(best)
+    if seeds is not None:
+        seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
+        mode = negative or ("all" if any("#" in k for k in best) else "reference")
+        expected = [k for k, _, _ in iter_plan(seeds, mode, rng_seed)]  # keys only, seeds streamed
+        missing = [k for k in expected if k not in best]
+        exp = set(expected)
+        unexpected = sum(1 for k in best if k not in exp)
+        order = [k for k in expected if k in best] + sorted(k for k in best if k not in exp)
+    rows = [best[k] for k in order]
+    atomic_write_text(Path(out), "".join(dumps(r) for r in rows))
+    return MergeSummary(
+        str(out),
+        len(rows),
+        dups,
+        conflicts,
+        missing,
+        sum(1 for r in rows if r.get("status") == "failed"),
+        unexpected,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# (was synthesis_run.py)
+
+# ``cfg`` below is a ``synthesize.SynthesisConfig``, read by attribute only (that module imports this one)
+STATUSES = ("accepted", "declined", "rejected", "failed")
+
+
+@dataclass
+class SynthesisSummary:
+    """What one ``synthesize`` call did. Costs and tokens count only requests sent in this run."""
+
+    out: str
+    backend: str
+    model: str
+    # rows: planned for this shard, already in the output file, written now
+    keys: int = 0
+    skipped: int = 0
+    written: int = 0
+    # the written rows by status, and answers that came from the response cache
+    accepted: int = 0
+    declined: int = 0
+    rejected: int = 0
+    failed: int = 0
+    cached: int = 0
+    # traffic of this run: HTTP attempts (or in-process generations), retries, tokens, cost
+    requests: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    price_known: bool = True
+    elapsed_s: float = 0.0
+    template: str = ""
+    template_version: str = ""
+    reject_reasons: dict = field(default_factory=dict)
+    fail_reasons: dict = field(default_factory=dict)
+    retry_reasons: dict = field(default_factory=dict)
+
+    def format(self) -> str:
+        cost = f"${self.cost_usd:.4f}" + (
+            "" if self.price_known else f" (no price for {self.model!r}; use --price)"
+        )
+        lines = [
+            f"synthesis -> {self.out}  [{self.backend}:{self.model}, {self.template} {self.template_version}]",
+            f"  keys {self.keys}: {self.skipped} already done, {self.written} written "
+            f"({self.accepted} accepted, {self.declined} declined, {self.rejected} rejected, {self.failed} failed)",
+            f"  requests {self.requests} (retries {self.retries}), cache hits {self.cached}, "
+            f"tokens {self.prompt_tokens} in / {self.completion_tokens} out, est. cost {cost}, {self.elapsed_s:.1f}s",
+        ]
+        for title, d in (
+            ("rejected", self.reject_reasons),
+            ("failed", self.fail_reasons),
+            ("retried", self.retry_reasons),
+        ):
+            if d:
+                lines.append(
+                    f"  {title}: "
+                    + ", ".join(f"{k} x{v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1]))
+                )
+        return "\n".join(lines)
+
+
+def cost_usd(prompt_tokens: int, completion_tokens: int, price: tuple[float, float] | None) -> float:
+    """``cost_usd(1_000_000, 500_000, (0.15, 1.5)) -> 0.15 + 0.75 = 0.9``."""
+    if not price:
+        return 0.0
+    return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
+
+
+def _reason_class(reason: str | None) -> str:
+    return (reason or "").split(":")[0].split(" after ")[0].split(" (")[0]
+
+
+def row_identity(cfg, tmpl: PromptTemplate) -> tuple[str, str, str]:
+    """``(model, template, template_version)`` recorded in rows; the baselines have no prompt."""
+    if cfg.backend == "template":
+        return "template", "template_reversal", TEMPLATE_BASELINE_VERSION
+    if cfg.backend == "reference":
+        return "reference", "reference_reversal", "seed"
+    return cfg.model, tmpl.name, tmpl.full_version
+
+
+def _row(
+    key: str,
+    seed: dict,
+    j: int,
+    cfg,
+    tmpl: PromptTemplate,
+    parsed: Parsed,
+    raw: str | None,
+    c=None,
+    attempts: int = 0,
+    t0: float = 0.0,
+) -> dict:
+    """One output row (the schema in the module docstring); ``c`` is the ``Completion`` if any."""
+    usage = {
+        "prompt_tokens": c.prompt_tokens if c else 0,
+        "completion_tokens": c.completion_tokens if c else 0,
+    }
+    model, name, version = row_identity(cfg, tmpl)
+    return {
+        "key": key,
+        "seed_id": seed["id"],
+        "negative_index": j,
+        "negative_id": seed["instruction_negatives"][j]["id"],
+        "backend": cfg.backend,
+        "model": model,
+        "status": parsed.status,
+        "reason": parsed.reason,
+        "reversal": parsed.reversal,
+        "reasoning": parsed.reasoning,
+        "raw": raw,
+        "template": name,
+        "template_version": version,
+        "usage": usage,
+        "cost_usd": round(cost_usd(usage["prompt_tokens"], usage["completion_tokens"], cfg.price()), 8),
+        "instruction_type": seed.get("instruction_type"),
+        "attempts": c.attempts if c else attempts,
+        "cached": bool(c and c.cached),
+        "elapsed_s": round(time.monotonic() - t0, 4),
+    }
+
+
+def _baseline_row(key: str, seed: dict, j: int, cfg, tmpl: PromptTemplate) -> dict:
+    t0 = time.monotonic()
+    if cfg.backend == "reference":
+        ref = (seed.get("reference_reversal") or "").strip()
+        parsed = (
+            Parsed("accepted", ref, None, None)
+            if ref
+            else Parsed("declined", None, None, "seed has no reference_reversal")
+        )
+        return _row(key, seed, j, cfg, tmpl, parsed, None, t0=t0)
+    raw = template_reversal(seed["instruction"])
+    # a negation is a near-copy by construction, so the copy check would reject every row
+    parsed = parse_and_validate(
+        f"<answer><new_instruction>{raw}</new_instruction></answer>", seed, cfg, check_copy=False
+    )
+    return _row(key, seed, j, cfg, tmpl, parsed, raw, t0=t0)
+
+
+async def _llm_row(
+    key: str, seed: dict, j: int, messages: list[dict], cfg, tmpl: PromptTemplate, llm: LLM
+) -> dict:
+    t0 = time.monotonic()
+    try:
+        c = await llm.complete(messages)
+    except RequestFailed as e:
+        return _row(
+            key, seed, j, cfg, tmpl, Parsed("failed", None, None, e.reason), None, attempts=e.attempts, t0=t0
+        )
+    return _row(key, seed, j, cfg, tmpl, parse_and_validate(c.text, seed, cfg), c.text, c, t0=t0)
+
+
+class _GroupSync:
+    """fsync off the event loop, one at a time; rows written meanwhile ride on the next one.
+
+    An fsync takes milliseconds; done inline it would stall every in-flight request once per row.
+    """
+
+    def __init__(self, fd: int):
+        self.fd, self.pending, self.task = fd, False, None
+
+    def request(self):
+        self.pending = True
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._loop())
+
+    async def _loop(self):
+        while self.pending:
+            self.pending = False
+            await asyncio.to_thread(os.fsync, self.fd)
+
+    async def drain(self):
+        while self.task is not None and not self.task.done():
+            await asyncio.shield(self.task)
+        if self.pending:
+            os.fsync(self.fd)
+
+
+def _show_counts(bar, counts) -> None:
+    """The row counts as the progress bar's postfix (``ok=.. declined=.. ...``)."""
+    bar.set_postfix(
+        ok=counts["accepted"],
+        declined=counts["declined"],
+        rejected=counts["rejected"],
+        failed=counts["failed"],
+        cached=counts["cached"],
+        refresh=False,
+    )
+
+
+async def run_items(
+    items, cfg, out: Path, tmpl: PromptTemplate, llm: LLM | None, summary: SynthesisSummary
+) -> None:
+    from tqdm.auto import tqdm
+
+    from ..core.progress import progress_enabled
+
+    counts = collections.Counter()
+    rejects, fails = collections.Counter(), collections.Counter()
+    slots = asyncio.Semaphore(cfg.concurrency)  # bounds the tasks alive at once, not just requests
+    bar = tqdm(
+        total=len(items) if hasattr(items, "__len__") else None,
+        desc=f"synthesize [{cfg.backend}]",
+        unit="row",
+        disable=not (cfg.progress and progress_enabled()),
+        dynamic_ncols=True,
+        leave=True,
+    )
+    with out.open("a", encoding="utf-8") as fh:
+        sync = _GroupSync(fh.fileno()) if cfg.fsync else None
+        last_postfix, last_flush = [0.0], [time.monotonic()]
+
+        def write(row: dict):
+            fh.write(dumps(row))
+            # A row that cost a request is flushed at once (in the OS: survives a kill of this
+            # process) and fsync'd soon after (survives a power cut). Rows replayed from the
+            # cache or a baseline are free to redo, so they ride along with the next flush.
+            if row["attempts"] > 0 or time.monotonic() - last_flush[0] > 0.5:
+                fh.flush()
+                last_flush[0] = time.monotonic()
+                if sync is not None and row["attempts"] > 0:
+                    sync.request()
+            counts[row["status"]] += 1
+            counts["cached"] += row["cached"]
+            if row["status"] == "rejected":
+                rejects[_reason_class(row["reason"])] += 1
+            elif row["status"] == "failed":
+                fails[_reason_class(row["reason"])] += 1
+            if not row["cached"]:
+                summary.cost_usd += row["cost_usd"]
+            if not bar.disable:
+                bar.update(1)
+                now = time.monotonic()
+                if now - last_postfix[0] > 0.2:  # formatting the counts per row would cost more than the row
+                    last_postfix[0] = now
+                    _show_counts(bar, counts)
+
+        tasks: set[asyncio.Task] = set()
+        fatal: list[BackendError] = []
+
+        async def work(key, seed, j, messages):
+            try:
+                write(await _llm_row(key, seed, j, messages, cfg, tmpl, llm))
+            except BackendError as e:  # the run cannot go on: stop the other requests too
+                if not fatal:
+                    fatal.append(e)
+                    for t in tasks:
+                        if t is not asyncio.current_task():
+                            t.cancel()
+            finally:
+                slots.release()
+
+        try:
+            for n, (key, seed, j) in enumerate(items):
+                if fatal:
+                    break
+                if llm is None:
+                    write(_baseline_row(key, seed, j, cfg, tmpl))
+                    continue
+                messages = [{"role": "user", "content": render_prompt(seed, j, tmpl)}]
+                t0 = time.monotonic()
+                hit = llm.lookup(messages)
+                if hit is not None:  # answered from the cache: no task, no slot
+                    write(
+                        _row(
+                            key,
+                            seed,
+                            j,
+                            cfg,
+                            tmpl,
+                            parse_and_validate(hit.text, seed, cfg),
+                            hit.text,
+                            hit,
+                            t0=t0,
+                        )
+                    )
+                    if n % 256 == 0:
+                        await asyncio.sleep(0)  # let in-flight requests progress
+                    continue
+                await slots.acquire()
+                if fatal:
+                    break
+                t = asyncio.create_task(work(key, seed, j, messages))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+            results = await asyncio.gather(*list(tasks), return_exceptions=True)
+            if fatal:
+                raise fatal[0]
+            for r in results:  # a bug in a task must not pass silently
+                if isinstance(r, Exception):
+                    raise r
+        finally:
+            fh.flush()
+            if sync is not None:
+                await sync.drain()
+            _show_counts(bar, counts)
+            bar.close()
+            summary.written = sum(counts[s] for s in STATUSES)
+            for s in STATUSES:
+                setattr(summary, s, counts[s])
+            summary.cached = counts["cached"]
+            summary.reject_reasons, summary.fail_reasons = dict(rejects), dict(fails)

@@ -1,0 +1,236 @@
+"""Checks of synthesized polarity reversals (arXiv 2604.18845; docs/method.md §2), stored as columns in the rows.
+
+(a) Retriever flip check: with an embedder (default ``minilm``), is P+ above N* under
+    query + original instruction, and N* above P+ under query + reversal? Columns
+    ``verify_margin_og = s(q+I, P+) - s(q+I, N*)``, ``verify_margin_rev = s(q+I', N*) - s(q+I', P+)``
+    and ``verify_flip = both > 0``. An off-the-shelf embedder often fails the *original* side
+    (that is the paper's point), so read the margins, not only the flag.
+(b) LLM judge (optional, through the ``llm`` backends and cache): under I', is N*
+    relevant and P+ not? Columns ``verify_judge`` (bool) and ``verify_judge_reason``. The two
+    documents are shown as A/B in an order drawn from the row key, against position bias.
+
+Rows that are not ``accepted`` get None in every column. Not handled here: producing reversals
+(``synthesize``), and filtering the training set by these columns (``trainsets``; the paper
+applied no filter).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.errors import DataError, RequestFailed
+from ..core.jsonl import atomic_write_text, dumps
+from ..core.progress import progress
+from ..seeds.schema import load_seeds
+from .llm import run_sync
+from .prompts import load_template
+from .run import build_llm, load_synthesis
+
+VERIFY_COLUMNS = (
+    "verify_flip",
+    "verify_margin_og",
+    "verify_margin_rev",
+    "verify_judge",
+    "verify_judge_reason",
+)
+
+
+def _pairs(rows: list[dict], seeds: list[dict]) -> list[tuple[int, dict, str, str]]:
+    """``[(row index, seed, P+ text, N* text)]`` for the accepted rows."""
+    by_id = {s["id"]: s for s in seeds}
+    out = []
+    for i, r in enumerate(rows):
+        if r.get("status") != "accepted" or not r.get("reversal"):
+            continue
+        s = by_id.get(r["seed_id"])
+        if s is None:
+            raise DataError(
+                "<rows>",
+                None,
+                f"row {r['key']!r} names seed {r['seed_id']!r}, not in the seed set",
+                "seed_id",
+            )
+        j = int(r.get("negative_index", 0))
+        if not 0 <= j < len(s["instruction_negatives"]):
+            raise DataError(
+                "<rows>", None, f"row {r['key']!r}: seed has no instruction negative {j}", "negative_index"
+            )
+        out.append((i, s, s["positive"]["text"], s["instruction_negatives"][j]["text"]))
+    return out
+
+
+def flip_margins(
+    model,
+    queries: list[str],
+    instructions: list[str],
+    reversals: list[str],
+    positives: list[str],
+    negatives: list[str],
+    batch_size: int = 64,
+) -> list[tuple[float, float]]:
+    """``[(margin_og, margin_rev)]`` per example; both > 0 means the embedder sees the flip.
+
+    Example: cosine scores s(q+I,P+)=.8, s(q+I,N*)=.5, s(q+I',N*)=.7, s(q+I',P+)=.6 -> (.3, .1).
+    """
+    from ..core.models import encode, format_query
+
+    m = len(queries)
+    if not m:
+        return []
+    q = [format_query(a, b) for a, b in zip(queries, instructions)] + [
+        format_query(a, b) for a, b in zip(queries, reversals)
+    ]
+    Q = encode(model, q, "query", batch_size=batch_size)  # (2m, dim): q+I then q+I'
+    D = encode(
+        model, list(positives) + list(negatives), "document", batch_size=batch_size
+    )  # (2m, dim): P+ then N*
+    og_pos, og_neg = (Q[:m] * D[:m]).sum(1), (Q[:m] * D[m:]).sum(1)  # (m,) cosine (normalised)
+    rev_pos, rev_neg = (Q[m:] * D[:m]).sum(1), (Q[m:] * D[m:]).sum(1)
+    return [(float(a), float(b)) for a, b in zip(og_pos - og_neg, rev_neg - rev_pos)]
+
+
+# ---- LLM judge --------------------------------------------------------------------------------------
+_YN = re.compile(r"<answer>\s*<a>\s*(yes|no)\s*</a>\s*<b>\s*(yes|no)\s*</b>\s*</answer>", re.I | re.S)
+
+
+def judge_order(key: str) -> bool:
+    """True when N* is shown as document A for this row (a stable coin flip on the key)."""
+    return hashlib.sha256(key.encode()).digest()[0] % 2 == 0
+
+
+def parse_judge(raw: str, nstar_is_a: bool) -> tuple[bool | None, str]:
+    """``'<answer><a>yes</a><b>no</b></answer>', N* = A -> (True, 'N* relevant: yes, P+ relevant: no')``."""
+    m = list(_YN.finditer(raw or ""))
+    if not m:
+        return None, "unparseable judge answer"
+    a, b = (x.lower() == "yes" for x in m[-1].groups())
+    nstar, pos = (a, b) if nstar_is_a else (b, a)
+    return (
+        nstar and not pos
+    ), f"N* relevant: {'yes' if nstar else 'no'}, P+ relevant: {'yes' if pos else 'no'}"
+
+
+async def _judge_all(llm, rows, pairs, template) -> list[tuple[bool | None, str]]:
+    async def one(i, s, pos, neg):
+        a_is_n = judge_order(rows[i]["key"])
+        prompt = template.render(
+            query=s["query"],
+            instruction=rows[i]["reversal"],
+            doc_a=neg if a_is_n else pos,
+            doc_b=pos if a_is_n else neg,
+        )
+        try:
+            c = await llm.complete([{"role": "user", "content": prompt}])
+        except RequestFailed as e:
+            return None, f"judge request failed: {e.reason}"
+        return parse_judge(c.text, a_is_n)
+
+    async def counted(p):
+        verdict = await one(*p)
+        bar.update(1)
+        return verdict
+
+    bar = progress(total=len(pairs), desc="judge", unit="row")
+    try:
+        return await asyncio.gather(*(counted(p) for p in pairs))
+    finally:
+        bar.close()
+        await llm.aclose()
+
+
+# ---- entry points ---------------------------------------------------------------------------------------
+def verify(
+    rows: list[dict],
+    seeds: list[dict] | str | Path,
+    *,
+    embedder="minilm",
+    judge=None,
+    judge_template: str = "judge_prompt.j2",
+    batch_size: int = 64,
+) -> list[dict]:
+    """Return copies of ``rows`` with the ``verify_*`` columns filled in.
+
+    Args:
+        rows: synthesis rows (``synthesis_io.load_synthesis``).
+        seeds: the seeds they came from (rows or a path).
+        embedder: a SentenceTransformer, or a name for ``models.load_model`` (None skips (a)).
+        judge: a ``SynthesisConfig`` with an LLM backend (openai / transformers) for check (b),
+            or None to skip it. Its cache and retries apply.
+    """
+
+    seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
+    out = [{**r, **{c: r.get(c) for c in VERIFY_COLUMNS}} for r in rows]
+    pairs = _pairs(out, seeds)
+    if embedder is not None and pairs:
+        from ..core.models import load_model
+
+        model = load_model(embedder) if isinstance(embedder, str) else embedder
+        margins = flip_margins(
+            model,
+            [s["query"] for _, s, _, _ in pairs],
+            [s["instruction"] for _, s, _, _ in pairs],
+            [out[i]["reversal"] for i, _, _, _ in pairs],
+            [p for _, _, p, _ in pairs],
+            [n for _, _, _, n in pairs],
+            batch_size,
+        )
+        for (i, _, _, _), (og, rev) in zip(pairs, margins):
+            out[i].update(
+                verify_margin_og=round(og, 6), verify_margin_rev=round(rev, 6), verify_flip=og > 0 and rev > 0
+            )
+    if judge is not None and pairs:
+        if judge.backend not in ("openai", "transformers"):
+            raise ValueError(
+                f"the judge needs an LLM backend (openai or transformers), not {judge.backend!r}"
+            )
+        llm = build_llm(judge)
+        verdicts = run_sync(_judge_all(llm, out, pairs, load_template(judge_template)))
+        for (i, _, _, _), (ok, why) in zip(pairs, verdicts):
+            out[i].update(verify_judge=ok, verify_judge_reason=why)
+    return out
+
+
+@dataclass
+class VerifySummary:
+    out: str
+    rows: int
+    checked: int
+    flips: int
+    judged: int
+    judge_yes: int
+
+    def format(self) -> str:
+        s = f"verify -> {self.out}: {self.checked} of {self.rows} rows accepted and checked"
+        if self.checked:
+            s += f"; retriever flip {self.flips}/{self.checked}"
+        if self.judged:
+            s += f"; judge yes {self.judge_yes}/{self.judged}"
+        return s
+
+
+def verify_file(
+    path: str | Path, seeds: list[dict] | str | Path, out: str | Path | None = None, **kwargs
+) -> VerifySummary:
+    """``verify`` a synthesis JSONL; write to ``out`` or rewrite ``path`` atomically (temp + rename)."""
+
+    rows = verify(load_synthesis(path), seeds, **kwargs)
+    target = Path(out or path)
+    atomic_write_text(target, "".join(dumps(r) for r in rows))
+    checked = [
+        r for r in rows if r.get("verify_flip") is not None or r.get("verify_judge_reason") is not None
+    ]
+    return VerifySummary(
+        str(target),
+        len(rows),
+        len(checked),
+        sum(1 for r in rows if r.get("verify_flip")),
+        sum(1 for r in rows if r.get("verify_judge") is not None),
+        sum(1 for r in rows if r.get("verify_judge")),
+    )
+
+
+__all__ = ["verify", "verify_file", "flip_margins", "parse_judge", "judge_order", "VerifySummary"]

@@ -1,0 +1,88 @@
+"""A held-out slice of the training seeds, for early stopping (docs/method.md §6).
+
+The slice is chosen by a hash of each seed id, independent of any ``rng_seed``, so every mode
+and every training seed stops on the same held-out seeds, and none of them is trained on.
+``HeldOutEvaluator`` scores a model on three pairwise accuracies that need no reversal of the
+mode being trained, and the trainer keeps the checkpoint where their mean is highest:
+
+- ``orig_acc``: under ``q + I``, P+ above each instruction negative and each hard negative;
+- ``rev_acc``: under ``q + I'`` (the seed's reference reversal), N* above P+ and above the
+  other instruction negatives (both pooled over the short and the narrative form of seeds
+  that carry narratives);
+- ``query_acc``: under the bare query, P+ and the instruction negatives above each hard
+  negative (topical retrieval must not be lost while instructions are learned).
+
+Not handled here: the evaluation sets (``evaluate``), training (``train``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
+
+from ..core.models import encode, format_query
+from ..seeds.forms import forms
+
+
+def split_heldout(seeds: list[dict], n: int) -> tuple[list[dict], list[dict]]:
+    """``(train, heldout)``: the ``n`` seeds with the smallest id hash are held out."""
+    if n <= 0:
+        return list(seeds), []
+    if n >= len(seeds):
+        raise ValueError(f"cannot hold out {n} of {len(seeds)} seeds")
+    ranked = sorted(seeds, key=lambda s: hashlib.sha256(f"heldout:{s['id']}".encode()).hexdigest())
+    held = {s["id"] for s in ranked[:n]}
+    return [s for s in seeds if s["id"] not in held], [s for s in seeds if s["id"] in held]
+
+
+def _pairwise(score_of, q: int, better: list[int], worse: list[int]) -> list[float]:
+    return [float(score_of[q, b] > score_of[q, w]) for b in better for w in worse]
+
+
+def heldout_scores(model, seeds: list[dict], batch_size: int = 64) -> dict[str, float]:
+    """The three accuracies (in %) and their mean ``heldout_score`` for ``model`` on ``seeds``;
+    ``orig_acc`` and ``rev_acc`` pool both instruction forms of seeds that have narratives."""
+    queries, docs = [], {}
+    for s in seeds:
+        for p in (s["positive"], *s["instruction_negatives"], *s["hard_negatives"]):
+            docs.setdefault(p["id"], p["text"])
+        queries.append(s["query"])
+        queries += [format_query(s["query"], i) for form in forms(s) for i in form if i]
+    qi = {t: i for i, t in enumerate(dict.fromkeys(queries))}
+    di = {d: i for i, d in enumerate(docs)}
+    q_emb = encode(model, list(qi), "query", batch_size=batch_size)
+    d_emb = encode(model, list(docs.values()), "document", batch_size=batch_size)
+    sim = np.asarray(q_emb) @ np.asarray(d_emb).T
+    acc = {"orig_acc": [], "rev_acc": [], "query_acc": []}
+    for s in seeds:
+        pos = di[s["positive"]["id"]]
+        ins = [di[p["id"]] for p in s["instruction_negatives"]]
+        hard = [di[p["id"]] for p in s["hard_negatives"]]
+        acc["query_acc"] += _pairwise(sim, qi[s["query"]], [pos, *ins], hard)
+        k = int(s.get("reference_negative_index") or 0)
+        for instruction, reversal in forms(s):
+            acc["orig_acc"] += _pairwise(sim, qi[format_query(s["query"], instruction)], [pos], ins + hard)
+            if reversal:
+                others = [pos] + [d for i, d in enumerate(ins) if i != k]
+                acc["rev_acc"] += _pairwise(sim, qi[format_query(s["query"], reversal)], [ins[k]], others)
+    out = {k: 100.0 * float(np.mean(v)) if v else float("nan") for k, v in acc.items()}
+    out["heldout_score"] = float(np.nanmean(list(out.values())))
+    return out
+
+
+class HeldOutEvaluator(SentenceEvaluator):
+    """The trainer's evaluator: ``heldout_scores`` on the held-out seeds; higher is better."""
+
+    def __init__(self, seeds: list[dict], name: str = "heldout"):
+        super().__init__()
+        if not seeds:
+            raise ValueError("HeldOutEvaluator needs at least one held-out seed")
+        self.seeds, self.name = seeds, name
+        self.primary_metric = "score"
+
+    def __call__(self, model, output_path=None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+        scores = heldout_scores(model, self.seeds)
+        metrics = {k.removeprefix("heldout_"): v for k, v in scores.items()}
+        return self.prefix_name_to_metrics(metrics, self.name)

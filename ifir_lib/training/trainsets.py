@@ -1,0 +1,438 @@
+"""Training sets for the four matched-budget configs (arXiv 2604.18845, Tables 1-2; docs/method.md §3).
+
+Given seeds and reversals, build one list of *examples*::
+
+    {"id", "group", "view": "orig" | "dv" | "query",
+     "query", "instruction", "positive": {id, text}, "negatives": [{id, text}, ...]}
+
+- ``orig``: (q + I, P+), negatives = instruction negatives first, then hard negatives.
+- ``dv``:   (q + I', N*), negatives = P+ and the remaining instruction negatives, then hard ones.
+- ``query``: the non-instruction counterpart (q alone, P+), negatives = hard negatives only.
+
+Budgets are matched as in the paper (DV samples *replace*, they do not add):
+
+===========  ====================================  ==========
+mode         content                               examples
+===========  ====================================  ==========
+ins-orig     B seeds, original view                B
+ins-dv       B/2 seeds, original + reversed view   B
+all-orig     B/2 seeds, original + counterpart     B
+all-dv       B/2 seeds, original + reversed view   B
+===========  ====================================  ==========
+
+Instruction forms: a ``narrative_share`` of the seeds that carry narratives are drawn into
+narrative form, the same seed in the same form in every mode (``instruction_forms``).
+
+(``all-dv`` and ``ins-dv`` coincide at one budget on seeds that all carry instructions; the
+paper's All-* sets differ because Promptriever's instruction and non-instruction pools differ.)
+Seeds whose reversal was declined, rejected, or rejected by a curator are excluded from the DV
+half and counted. Not handled here: tokenisation, batching (``train``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.config import ABLATIONS, MODES, data_mode
+from ..core.errors import ConfigError, DataError
+from ..core.jsonl import JsonlStream, read_jsonl, write_jsonl
+from ..core.models import format_query
+from ..seeds.forms import NARRATIVE_SHARE, in_form
+from ..seeds.schema import counterpart, load_seeds
+
+
+@dataclass
+class TrainSet:
+    """One mode's examples: ``examples`` (a list) for seed lists; for ``ArrowSeeds``, ``examples`` is
+    None and the examples live in the memory-mapped ``path``. ``dataset`` is what the trainer takes."""
+
+    mode: str
+    examples: list[dict] | None
+    counts: dict = field(default_factory=dict)
+    num_negatives: int = 30
+    path: Path | None = None
+    sha256: str | None = None
+    _dataset: object = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.examples) if self.examples is not None else len(self.dataset)
+
+    @property
+    def dataset(self):
+        """A ``datasets.Dataset`` in the trainer's columns (``query, positive, negative_1..k, label``)."""
+        if self._dataset is None:
+            self._dataset = to_dataset(self.examples, self.num_negatives)
+        return self._dataset
+
+    def manifest(self) -> dict:
+        """Counts plus a content hash, written next to every run."""
+        sha = self.sha256
+        if self.examples is not None:
+            h = hashlib.sha256()
+            for ex in self.examples:
+                h.update(json.dumps(ex, sort_keys=True).encode())
+            sha = h.hexdigest()
+        return {"mode": self.mode, "examples": len(self), "sha256": sha, **self.counts}
+
+
+def reversals_from_reference(seeds: list[dict]) -> dict[str, dict]:
+    """``{seed_id: {"reversal", "negative_index"}}`` from the seeds' reference reversals; N* is the
+    negative each seed names in ``reference_negative_index`` (0 when absent)."""
+    return {
+        s["id"]: {
+            "reversal": s["reference_reversal"],
+            "negative_index": int(s.get("reference_negative_index") or 0),
+        }
+        for s in seeds
+        if s.get("reference_reversal")
+    }
+
+
+def load_reversals(path: str | Path, counts: dict | None = None) -> dict[str, dict]:
+    """Accepted reversals from a synthesis output file; declined/rejected/failed are counted.
+
+    With several reversals per seed (``--negative all``) the first accepted one is used.
+    """
+    out, counts = {}, counts if counts is not None else {}
+    for n, row in JsonlStream(path):  # line by line: a million rows need not fit in memory
+        for f in ("seed_id", "status"):
+            if f not in row:
+                raise DataError(path, n, "missing", f)
+        status = row["status"]
+        if status != "accepted":
+            counts[f"reversals_{status}"] = counts.get(f"reversals_{status}", 0) + 1
+            continue
+        if not row.get("reversal"):
+            raise DataError(path, n, "accepted row without a reversal", "reversal")
+        out.setdefault(
+            row["seed_id"], {"reversal": row["reversal"], "negative_index": int(row.get("negative_index", 0))}
+        )
+    return out
+
+
+def _fill(
+    negatives: list[dict], k: int, pool: list[dict], exclude: set[str], rng: random.Random
+) -> list[dict]:
+    """Cut or pad ``negatives`` to exactly ``k``: listed ones first, then random corpus passages.
+
+    Instruction negatives come first in ``negatives`` so cutting keeps them (the paper keeps 1-3
+    instruction negatives among its 30).
+    """
+    out = [p for p in negatives if p["id"] not in exclude][:k]
+    seen = exclude | {p["id"] for p in out}
+    tries = 0
+    while len(out) < k and tries < 50 * k:
+        p = pool[rng.randrange(len(pool))]
+        tries += 1
+        if p["id"] not in seen:
+            out.append(p)
+            seen.add(p["id"])
+    if len(out) < k:
+        raise ValueError(f"cannot find {k} distinct negatives; the passage pool has only {len(pool)}")
+    return out
+
+
+def _example(seed, view, instruction, positive, negatives, k, pool, rng) -> dict:
+    """One training example of ``seed``; ``negatives`` cut or padded to ``k`` (never the positive)."""
+    return {
+        "id": f"{seed['id']}::{view}",
+        "group": seed["id"],
+        "view": view,
+        "query": seed["query"],
+        "instruction": instruction,
+        "positive": positive,
+        "negatives": _fill(negatives, k, pool, {positive["id"]}, rng),
+    }
+
+
+def _orig(seed, k, pool, rng):
+    negs = list(seed["instruction_negatives"]) + list(seed["hard_negatives"])
+    return _example(seed, "orig", seed["instruction"], seed["positive"], negs, k, pool, rng)
+
+
+def _aug(seed, k, pool, rng):
+    """The wording control: the original view under ``aug_instruction`` (same labels, same negatives)."""
+    ex = _orig(seed, k, pool, rng)
+    return {**ex, "id": seed["id"] + "::aug", "view": "aug", "instruction": seed["aug_instruction"]}
+
+
+def _dv(seed, rev, k, pool, rng):
+    idx = rev.get("negative_index", 0)
+    if not 0 <= idx < len(seed["instruction_negatives"]):
+        raise ValueError(
+            f"seed {seed['id']}: reversal names instruction negative {idx}, seed has {len(seed['instruction_negatives'])}"
+        )
+    n_star = seed["instruction_negatives"][idx]
+    others = [p for i, p in enumerate(seed["instruction_negatives"]) if i != idx]
+    negs = [seed["positive"]] + others + list(seed["hard_negatives"])
+    return _example(seed, "dv", rev["reversal"], n_star, negs, k, pool, rng)
+
+
+def _query(seed, k, pool, rng):
+    c = counterpart(seed)
+    # the instruction negatives are relevant to the bare query: never sample them as negatives
+    exclude = {seed["positive"]["id"]} | {p["id"] for p in seed["instruction_negatives"]}
+    return {
+        "id": c["id"],
+        "group": seed["id"],
+        "view": "query",
+        "query": c["query"],
+        "instruction": "",
+        "positive": c["positive"],
+        "negatives": _fill(c["negatives"], k, pool, exclude, rng),
+    }
+
+
+def _pool(seeds, arrow: bool):
+    """The passages that pad negatives: every seed's positive and hard negatives, in seed order
+    (duplicates kept, so a passage is drawn as often as the seeds name it)."""
+    if not arrow:
+        return [p for s in seeds for p in (s["positive"], *s["hard_negatives"])]
+    import numpy as np
+
+    pos = seeds.arrow_column("positive").to_numpy()
+    hard = seeds.arrow_column("hard_negatives").combine_chunks()
+    lens = np.diff(hard.offsets.to_numpy()) + 1
+    rows = np.empty(int(lens.sum()), dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    mask = np.ones(len(rows), dtype=bool)
+    mask[starts] = False
+    rows[starts], rows[mask] = pos, hard.flatten().to_numpy()
+    return _ArrowPool(seeds, rows)
+
+
+class _ArrowPool:
+    """``pool[j]`` -> ``{"id", "text"}``, read from the passages table on demand."""
+
+    def __init__(self, seeds, rows):
+        self.seeds, self.rows = seeds, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, j: int) -> dict:
+        return self.seeds.passage(int(self.rows[j]))
+
+
+def _reversals_for(mode: str, seeds, ids: list[str], arrow: bool, reversals):
+    """The template baseline's reversals, the seeds' reference ones, or ``reversals`` as given."""
+    if ABLATIONS.get(mode, {}).get("reversals") == "template":
+        from ..synthesis.template import template_reversal
+
+        instructions = seeds.column("instruction") if arrow else (s["instruction"] for s in seeds)
+        return {i: {"reversal": template_reversal(x), "negative_index": 0} for i, x in zip(ids, instructions)}
+    if reversals is not None:
+        return reversals
+    if not arrow:
+        return reversals_from_reference(seeds)
+    cols = zip(ids, seeds.column("reference_reversal"), seeds.column("reference_negative_index"))
+    return reversals_from_reference(
+        {"id": i, "reference_reversal": r, "reference_negative_index": k} for i, r, k in cols
+    )
+
+
+def build_trainset(
+    mode: str,
+    seeds,
+    reversals: dict[str, dict] | None = None,
+    *,
+    budget: int | None = None,
+    num_negatives: int = 30,
+    curation: dict[str, str] | None = None,
+    rng_seed: int = 0,
+    out_dir: str | Path | None = None,
+    narrative_share: float = NARRATIVE_SHARE,
+) -> TrainSet:
+    """Build the examples for one ``mode`` at a matched ``budget`` (default: as many as the data allows).
+
+    Example: 200 seeds, all with reversals, ``budget=100`` -> ins-orig: 100 seeds x 1 view;
+    ins-dv: 50 seeds x 2 views; all-orig and all-dv: the same 100 seeds x 2 views. The seed
+    order is drawn with ``rng_seed``. ``narrative_share``: the share of seeds with narratives put
+    in narrative form (see the module docstring).
+
+    ``seeds``: a list of seed dicts, a seed JSONL path, or ``arrow_seeds.ArrowSeeds``. From
+    ``ArrowSeeds`` the examples stream into ``out_dir/trainset-<mode>.arrow`` (memory-mapped,
+    ``TrainSet.examples`` is None); the same seeds give the same examples as from a list.
+    """
+    if mode not in MODES:
+        raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    if not 0 <= narrative_share <= 1:
+        raise ConfigError(f"narrative_share must be between 0 and 1, got {narrative_share}")
+    arrow = hasattr(seeds, "arrow_column")  # ArrowSeeds: read column by column, never every row
+    if not arrow and not isinstance(seeds, list):
+        seeds = load_seeds(seeds, stage="train")
+    if arrow and out_dir is None:
+        raise ConfigError("build_trainset from ArrowSeeds needs out_dir for the examples file")
+    ids = seeds.column("id") if arrow else [s["id"] for s in seeds]
+    reversals = _reversals_for(mode, seeds, ids, arrow, reversals)
+    name, mode = mode, data_mode(mode)
+    curation = curation or {}
+    counts = {"seeds": len(seeds)}
+    aug = seeds.column("aug_instruction") if arrow else [s.get("aug_instruction") for s in seeds]
+    usable = []  # positions in seeds
+    for n, sid in enumerate(ids):
+        rev = reversals.get(sid)
+        if mode == "ins-aug" and rev is not None and not aug[n]:
+            rev = None  # the control needs the seed's reworded instruction as well
+        key_decisions = [curation.get(sid)] + [curation.get(f"{sid}#{i}") for i in range(3)]
+        if "reject" in key_decisions:
+            counts["curated_out"] = counts.get("curated_out", 0) + 1
+        elif rev is None:
+            counts["no_reversal"] = counts.get("no_reversal", 0) + 1
+        else:
+            usable.append(n)
+    del aug
+    rng = random.Random(rng_seed)
+    pool = _pool(seeds, arrow)
+    n_max = len(seeds) if mode == "ins-orig" else len(usable)
+    if budget is None:  # as much as the data allows
+        budget = n_max * 2 if mode in ("ins-dv", "ins-aug") else n_max
+    n_seeds = budget // 2 if mode in ("ins-dv", "ins-aug") else budget
+    if n_seeds > n_max:
+        raise ConfigError(
+            f"budget {budget} needs {n_seeds} seeds for {mode}, only {n_max} usable "
+            f"({counts.get('no_reversal', 0)} without an accepted reversal, {counts.get('curated_out', 0)} curated out)"
+        )
+
+    # one seeded order shared by every mode, so smaller budgets are prefixes of larger ones
+    def order(positions):
+        return sorted(positions, key=lambda n: hashlib.sha256(f"{rng_seed}:{ids[n]}".encode()).digest())
+
+    rest = []
+    if mode == "ins-orig":
+        taken = set(usable)
+        rest = order(n for n in range(len(ids)) if n not in taken)
+    chosen = (order(usable) + rest)[:n_seeds]
+    del usable, rest
+    if arrow:
+        from .examples_arrow import ExampleWriter
+
+        writer = ExampleWriter(Path(out_dir) / f"trainset-{name}.arrow", num_negatives)
+        add, chosen_seeds = writer.add, iter(seeds.take(chosen))
+    else:
+        examples = []
+        add, chosen_seeds = examples.append, (seeds[n] for n in chosen)
+    views = {v: 0 for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))}
+    forms = {"short": 0, "narrative": 0}
+    for s in chosen_seeds:
+        s, rev, form = in_form(s, reversals.get(s["id"]), narrative_share, rng_seed)
+        forms[form] += 1
+        pair = [_orig(s, num_negatives, pool, rng)]
+        if mode in ("ins-dv", "all-dv"):
+            pair.append(_dv(s, rev, num_negatives, pool, rng))
+        elif mode == "all-orig":
+            pair.append(_query(s, num_negatives, pool, rng))
+        elif mode == "ins-aug":
+            pair.append(_aug(s, num_negatives, pool, rng))
+        for ex in pair:
+            views[ex["view"]] += 1
+            add(ex)
+    counts.update({"budget": budget, "seeds_used": len(chosen), "views": views, "forms": forms})
+    if not arrow:
+        return TrainSet(name, examples, counts, num_negatives)
+    ds, sha = writer.close()
+    return TrainSet(name, None, counts, num_negatives, writer.path, sha, ds)
+
+
+def save_trainset(ts: TrainSet, path: str | Path) -> Path:
+    """Write the examples as JSONL (atomically), one per line."""
+    return write_jsonl(path, ts.examples, fsync=False)
+
+
+def load_trainset(path: str | Path) -> list[dict]:
+    """Read examples written by ``save_trainset``; rows lacking a positive or negatives fail with file and line."""
+    rows = []
+    for n, row in read_jsonl(path):
+        for f in ("query", "positive", "negatives"):
+            if f not in row:
+                raise DataError(path, n, "missing", f)
+        if not isinstance(row["positive"], dict) or not row["positive"].get("text"):
+            raise DataError(path, n, "must be an object with 'id' and 'text'", "positive")
+        if not isinstance(row["negatives"], list) or not row["negatives"]:
+            raise DataError(path, n, "must be a non-empty list of {id, text}", "negatives")
+        for i, p in enumerate(row["negatives"]):
+            if not isinstance(p, dict) or not p.get("text") or not p.get("id"):
+                raise DataError(path, n, "needs 'id' and 'text'", f"negatives[{i}]")
+        row.setdefault("id", f"line{n}")
+        row.setdefault("group", row["id"])
+        row.setdefault("instruction", "")
+        rows.append(row)
+    if not rows:
+        raise DataError(path, None, "no training examples")
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Examples -> a datasets.Dataset with integer id labels (what the trainer takes)
+
+
+def encode_ids(examples: list[dict]) -> list[list[int]]:
+    """Label rows ``[group, query, positive_doc, negative_doc_1, ...]`` as integers.
+
+    The loss deduplicates documents by these ids; the sampler groups by the first two.
+    Ids are assigned in sorted order, so the same examples always get the same integers.
+    """
+    groups = {g: i for i, g in enumerate(sorted({e["group"] for e in examples}))}
+    queries = {
+        q: i for i, q in enumerate(sorted({format_query(e["query"], e["instruction"]) for e in examples}))
+    }
+    docs = {
+        d: i
+        for i, d in enumerate(sorted({p["id"] for e in examples for p in (e["positive"], *e["negatives"])}))
+    }
+    return [
+        [
+            groups[e["group"]],
+            queries[format_query(e["query"], e["instruction"])],
+            docs[e["positive"]["id"]],
+            *(docs[p["id"]] for p in e["negatives"]),
+        ]
+        for e in examples
+    ]
+
+
+def to_dataset(examples: list[dict], num_negatives: int, with_labels: bool = True):
+    """Columns ``query, positive, negative_1..k`` (+ ``label``); every row must have k negatives."""
+    from datasets import Dataset
+
+    bad = [e["id"] for e in examples if len(e["negatives"]) < num_negatives]
+    if bad:
+        raise ValueError(
+            f"{len(bad)} examples have fewer than {num_negatives} negatives (e.g. {bad[0]}); "
+            "rebuild the training set with the same num_negatives"
+        )
+    cols = {
+        "query": [format_query(e["query"], e["instruction"]) for e in examples],
+        "positive": [e["positive"]["text"] for e in examples],
+    }
+    for j in range(num_negatives):
+        cols[f"negative_{j + 1}"] = [e["negatives"][j]["text"] for e in examples]
+    if with_labels:
+        cols["label"] = encode_ids([{**e, "negatives": e["negatives"][:num_negatives]} for e in examples])
+    return Dataset.from_dict(cols)
+
+
+def as_train_dataset(data, num_negatives: int, with_labels: bool = True):
+    """The trainer's dataset from a list of examples (``to_dataset``) or a ``datasets.Dataset`` in
+    its columns (``TrainSet.dataset``): negatives past ``num_negatives`` are dropped, and the label
+    column too unless ``with_labels``."""
+    from datasets import Dataset
+
+    if not isinstance(data, Dataset):
+        return to_dataset(data, num_negatives, with_labels=with_labels)
+    have = sum(1 for c in data.column_names if c.startswith("negative_"))
+    if have < num_negatives:
+        raise ValueError(
+            f"the dataset has {have} negatives per row, fewer than {num_negatives}; "
+            "rebuild the training set with the same num_negatives"
+        )
+    extra = [f"negative_{j + 1}" for j in range(num_negatives, have)]
+    if not with_labels:
+        extra.append("label")
+    elif extra:
+        data = data.map(lambda b: {"label": [lab[: 3 + num_negatives] for lab in b["label"]]}, batched=True)
+    return data.remove_columns(extra) if extra else data
