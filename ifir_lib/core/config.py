@@ -13,6 +13,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from .errors import ConfigError
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # ifir_lib/ (this file is ifir_lib/core/config.py)
 DATA_DIR = PACKAGE_DIR / "data"
 SEEDS_PATH = DATA_DIR / "seeds.jsonl"
@@ -51,7 +53,11 @@ ABLATIONS = {
 }
 MODES = (*PAPER_MODES, "ins-aug", *ABLATIONS)
 # The names of ``train.TRAIN_PRESETS``, here so that the command line parses without torch.
-TRAIN_PRESET_NAMES = ("paper", "cpu", "cpu-smoke")
+# One preset set for every config (synthesis, training, demo, experiment): ``paper`` is the
+# paper-scale run (the dataclass defaults), ``cpu`` fits two cores in under an hour, ``smoke``
+# finishes in seconds (CI, notebooks in smoke mode). ``default_preset()`` picks among them.
+PRESET_NAMES = ("paper", "cpu", "smoke")
+TRAIN_PRESET_NAMES = PRESET_NAMES
 
 
 def data_mode(mode: str) -> str:
@@ -74,6 +80,23 @@ def smoke_mode() -> bool:
         "0",
         "false",
     )
+
+
+def default_preset() -> str:
+    """The preset every entry point uses when none is named: ``smoke`` in smoke mode (``IFIR_SMOKE``
+    or CI), else ``paper`` when a CUDA GPU is visible, else ``cpu``. Callers print which they took."""
+    if smoke_mode():
+        return "smoke"
+    import torch  # deferred: the command line parses without torch
+
+    return "paper" if torch.cuda.is_available() else "cpu"
+
+
+def check_preset(name: str, kind: str) -> str:
+    """``name`` if it is one of ``PRESET_NAMES``, else a ``ConfigError`` naming the choices."""
+    if name not in PRESET_NAMES:
+        raise ConfigError(f"unknown {kind} preset {name!r}; choose from {', '.join(PRESET_NAMES)}")
+    return name
 
 
 def git_commit() -> str:
