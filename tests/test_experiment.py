@@ -11,9 +11,10 @@ from ifir_lib.core.errors import ConfigError
 from ifir_lib.core.models import format_query
 from ifir_lib.pipelines.experiment import ExperimentConfig, markdown_table, paired_tests
 from ifir_lib.reporting.results import load_results, save_result
-from ifir_lib.testing.inputs import FakeEncoder, fake_result, make_seed
+from ifir_lib.testing.inputs import make_seed
 from ifir_lib.training.heldout import heldout_scores, split_heldout
 from ifir_lib.training.trainer import TrainConfig
+from support.fakes import FakeEncoder, fake_result
 
 
 def test_split_heldout_is_fixed_disjoint_and_order_free():
@@ -73,7 +74,7 @@ def test_heldout_scores_pool_the_narrative_form():
 
 def test_early_stopping_needs_held_out_evaluations():
     with pytest.raises(ConfigError, match="needs eval_steps"):
-        TrainConfig.preset("cpu-smoke", early_stopping_patience=2)
+        TrainConfig.preset("smoke", early_stopping_patience=2)
     with pytest.raises(ConfigError, match="baseline"):
         ExperimentConfig.preset("smoke", modes=("ins-orig",))
     with pytest.raises(ConfigError, match="unknown evaluation set"):
@@ -132,7 +133,7 @@ def test_experiment_cli_runs_resumes_and_reports(tmp_path, private_cache):
     assert set(tests["versus"]) == {"base", "ins-orig"} and tests["p_holm"].between(0, 1).all()
     assert "Mean ± sd over rng_seeds" in (out / "summary.md").read_text()
     for mode in ("ins-orig", "ins-dv"):
-        run = out / "models" / "seed0" / mode
+        run = out / "models" / "rng0" / mode
         info = json.loads((run / "ifir_run.json").read_text())
         assert info["mode"] == mode and info["rng_seed"] == 0 and info["status"] == "finished"
         assert info["heldout_seeds"] == 8 and 1 <= info["best_step"] <= info["steps"]

@@ -15,7 +15,8 @@ from ifir_lib.cli import main
 from ifir_lib.core.config import SEEDS_PATH
 from ifir_lib.core.locks import exclusive, lock_path
 from ifir_lib.evaluation.evaluator import EvalResult
-from ifir_lib.pipelines.registry import data_sources, lock_holder, runs_records, runs_table
+from ifir_lib.core.run_folder import RunFolder, data_sources
+from ifir_lib.pipelines.registry import runs_records, runs_table
 from ifir_lib.reporting.results import save_result
 from ifir_lib.training.trainer import TrainConfig, train
 
@@ -35,7 +36,7 @@ def _result(dataset: str, p_mrr: float, score: float) -> EvalResult:
 def root(tmp_path_factory):
     """``out/`` with one finished run, trained for real through ``ifir train`` (1 step, no tracker)."""
     root = tmp_path_factory.mktemp("out")
-    argv = ["train", "--mode", "ins-dv", "--preset", "cpu-smoke", "--budget", "16", "--max-steps", "1"]
+    argv = ["train", "--mode", "ins-dv", "--preset", "smoke", "--budget", "16", "--max-steps", "1"]
     assert (
         main([*argv, "--rng-seed", "3", "--out", str(root / "models" / "ins-dv"), "--report-to", "none"]) == 0
     )
@@ -77,12 +78,12 @@ def test_running_stopped_and_failed(root, tmp_path):
     code = f"import time; from ifir_lib.core.locks import exclusive\nwith exclusive({str(killed)!r}): print('held', flush=True); time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
-    assert lock_holder(killed) is not None  # alive: the lock names it
+    assert RunFolder(killed).lock_holder() is not None  # alive: the lock names it
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert lock_path(killed).read_text().startswith(f"pid {proc.pid} ")
     # a real failure: the backbone cannot be loaded once the run has written its status
-    cfg = TrainConfig.preset("cpu-smoke", base_model=str(tmp_path / "no-such-model"), max_steps=1)
+    cfg = TrainConfig.preset("smoke", base_model=str(tmp_path / "no-such-model"), max_steps=1)
     with pytest.raises(OSError, match="no-such-model"):  # the run must record whatever loading raises
         train([], root / "models" / "broken", cfg, mode="ins-dv", report_to="none")
     with exclusive(live, "training run folder"):  # this test process is the live trainer
@@ -103,7 +104,7 @@ def test_running_stopped_and_failed(root, tmp_path):
 
 def test_a_refused_rerun_leaves_the_earlier_status_alone(root):
     run = _copy_run(root, "refused", status="running")
-    cfg = TrainConfig.preset("cpu-smoke", learning_rate=1e-3)  # another config than the one recorded
+    cfg = TrainConfig.preset("smoke", learning_rate=1e-3)  # another config than the one recorded
     with pytest.raises(ValueError, match="another config"):
         train([], run, cfg, mode="ins-dv", report_to="none")
     assert json.loads((run / "ifir_run.json").read_text())["status"] == "running"
@@ -201,9 +202,9 @@ def test_bad_roots(tmp_path, capsys):
 def test_a_mode_with_the_same_examples_and_config_reuses_the_finished_run(tmp_path):
     """all-dv on 8 seeds trains on exactly ins-dv's 16 examples (every bundled seed has an
     instruction): the second is copied, not retrained; another config or other examples train."""
-    from ifir_lib.training.trainer import train_modes
+    from ifir_lib.pipelines.train import train_modes
 
-    kw = dict(preset="cpu-smoke", rng_seed=0, max_steps=1, report_to="none")
+    kw = dict(preset="smoke", rng_seed=0, max_steps=1, report_to="none")
     train_modes(tmp_path, modes=("ins-dv",), budget=16, **kw)
     src = json.loads((tmp_path / "ins-dv" / "ifir_run.json").read_text())
     runs = train_modes(tmp_path, modes=("all-dv",), budget=8, **kw)

@@ -1,4 +1,4 @@
-"""Tracking: a cpu-smoke run writes TensorBoard events that TensorBoard's own reader parses, with
+"""Tracking: a smoke run writes TensorBoard events that TensorBoard's own reader parses, with
 the loss and the run's config as hparams; --report-to picks the trackers; the JSONL logs stay."""
 
 import importlib.util
@@ -14,8 +14,8 @@ from ifir_lib.training.trainsets import build_trainset
 
 @pytest.fixture(scope="module")
 def tb_run(tmp_path_factory, bundled_seeds):
-    """A 2-step cpu-smoke run with the default ``report_to`` (TensorBoard, installed in the dev env)."""
-    cfg = TrainConfig.preset("cpu-smoke", max_steps=2, rng_seed=5)
+    """A 2-step smoke run with the default ``report_to`` (TensorBoard, installed in the dev env)."""
+    cfg = TrainConfig.preset("smoke", max_steps=2, rng_seed=5)
     ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives, rng_seed=5)
     out = tmp_path_factory.mktemp("tb") / "ins-dv"
     return cfg, train(ts.examples, out, cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
@@ -74,7 +74,7 @@ def test_resolve_report_to():
 def test_a_tracker_that_is_not_installed_fails_before_training(tmp_path):
     with pytest.raises(ConfigError, match="pip install wandb"):
         resolve_report_to("wandb,tensorboard")
-    cfg = TrainConfig.preset("cpu-smoke")
+    cfg = TrainConfig.preset("smoke")
     with pytest.raises(ConfigError, match="pip install wandb"):
         train([], tmp_path / "run", cfg, mode="ins-dv", report_to="wandb")
     assert not (tmp_path / "run" / "ifir_run.json").exists()  # refused before the run began

@@ -19,7 +19,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZ
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory, bundled_seeds):
-    cfg = TrainConfig.preset("cpu-smoke", max_steps=2, rng_seed=7)
+    cfg = TrainConfig.preset("smoke", max_steps=2, rng_seed=7)
     ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives, rng_seed=7)
     out = tmp_path_factory.mktemp("run")
     return cfg, ts, train(ts.examples, out, cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
@@ -59,7 +59,7 @@ def test_other_config_in_same_run_dir_is_refused(smoke_run):
 
 
 def test_non_finite_loss_stops_and_keeps_checkpoint(bundled_seeds, tmp_path):
-    cfg = TrainConfig.preset("cpu-smoke", learning_rate=1e30, save_steps=1, max_steps=6)
+    cfg = TrainConfig.preset("smoke", learning_rate=1e30, save_steps=1, max_steps=6)
     ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives)
     with pytest.raises(NonFiniteLossError, match="last good checkpoint: .*checkpoint-"):
         train(ts.examples, tmp_path / "nan", cfg, mode="ins-dv", device="cpu")
@@ -69,7 +69,7 @@ def test_non_finite_loss_stops_and_keeps_checkpoint(bundled_seeds, tmp_path):
 
 
 def _train_args(out, budget, *extra):
-    """``ifir train`` arguments for a cpu-smoke Ins-DV run into ``out``."""
+    """``ifir train`` arguments for a smoke Ins-DV run into ``out``."""
     return [
         "-m",
         "ifir_lib",
@@ -77,7 +77,7 @@ def _train_args(out, budget, *extra):
         "--mode",
         "ins-dv",
         "--preset",
-        "cpu-smoke",
+        "smoke",
         "--budget",
         str(budget),
         "--out",

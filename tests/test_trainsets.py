@@ -160,7 +160,7 @@ def test_ablation_modes_are_ins_dv_with_one_thing_changed():
         if e["view"] == "dv":
             assert e["instruction"] == template_reversal(seed["instruction"]) != seed["reference_reversal"]
             assert e["positive"] == seed["instruction_negatives"][0]
-    cfg = TrainConfig.preset("cpu-smoke")
+    cfg = TrainConfig.preset("smoke")
     assert mode_config(cfg, "ins-dv-nocobatch").co_batch_views is False
     assert mode_config(cfg.replace(co_batch_views=False), "ins-dv-cobatch").co_batch_views is True
     assert mode_config(cfg, "ins-dv-inbatch").in_batch_negatives is True

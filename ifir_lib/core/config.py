@@ -57,6 +57,7 @@ MODES = (*PAPER_MODES, "ins-aug", *ABLATIONS)
 # paper-scale run (the dataclass defaults), ``cpu`` fits two cores in under an hour, ``smoke``
 # finishes in seconds (CI, notebooks in smoke mode). ``default_preset()`` picks among them.
 PRESET_NAMES = ("paper", "cpu", "smoke")
+PRESET_ALIASES = {"cpu-smoke": "smoke", "default": "cpu"}  # the names before presets were unified
 TRAIN_PRESET_NAMES = PRESET_NAMES
 
 
@@ -84,7 +85,8 @@ def smoke_mode() -> bool:
 
 def default_preset() -> str:
     """The preset every entry point uses when none is named: ``smoke`` in smoke mode (``IFIR_SMOKE``
-    or CI), else ``paper`` when a CUDA GPU is visible, else ``cpu``. Callers print which they took."""
+    or CI), else ``paper`` when a CUDA GPU is visible, else ``cpu``. Entry points print which they
+    took (``resolve_preset``)."""
     if smoke_mode():
         return "smoke"
     import torch  # deferred: the command line parses without torch
@@ -93,9 +95,22 @@ def default_preset() -> str:
 
 
 def check_preset(name: str, kind: str) -> str:
-    """``name`` if it is one of ``PRESET_NAMES``, else a ``ConfigError`` naming the choices."""
+    """``name`` if it is one of ``PRESET_NAMES`` (an old name in ``PRESET_ALIASES`` gives its
+    new one: ``'cpu-smoke' -> 'smoke'``), else a ``ConfigError`` naming the choices."""
+    name = PRESET_ALIASES.get(name, name)
     if name not in PRESET_NAMES:
         raise ConfigError(f"unknown {kind} preset {name!r}; choose from {', '.join(PRESET_NAMES)}")
+    return name
+
+
+def resolve_preset(name: str | None, kind: str) -> str:
+    """``check_preset(name)``, or ``default_preset()`` when ``name`` is None, printed so a user
+    sees which preset a command took: ``'training preset: cpu (default: no GPU)'``."""
+    if name is not None:
+        return check_preset(name, kind)
+    name = default_preset()
+    why = {"smoke": "smoke mode", "paper": "a GPU is visible", "cpu": "no GPU"}[name]
+    print(f"{kind} preset: {name} (default: {why}; choose with --preset)")
     return name
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -59,14 +58,6 @@ def load_model(name: str, device: str | None = None):
     if p.is_dir() and not (p / "modules.json").exists() and not (p / "config.json").exists():
         raise DataError(p, None, "not a SentenceTransformer folder (no modules.json or config.json)")
     return SentenceTransformer(path, device=device or default_device())
-
-
-def run_info(model: str | Path) -> dict:
-    """``ifir_run.json`` of a trained run folder (mode, rng_seed, base_model, config...), or ``{}``."""
-    try:
-        return json.loads((Path(str(model)) / "ifir_run.json").read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def format_query(query: str, instruction: str | None) -> str:
@@ -119,19 +110,6 @@ def model_fingerprint(model) -> str:
     h.update(repr(sorted((getattr(model, "prompts", None) or {}).items())).encode())
     h.update(str(model.max_seq_length).encode())
     return h.hexdigest()[:16]
-
-
-def find_run_dirs(root: str | Path) -> list[Path]:
-    """Every trained run folder under ``root``: it holds ``ifir_run.json`` and a saved model
-    (``modules.json``); checkpoints inside a run are not runs. Sorted by path."""
-    root = Path(root)
-    if not root.exists():
-        return []
-    return sorted(
-        p.parent
-        for p in root.rglob("ifir_run.json")
-        if (p.parent / "modules.json").exists() and "checkpoints" not in p.parent.parts
-    )
 
 
 def build_model(name: str, *, max_seq_length: int, pooling: str = "cls", device: str | None = None):

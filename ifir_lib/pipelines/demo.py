@@ -16,19 +16,25 @@ from pathlib import Path
 
 from ..core import config as C
 from ..core.errors import ConfigError
-from ..reporting.results import load_results, per_query_path, save_result
+from ..reporting.figures import make_all_figures
+from ..reporting.results import per_query_path
+from ..synthesis.run import synthesize
+from ..training.trainer import TrainConfig
+from .evaluate import evaluate_models
+from .train import train_modes
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """What the demo runs. Defaults finish in minutes on 2 CPU cores; ``preset('smoke')`` in seconds."""
+    """What the demo runs. Defaults are the paper-scale run (a GPU); ``preset('cpu')`` finishes in
+    minutes on 2 CPU cores, ``preset('smoke')`` in seconds."""
 
-    train_preset: str = "cpu"  # the TrainConfig preset
+    train_preset: str = "paper"  # the TrainConfig preset
     base_model: str | None = None  # None = the preset's (MiniLM for 'cpu')
     modes: tuple[str, ...] = C.PAPER_MODES
-    budget: int | None = 80  # Ins-* examples (All-* hold twice as many), matched per pair
+    budget: int | None = None  # Ins-* examples (All-* hold twice as many), matched per pair; None = all
     rng_seeds: tuple[int, ...] = (0,)
     backend: str = "reference"  # synthesis backend for the reversals
     max_steps: int | None = None
@@ -42,14 +48,20 @@ class DemoConfig:
             raise ConfigError("rng_seeds must name at least one random seed")
 
     @classmethod
-    def preset(cls, name: str = "default", **overrides) -> DemoConfig:
-        """``default`` (the demo) or ``smoke`` (2 training steps per mode, for CI)."""
-        if name not in DEMO_PRESETS:
-            raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(DEMO_PRESETS)}")
-        return dataclasses.replace(cls(**DEMO_PRESETS[name]), **overrides)
+    def preset(cls, name: str | None = None, **overrides) -> DemoConfig:
+        """``paper``, ``cpu`` (the demo on 2 cores) or ``smoke`` (2 training steps per mode, for
+        CI); None: ``default_preset()``. ``overrides`` change fields (None values are ignored)."""
+        name = C.check_preset(name or C.default_preset(), "demo")
+        return dataclasses.replace(
+            cls(**DEMO_PRESETS[name]), **{k: v for k, v in overrides.items() if v is not None}
+        )
 
 
-DEMO_PRESETS = {"default": {}, "smoke": dict(train_preset="cpu-smoke", budget=16, max_steps=2, bootstrap=200)}
+DEMO_PRESETS = {
+    "paper": {},
+    "cpu": dict(train_preset="cpu", budget=80),
+    "smoke": dict(train_preset="smoke", budget=16, max_steps=2, bootstrap=200),
+}
 
 
 @dataclass
@@ -61,44 +73,6 @@ class DemoResult:
     seconds: float = 0.0
 
 
-def _already_evaluated(results_csv: Path, model: str, mode: str, rng_seed: int, dataset: str) -> bool:
-    if not results_csv.exists():
-        return False
-    df = load_results(results_csv)
-    hit = (
-        (df["model"].astype(str) == model)
-        & (df["mode"].astype(str) == mode)
-        & (df["rng_seed"].astype(str) == str(rng_seed))
-        & (df["dataset"].astype(str) == dataset)
-    )
-    return bool(hit.any())
-
-
-def evaluate_into(
-    results_csv: Path,
-    model_path: str,
-    *,
-    label: str,
-    mode: str,
-    rng_seed: int,
-    followir_dir: Path,
-    bootstrap: int,
-) -> None:
-    """Evaluate one model on one FollowIR-format folder into the table, unless it is there already."""
-    from ..evaluation.evaluator import evaluate_followir
-
-    if _already_evaluated(results_csv, label, mode, rng_seed, Path(followir_dir).name):
-        print(f"  {mode:>9} rng_seed {rng_seed}: already in {results_csv.name}")
-        return
-    res = evaluate_followir(model_path, followir_dir, bootstrap=bootstrap, rng_seed=rng_seed)
-    save_result(res, results_csv, model=label, mode=mode, rng_seed=rng_seed)
-    m = res.metrics
-    print(
-        f"  {mode:>9} rng_seed {rng_seed}: p-MRR {m['p_mrr']:+.2f}  MAP@1000 {m['map_at_1000']:.2f}  "
-        f"nDCG@5 {m['ndcg_at_5']:.2f}"
-    )
-
-
 def run_demo(
     out_dir: str | Path = "out/demo",
     cfg: DemoConfig | None = None,
@@ -107,17 +81,15 @@ def run_demo(
     followir_dir=C.FOLLOWIR_DIR,
     figures_dir=C.FIGURES_DIR,
 ) -> DemoResult:
-    """Run every stage; write ``out_dir/results.csv``, ``out_dir/models/<mode>/`` and figures."""
-    from ..reporting.figures import make_all_figures
-    from ..synthesis.run import synthesize
-    from ..training.trainer import TrainConfig, train_modes
-
-    cfg = cfg or DemoConfig.preset("smoke" if C.smoke_mode() else "default")
+    """Run every stage; write ``out_dir/results.csv``, ``out_dir/models/<mode>/`` and figures
+    (with several rng_seeds, ``out_dir/models/rng<k>/<mode>/``)."""
+    cfg = cfg or DemoConfig.preset(C.resolve_preset(None, "demo"))
     t0 = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_csv = out / "results.csv"
     base = cfg.base_model or TrainConfig.preset(cfg.train_preset).base_model
+    evaluate = dict(followir=[followir_dir], results_csv=results_csv, bootstrap=cfg.bootstrap, skip_done=True)
 
     print(f"[1/5] synthesize reversals ({cfg.backend} backend)")
     syn_path = out / f"reversals_{cfg.backend}.jsonl"
@@ -125,24 +97,16 @@ def run_demo(
     print("  " + summary.format().replace("\n", "\n  "))
 
     print(f"[2/5] evaluate the base model ({base})")
-    evaluate_into(
-        results_csv,
-        base,
-        label=base,
-        mode=C.BASE_MODE,
-        rng_seed=0,
-        followir_dir=Path(followir_dir),
-        bootstrap=cfg.bootstrap,
-    )
+    evaluate_models({base: base}, mode=C.BASE_MODE, rng_seed=0, **evaluate)
 
     models = {}
     for rng_seed in cfg.rng_seeds:
         print(
             f"[3/5] train {', '.join(cfg.modes)} (preset {cfg.train_preset}, budget {cfg.budget}, rng_seed {rng_seed})"
         )
-        run_root = out / "models" if len(cfg.rng_seeds) == 1 else out / "models" / f"seed{rng_seed}"
+        several = len(cfg.rng_seeds) > 1
         runs = train_modes(
-            run_root,
+            out / "models" / f"rng{rng_seed}" if several else out / "models",
             preset=cfg.train_preset,
             modes=cfg.modes,
             seeds_path=seeds_path,
@@ -154,17 +118,9 @@ def run_demo(
         )
         print(f"[4/5] evaluate the trained models on {Path(followir_dir).name}")
         for mode, res in runs.items():
-            models[mode if len(cfg.rng_seeds) == 1 else f"{mode}/seed{rng_seed}"] = res.run_dir
-            # the table names a trained model by its run folder, whose ifir_run.json records the backbone
-            evaluate_into(
-                results_csv,
-                str(res.run_dir),
-                label=str(res.run_dir),
-                mode=mode,
-                rng_seed=rng_seed,
-                followir_dir=Path(followir_dir),
-                bootstrap=cfg.bootstrap,
-            )
+            models[f"{mode}/rng{rng_seed}" if several else mode] = res.run_dir
+            # the table names a trained model by its run folder, whose run record holds the backbone
+            evaluate_models({str(res.run_dir): res.run_dir}, mode=mode, rng_seed=rng_seed, **evaluate)
 
     print(f"[5/5] figures -> {figures_dir}")
     figs = make_all_figures(

@@ -8,11 +8,12 @@ model and every run on each evaluation set (v1, v2), then writes::
     OUT/results.csv, OUT/results_per_query.csv   the tidy table (one row per run, set, metric)
     OUT/paired_tests.csv                          Ins-DV against each other mode, Holm-corrected
     OUT/summary.md                                mean ± sd over rng_seeds, and the tests
-    OUT/models/seed<k>/<mode>/                    the run folders (ifir_run.json, heldout_log.jsonl)
+    OUT/models/rng<k>/<mode>/                     the run folders (``RunFolder``), one per rng_seed
     OUT/figures/                                  the result figures
 
 Every step is resumable: finished runs and rows already in the table are reused.
-Not handled here: the stages themselves (``train``, ``evaluate``, ``stats``, ``figure_export``).
+Not handled here: the stages themselves (training, evaluation, ``stats``, figures); it calls the
+one training driver (``pipelines.train``) and the one evaluation driver (``pipelines.evaluate``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,17 @@ import pandas as pd
 
 from ..core import config as C
 from ..core.errors import ConfigError
+from ..core.models import build_model
+from ..evaluation.stats import compare, holm
+from ..reporting.figures import make_all_figures
+from ..reporting.results import load_per_query, load_results, mode_order, per_query_path
+from ..reporting.tables import markdown_table  # summary.md's tables; tests import it from here
 from ..seeds.forms import NARRATIVE_SHARE
+from ..seeds.schema import load_seeds
+from ..training.heldout import heldout_scores, split_heldout
+from ..training.trainer import TrainConfig
+from .evaluate import evaluate_models
+from .train import train_modes
 
 TESTED_METRICS = ("p_mrr", "map_at_1000")
 TEST_COLUMNS = ["dataset", "metric", "mode", "versus", "pairs", "diff", "ci_low", "ci_high", "p_value"]
@@ -75,12 +86,14 @@ class ExperimentConfig:
             raise ConfigError("eval_steps > 0 needs heldout_seeds > 0")
 
     @classmethod
-    def preset(cls, name: str = "cpu", **overrides) -> ExperimentConfig:
+    def preset(cls, name: str | None = None, **overrides) -> ExperimentConfig:
         """``cpu`` (the offline experiment, under an hour on 2 cores), ``smoke`` (seconds, for
-        tests) or ``paper`` (the paper-scale training preset, for a GPU)."""
-        if name not in EXPERIMENT_PRESETS:
-            raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(EXPERIMENT_PRESETS)}")
-        return dataclasses.replace(cls(**EXPERIMENT_PRESETS[name]), **overrides)
+        tests) or ``paper`` (the paper-scale training preset, for a GPU); None: ``default_preset()``.
+        ``overrides`` change fields (None values are ignored)."""
+        name = C.check_preset(name or C.default_preset(), "experiment")
+        return dataclasses.replace(
+            cls(**EXPERIMENT_PRESETS[name]), **{k: v for k, v in overrides.items() if v is not None}
+        )
 
     def train_overrides(self) -> dict:
         """The ``TrainConfig`` fields this config sets (``None`` = the train preset's)."""
@@ -116,7 +129,7 @@ EXPERIMENT_PRESETS: dict[str, dict] = {
         eval_steps=10,
         early_stopping_patience=3,
     ),
-    "smoke": dict(_FAST, train_preset="cpu-smoke", rng_seeds=(0, 1), budget=16, heldout_seeds=8),
+    "smoke": dict(_FAST, train_preset="smoke", rng_seeds=(0, 1), budget=16, heldout_seeds=8),
 }
 
 
@@ -128,9 +141,6 @@ def paired_tests(results_csv: str | Path, cfg: ExperimentConfig) -> pd.DataFrame
     baseline's seeds on the same query. ``diff`` is baseline minus the other mode; p-values (paired permutation test) are
     Holm-corrected over every row of the table.
     """
-    from ..evaluation.stats import compare, holm
-    from ..reporting.results import load_per_query, load_results, per_query_path
-
     results = load_results(results_csv)
     pq = load_per_query(per_query_path(results_csv))
     runs = results.drop_duplicates(["run_id", "dataset"])[["run_id", "mode", "rng_seed", "dataset"]]
@@ -165,8 +175,6 @@ def paired_tests(results_csv: str | Path, cfg: ExperimentConfig) -> pd.DataFrame
 
 def seed_table(results_csv: str | Path, metrics=("p_mrr", "map_at_1000", "ndcg_at_5")) -> pd.DataFrame:
     """Mean ± sd over rng_seeds per (set, mode, metric): columns dataset, mode, metric, mean, sd, runs."""
-    from ..reporting.results import load_results, mode_order
-
     r = load_results(results_csv)
     r = r[r["metric"].isin(metrics)]
     t = (
@@ -176,23 +184,6 @@ def seed_table(results_csv: str | Path, metrics=("p_mrr", "map_at_1000", "ndcg_a
     )
     order = {m: i for i, m in enumerate(mode_order(t["mode"].unique()))}
     return t.sort_values(["dataset", "metric", "mode"], key=lambda c: c.map(order) if c.name == "mode" else c)
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub Markdown table; floats with 2 decimals, p-values with 4."""
-
-    def cell(col, v):
-        if isinstance(v, float):
-            return f"{v:.4f}" if col.startswith("p_") else f"{v:.2f}"
-        return str(v)
-
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = [
-        "| " + " | ".join(cell(str(c), v) for c, v in zip(df.columns, row)) + " |"
-        for row in df.itertuples(index=False)
-    ]
-    return "\n".join([head, rule, *body])
 
 
 def write_summary(out: Path, cfg: ExperimentConfig, heldout_base: dict | None = None) -> Path:
@@ -232,15 +223,7 @@ def write_summary(out: Path, cfg: ExperimentConfig, heldout_base: dict | None = 
 
 def run_experiment(out_dir: str | Path = "out/experiment", cfg: ExperimentConfig | None = None) -> Path:
     """Train, evaluate, test and plot (see the module docstring); returns ``OUT/summary.md``."""
-    from ..core.models import build_model
-    from ..reporting.figures import make_all_figures
-    from ..reporting.results import per_query_path
-    from ..seeds.schema import load_seeds
-    from ..training.heldout import heldout_scores, split_heldout
-    from ..training.trainer import TrainConfig, train_modes
-    from .demo import evaluate_into
-
-    cfg = cfg or ExperimentConfig.preset("smoke" if C.smoke_mode() else "cpu")
+    cfg = cfg or ExperimentConfig.preset(C.resolve_preset(None, "experiment"))
     t0 = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -248,42 +231,33 @@ def run_experiment(out_dir: str | Path = "out/experiment", cfg: ExperimentConfig
     (out / "experiment.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
     tcfg = TrainConfig.preset(cfg.train_preset)
     base = tcfg.base_model
-    sets = {name: C.EVAL_SETS[name] for name in cfg.eval_sets}
+    sets = [C.EVAL_SETS[name] for name in cfg.eval_sets]
+    evaluate = dict(followir=sets, results_csv=results_csv, bootstrap=cfg.bootstrap, skip_done=True)
 
-    def evaluate_all(model: str, label: str, mode: str, rng_seed: int) -> None:
-        for folder in sets.values():
-            evaluate_into(
-                results_csv,
-                model,
-                label=label,
-                mode=mode,
-                rng_seed=rng_seed,
-                followir_dir=folder,
-                bootstrap=cfg.bootstrap,
-            )
-
-    print(f"[1/4] the base model ({base}) on {', '.join(sets)}")
-    evaluate_all(base, base, C.BASE_MODE, 0)
+    print(f"[1/4] the base model ({base}) on {', '.join(cfg.eval_sets)}")
+    evaluate_models({base: base}, mode=C.BASE_MODE, rng_seed=0, **evaluate)
     _, heldout = split_heldout(load_seeds(C.SEEDS_PATH), cfg.heldout_seeds)
     heldout_base = (
         heldout_scores(build_model(base, max_seq_length=tcfg.max_seq_length), heldout) if heldout else None
     )
 
     extra_budget = cfg.extra_budget if cfg.extra_budget is not None else cfg.budget
-    plan = [(s, modes, b) for s in cfg.rng_seeds for modes, b in ((cfg.modes, cfg.budget),)]
+    plan = [(s, cfg.modes, cfg.budget) for s in cfg.rng_seeds]
     plan += [(cfg.rng_seeds[0], cfg.extra_modes, extra_budget)] if cfg.extra_modes else []
     for k, (rng_seed, modes, budget) in enumerate(plan, 1):
         print(f"[2/4] ({k}/{len(plan)}) rng_seed {rng_seed}: train {', '.join(modes)}, budget {budget}")
-        run_kw = dict(
+        runs = train_modes(
+            out / "models" / f"rng{rng_seed}",
+            preset=cfg.train_preset,
+            modes=modes,
             budget=budget,
             rng_seed=rng_seed,
             heldout_seeds=cfg.heldout_seeds,
             narrative_share=cfg.narrative_share,
             **cfg.train_overrides(),
         )
-        runs = train_modes(out / "models" / f"seed{rng_seed}", preset=cfg.train_preset, modes=modes, **run_kw)
         for mode, res in runs.items():
-            evaluate_all(str(res.run_dir), str(res.run_dir), mode, rng_seed)
+            evaluate_models({str(res.run_dir): res.run_dir}, mode=mode, rng_seed=rng_seed, **evaluate)
 
     print("[3/4] paired tests and summary")
     summary = write_summary(out, cfg, heldout_base)

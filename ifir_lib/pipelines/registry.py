@@ -3,9 +3,8 @@
 ``runs_table(root)`` (and ``ifir runs --root out/``) reads what the stages already write, and
 nothing else::
 
-    RUN/ifir_run.json         mode, rng_seed, config (backbone), data manifest, git commit, status
-    RUN/train_log.jsonl       the last logged step of a run that has not finished
-    RUN.lock                  ``pid N on HOST since T`` while a process trains into RUN (``locks``)
+    RUN/                      every run folder (``core.run_folder.RunFolder``): its record, the
+                              last logged step of a run that has not finished, its lock
     */results.csv             evaluations (``results``); a row whose ``model`` is a run folder
                               gives that run its metrics, any other model is a row of its own
 
@@ -24,17 +23,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import shutil
-import socket
 from pathlib import Path
 
 import pandas as pd
 
-from ..core.config import ABLATIONS
 from ..core.errors import DataError
-from ..core.jsonl import read_jsonl
-from ..core.locks import lock_path
+from ..core.run_folder import RunFolder
 from ..reporting.results import _OLD_NAMES, REQUIRED_RESULT_COLUMNS, backbone_of, load_results
 
 COLUMNS = [
@@ -60,154 +54,12 @@ EXTRA_COLUMNS = [
 HEADLINE_METRICS = ("p_mrr", "score", "ndcg_at_10")  # score is absent from BEIR sets, nDCG@10 from FollowIR
 
 
-# ---------------------------------------------------------------------------------------------
-# Writing: what a run records about its data
-
-
-def data_sources(mode: str, data: str | Path, reversals: str | Path | None, curation=None) -> dict:
-    """The provenance fields ``train`` stores in a run's data manifest (``ifir_run.json``).
-
-    ``data_sources('ins-dv', 'seeds.jsonl', None) -> {'data': 'seeds.jsonl', 'reversals': 'reference'}``;
-    the template ablation always reads ``'template'``; a synthesis file is named by its path.
-    """
-    if ABLATIONS.get(mode, {}).get("reversals") == "template":
-        rev = "template"
-    else:
-        rev = str(reversals) if reversals else "reference"
-    out = {"data": str(data), "reversals": rev}
-    if curation:
-        out["curation"] = str(curation)
-    return out
-
-
-def reuse_identical_run(run_dir: str | Path, mode: str, config: dict, manifest: dict) -> str | None:
-    """Copy a finished sibling of ``run_dir`` that trained on the same examples (``sha256``) with
-    the same ``config`` into ``run_dir``, recorded as a finished run of ``mode``; returns the
-    sibling's name, or None (nothing copied).
-
-    Example: the bundled seeds all have an instruction, so ``all-dv`` at the same number of
-    examples trains on exactly ``ins-dv``'s examples; retraining would repeat the same run.
-    Checkpoints and tracker logs are not copied. ``ifir_run.json`` names the source in ``same_as``.
-    """
-    run_dir = Path(run_dir)
-    if run_dir.exists() or not manifest.get("sha256"):
-        return None
-    for info_file in sorted(run_dir.parent.glob("*/ifir_run.json")):
-        info = json.loads(info_file.read_text())
-        same = info.get("config") == config and info.get("data", {}).get("sha256") == manifest["sha256"]
-        if (
-            not same
-            or info_file.parent.name.startswith(".")
-            or info.get("status") != "finished"
-            or not (info_file.parent / "modules.json").exists()
-        ):
-            continue
-        tmp = run_dir.with_name(f".{run_dir.name}.copying-{os.getpid()}")
-        shutil.copytree(
-            info_file.parent, tmp, ignore=shutil.ignore_patterns("checkpoints", "tb"), dirs_exist_ok=True
-        )
-        info.update(mode=mode, data=manifest, same_as=info_file.parent.name)
-        (tmp / "ifir_run.json").write_text(json.dumps(info, indent=2))
-        try:
-            tmp.rename(run_dir)  # atomic: a second process copying the same run loses the race here
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            return None
-        return info_file.parent.name
-    return None
-
-
-def record_failure(run_dir: str | Path, exc: BaseException, since: float = 0.0) -> None:
-    """Mark a run that raised as ``failed: <error>`` (``stopped: interrupted`` for Ctrl-C) in its
-    ``ifir_run.json``, unless the run already wrote a status of its own (finished, stopped) or the
-    file predates ``since`` (an earlier run's, refused before this one started: left as it was)."""
-    run_file = Path(run_dir) / "ifir_run.json"
-    try:
-        if run_file.stat().st_mtime < since:
-            return
-        info = json.loads(run_file.read_text())
-    except (OSError, ValueError):
-        return
-    if info.get("status") != "running":
-        return
-    if isinstance(exc, KeyboardInterrupt):
-        info["status"] = "stopped: interrupted"
-    else:
-        first = (str(exc).splitlines() or [""])[0][:300]
-        info["status"] = f"failed: {type(exc).__name__}: {first}"
-    run_file.write_text(json.dumps(info, indent=2))
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading
-
-
-def lock_holder(run_dir: str | Path) -> str | None:
-    """The ``pid N on HOST since T`` line of a run folder's lock when that process is alive, else None.
-
-    The lock file is read, never taken: taking it, even for a moment, could make a training run
-    that starts at the same instant fail with ``OutputLocked``. A holder on another host cannot
-    be checked from here and counts as alive.
-    """
-    try:
-        text = lock_path(run_dir).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    parts = text.split()
-    if len(parts) < 4 or parts[0] != "pid" or not parts[1].isdigit():
-        return None
-    if parts[3] != socket.gethostname():
-        return text
-    try:
-        os.kill(int(parts[1]), 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:  # alive, another user's
-        return text
-    return text
-
-
-def run_status(run_dir: str | Path, info: dict) -> tuple[str, str]:
-    """``(status, detail)`` of a run folder: ``'finished' -> ('done', '')``; a ``running`` run whose
-    lock holder is gone -> ``('stopped', 'process gone ...')``; ``'failed: X' -> ('failed', 'failed: X')``."""
-    raw = str(info.get("status") or "")
-    if raw == "finished":
-        return "done", ""
-    if raw == "running":
-        holder = lock_holder(run_dir)
-        if holder:
-            return "running", holder
-        return "stopped", "process gone without finishing (killed?); rerun the command to resume"
-    for status in ("failed", "stopped"):
-        if raw.startswith(status):
-            return status, raw
-    return raw or "unknown", raw
-
-
-def _last_step(run_dir: Path) -> int | None:
-    log = run_dir / "train_log.jsonl"
-    if not log.exists():
-        return None
-    steps = [r.get("step") for _, r in read_jsonl(log) if isinstance(r.get("step"), int)]
-    return max(steps) if steps else None
-
-
-def find_runs(root: str | Path) -> list[Path]:
-    """Every training run folder under ``root`` (it holds ``ifir_run.json``; checkpoints are not runs)."""
-    root = Path(root)
-    return sorted(
-        p.parent for p in root.rglob("ifir_run.json") if "checkpoints" not in p.relative_to(root).parts
-    )
-
-
-def _run_row(run_dir: Path, root: Path) -> dict:
-    try:
-        info = json.loads((run_dir / "ifir_run.json").read_text())
-    except ValueError as e:
-        raise DataError(run_dir / "ifir_run.json", None, f"not valid JSON ({e})") from None
+def _run_row(run: RunFolder, root: Path) -> dict:
+    info = run.read()
     cfg, data = info.get("config") or {}, info.get("data") or {}
-    status, detail = run_status(run_dir, info)
-    steps = info.get("steps") if status == "done" else _last_step(run_dir)
+    status, detail = run.status(info)
+    steps = info.get("steps") if status == "done" else run.last_step()
+    run_dir = run.path
     return {
         "run": str(run_dir.relative_to(root)) if run_dir != root else run_dir.name,
         "kind": "train",
@@ -266,7 +118,7 @@ def _match_run(model: str, table: Path, runs: dict[Path, dict], root: Path) -> P
 
 
 def _evaluated_before(grp: pd.DataFrame, finished: str | None) -> bool:
-    """True when every row of ``grp`` is older than the run's end (``ifir_run.json`` writes local
+    """True when every row of ``grp`` is older than the run's end (run records hold local
     time): those rows scored another model that lived at this path before."""
     if not finished or grp["timestamp"].isna().all():
         return False
@@ -295,7 +147,7 @@ def runs_table(root: str | Path = "out", *, details: bool = True) -> pd.DataFram
     root = Path(root)
     if not root.is_dir():
         raise DataError(root, None, "not a directory (expected a folder of runs and results)")
-    runs = {run.resolve(): _run_row(run, root) for run in find_runs(root)}
+    runs = {run.path.resolve(): _run_row(run, root) for run in RunFolder.find(root)}
     evals: dict[tuple, dict] = {}
     metrics: dict[Path | tuple, pd.DataFrame] = {}
     for table in find_results(root):

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from ..core.models import format_query, resolve_model
+from .launch_check import check_launch_file
 from .trainer import TrainConfig
 from .trainsets import to_dataset
 
@@ -66,8 +67,6 @@ def dry_run(
     to_dataset(examples[:1], cfg.num_negatives, with_labels=False)  # checks negatives count
     launch = None
     if launch_config:
-        from .launch_check import check_launch_file
-
         launch = check_launch_file(launch_config, cfg, world_size)
         world_size = launch["world_size"]
     world_size = world_size or 1

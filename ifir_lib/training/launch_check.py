@@ -28,6 +28,7 @@ import shlex
 from pathlib import Path
 
 from ..core.errors import ConfigError, DataError
+from .trainer import TrainConfig
 
 # sentence-transformers#3173: DeepSpeed ZeRO-2 reduces each parameter's gradient once per
 # backward, while GradCache accumulates it over mini-batches ("Gradient computed twice for this
@@ -325,8 +326,6 @@ def _check_torchrun(rep: _Report, cfg, world_size: int | None) -> dict:
         rest[:1] and rest[0].endswith("ifir") and rest[1:2] == ["train"]
     ):
         rep.fail("torchrun", f"runs {' '.join(rest[:2])!r}; expected `-m ifir_lib train` (or `ifir train`)")
-    from .trainer import TrainConfig
-
     flags: dict[str, str] = {}  # ``--flag value`` and ``--flag=value`` after ``train``
     for j, word in enumerate(rest[2:], 2):
         if word.startswith("--"):

@@ -39,10 +39,11 @@ from pathlib import Path
 
 from ..core.config import ABLATIONS, MODES, data_mode
 from ..core.errors import ConfigError, DataError
-from ..core.jsonl import JsonlStream, read_jsonl, write_jsonl
+from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
 from ..seeds.forms import NARRATIVE_SHARE, in_form
 from ..seeds.schema import counterpart, load_seeds
+from ..synthesis.template import template_reversal
 
 
 @dataclass
@@ -98,7 +99,7 @@ def load_reversals(path: str | Path, counts: dict | None = None) -> dict[str, di
     With several reversals per seed (``--negative all``) the first accepted one is used.
     """
     out, counts = {}, counts if counts is not None else {}
-    for n, row in JsonlStream(path):  # line by line: a million rows need not fit in memory
+    for n, row in read_jsonl(path):  # line by line: a million rows need not fit in memory
         for f in ("seed_id", "status"):
             if f not in row:
                 raise DataError(path, n, "missing", f)
@@ -221,8 +222,6 @@ class _ArrowPool:
 def _reversals_for(mode: str, seeds, ids: list[str], arrow: bool, reversals):
     """The template baseline's reversals, the seeds' reference ones, or ``reversals`` as given."""
     if ABLATIONS.get(mode, {}).get("reversals") == "template":
-        from ..synthesis.template import template_reversal
-
         instructions = seeds.column("instruction") if arrow else (s["instruction"] for s in seeds)
         return {i: {"reversal": template_reversal(x), "negative_index": 0} for i, x in zip(ids, instructions)}
     if reversals is not None:

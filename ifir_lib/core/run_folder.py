@@ -1,0 +1,272 @@
+"""A training run's folder, and the one class that reads and writes it: ``RunFolder``.
+
+A run folder is a SentenceTransformer folder plus its provenance::
+
+    RUN/                      SentenceTransformer(RUN) loads it once finished (modules.json)
+    RUN/ifir_run.json         mode, rng_seed, base_model, config, data manifest, git commit, status
+    RUN/train_log.jsonl       one line per logged step: loss, learning rate, epoch
+    RUN/heldout_log.jsonl     one line per held-out evaluation (when the run early-stops)
+    RUN/checkpoints/          HF Trainer checkpoints (``checkpoint-<step>``); a rerun resumes
+    RUN.lock                  ``pid N on HOST since T`` while a process trains into RUN (``locks``)
+
+``status`` in ``ifir_run.json`` is ``running``, ``finished``, ``stopped: <why>`` or ``failed:
+<error>``. Every other module goes through ``RunFolder`` for these files; nothing else names
+``ifir_run.json``. Example::
+
+    run = RunFolder("out/demo/models/ins-dv")
+    run.info()["mode"]        -> 'ins-dv'          ({} when the folder is no run)
+    run.status()              -> ('done', '')
+    RunFolder.find("out/demo") -> [RunFolder('out/demo/models/all-dv'), ...]
+
+Not handled here: training into the folder (``training.trainer``), the table of every run
+(``pipelines.registry``), loading the model (``core.models``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+
+from .config import ABLATIONS
+from .errors import DataError
+from .jsonl import read_jsonl
+from .locks import lock_path
+
+RUN_FILE = "ifir_run.json"
+TRAIN_LOG = "train_log.jsonl"
+HELDOUT_LOG = "heldout_log.jsonl"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")  # local time, as every run file has recorded it
+
+
+def data_sources(mode: str, data: str | Path, reversals: str | Path | None, curation=None) -> dict:
+    """The provenance fields a run stores in its data manifest.
+
+    ``data_sources('ins-dv', 'seeds.jsonl', None) -> {'data': 'seeds.jsonl', 'reversals': 'reference'}``;
+    the template ablation always reads ``'template'``; a synthesis file is named by its path.
+    """
+    if ABLATIONS.get(mode, {}).get("reversals") == "template":
+        rev = "template"
+    else:
+        rev = str(reversals) if reversals else "reference"
+    out = {"data": str(data), "reversals": rev}
+    if curation:
+        out["curation"] = str(curation)
+    return out
+
+
+class RunFolder(os.PathLike):
+    """One training run folder (see the module docstring for its files)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RunFolder) and self.path == other.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    # ---- files ----------------------------------------------------------------------------
+    @property
+    def run_file(self) -> Path:
+        return self.path / RUN_FILE
+
+    @property
+    def train_log(self) -> Path:
+        return self.path / TRAIN_LOG
+
+    @property
+    def heldout_log(self) -> Path:
+        return self.path / HELDOUT_LOG
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / "checkpoints"
+
+    def is_run(self) -> bool:
+        """True when the folder holds a run record (finished or not)."""
+        return self.run_file.exists()
+
+    def has_model(self) -> bool:
+        """True when a trained model has been saved into the folder."""
+        return (self.path / "modules.json").exists()
+
+    # ---- the run record -------------------------------------------------------------------
+    def info(self) -> dict:
+        """The run record, or ``{}`` when there is none or it cannot be read (a model folder)."""
+        try:
+            return json.loads(self.run_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def read(self) -> dict:
+        """The run record; a ``DataError`` naming the file when it is not valid JSON."""
+        try:
+            return json.loads(self.run_file.read_text())
+        except ValueError as e:
+            raise DataError(self.run_file, None, f"not valid JSON ({e})") from None
+
+    def write(self, info: dict) -> None:
+        self.run_file.write_text(json.dumps(info, indent=2))
+
+    def update(self, **fields) -> dict:
+        info = self.read()
+        info.update(fields)
+        self.write(info)
+        return info
+
+    def start(self, record: dict, git_commit: str) -> None:
+        """Record a run that starts now: ``record`` (mode, rng_seed, config, data...) plus status."""
+        self.write({**record, "git_commit": git_commit, "status": "running", "started": _now()})
+
+    def finish(self, **fields) -> None:
+        self.update(status="finished", **fields, finished=_now())
+
+    def stop(self, reason: str, **fields) -> None:
+        self.update(status=f"stopped: {reason}", **fields)
+
+    def is_finished(self) -> bool:
+        return self.info().get("status") == "finished" and self.has_model()
+
+    def record_failure(self, exc: BaseException, since: float = 0.0) -> None:
+        """Mark a run that raised as ``failed: <error>`` (``stopped: interrupted`` for Ctrl-C),
+        unless the run already wrote a status of its own (finished, stopped) or the record
+        predates ``since`` (an earlier run's, refused before this one started: left as it was)."""
+        try:
+            if self.run_file.stat().st_mtime < since:
+                return
+            info = json.loads(self.run_file.read_text())
+        except (OSError, ValueError):
+            return
+        if info.get("status") != "running":
+            return
+        if isinstance(exc, KeyboardInterrupt):
+            info["status"] = "stopped: interrupted"
+        else:
+            first = (str(exc).splitlines() or [""])[0][:300]
+            info["status"] = f"failed: {type(exc).__name__}: {first}"
+        self.write(info)
+
+    # ---- logs and checkpoints -------------------------------------------------------------
+    def read_log(self, which: str = "train") -> list[dict]:
+        """The rows of ``train_log.jsonl`` (``which='heldout'``: ``heldout_log.jsonl``)."""
+        path = self.train_log if which == "train" else self.heldout_log
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def last_step(self) -> int | None:
+        """The last step the training log reached, or None (no log yet)."""
+        if not self.train_log.exists():
+            return None
+        steps = [r.get("step") for _, r in read_jsonl(self.train_log) if isinstance(r.get("step"), int)]
+        return max(steps) if steps else None
+
+    def trim_logs(self, step: int) -> None:
+        """Drop log lines after ``step``: a run resumed from that checkpoint logs them again."""
+        for which, path in (("train", self.train_log), ("heldout", self.heldout_log)):
+            if path.exists():
+                kept = [r for r in self.read_log(which) if r["step"] <= step]
+                path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    def checkpoints(self) -> list[Path]:
+        """``checkpoints/checkpoint-<step>`` folders, oldest step first."""
+        found = self.checkpoints_dir.glob("checkpoint-*") if self.checkpoints_dir.exists() else []
+        return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+    # ---- status ---------------------------------------------------------------------------
+    def lock_holder(self) -> str | None:
+        """The ``pid N on HOST since T`` line of the folder's lock when that process is alive.
+
+        The lock file is read, never taken: taking it, even for a moment, could make a training
+        run that starts at the same instant fail with ``OutputLocked``. A holder on another host
+        cannot be checked from here and counts as alive.
+        """
+        try:
+            text = lock_path(self.path).read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        parts = text.split()
+        if len(parts) < 4 or parts[0] != "pid" or not parts[1].isdigit():
+            return None
+        if parts[3] != socket.gethostname():
+            return text
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:  # alive, another user's
+            return text
+        return text
+
+    def status(self, info: dict | None = None) -> tuple[str, str]:
+        """``(status, detail)``: ``'finished' -> ('done', '')``; a ``running`` run whose lock
+        holder is gone -> ``('stopped', 'process gone ...')``; ``'failed: X' -> ('failed', 'failed: X')``."""
+        raw = str((self.info() if info is None else info).get("status") or "")
+        if raw == "finished":
+            return "done", ""
+        if raw == "running":
+            holder = self.lock_holder()
+            if holder:
+                return "running", holder
+            return "stopped", "process gone without finishing (killed?); rerun the command to resume"
+        for status in ("failed", "stopped"):
+            if raw.startswith(status):
+                return status, raw
+        return raw or "unknown", raw
+
+    # ---- siblings and search --------------------------------------------------------------
+    def copy_finished_sibling(self, mode: str, config: dict, manifest: dict) -> str | None:
+        """Copy a finished sibling that trained on the same examples (``sha256``) with the same
+        ``config`` into this (absent) folder, recorded as a finished run of ``mode``; returns the
+        sibling's name, or None (nothing copied).
+
+        Example: the bundled seeds all have an instruction, so ``all-dv`` at the same number of
+        examples trains on exactly ``ins-dv``'s examples; retraining would repeat the same run.
+        Checkpoints and tracker logs are not copied. The record names the source in ``same_as``.
+        """
+        if self.path.exists() or not manifest.get("sha256"):
+            return None
+        for sibling in (RunFolder(p.parent) for p in sorted(self.path.parent.glob(f"*/{RUN_FILE}"))):
+            info = sibling.info()
+            same = info.get("config") == config and info.get("data", {}).get("sha256") == manifest["sha256"]
+            if not same or sibling.path.name.startswith(".") or not sibling.is_finished():
+                continue
+            tmp = RunFolder(self.path.with_name(f".{self.path.name}.copying-{os.getpid()}"))
+            shutil.copytree(
+                sibling.path, tmp.path, ignore=shutil.ignore_patterns("checkpoints", "tb"), dirs_exist_ok=True
+            )
+            info.update(mode=mode, data=manifest, same_as=sibling.path.name)
+            tmp.write(info)
+            try:
+                tmp.path.rename(self.path)  # atomic: a second process copying the same run loses here
+            except OSError:
+                shutil.rmtree(tmp.path, ignore_errors=True)
+                return None
+            return sibling.path.name
+        return None
+
+    @classmethod
+    def find(cls, root: str | Path, *, with_model: bool = False) -> list[RunFolder]:
+        """Every run folder under ``root`` (it holds a run record), sorted by path; checkpoints
+        inside a run are not runs. ``with_model``: only those with a saved model (evaluable)."""
+        root = Path(root)
+        if not root.exists():
+            return []
+        runs = (
+            cls(p.parent) for p in root.rglob(RUN_FILE) if "checkpoints" not in p.relative_to(root).parts
+        )
+        return sorted((r for r in runs if r.has_model() or not with_model), key=lambda r: r.path)

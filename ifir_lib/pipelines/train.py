@@ -1,0 +1,126 @@
+"""The one driver of training: ``train_modes`` builds each mode's training set and trains it.
+
+``ifir train``, the demo, the experiment, notebook 03 and the benches all call it. For each
+mode it builds the matched-budget set (``training.trainsets``) from the seeds and reversals, or
+reads an already built set, applies what an ablation changes (``trainer.mode_config``), reuses
+a finished sibling run trained on the same examples, and trains (``training.trainer.train``)
+into ``OUT/<mode>/`` (``flat=True``: into ``OUT`` itself, one mode). Example::
+
+    train_modes("out/runs", modes=("ins-orig", "ins-dv"), preset="cpu", budget=80)
+    -> {"ins-orig": TrainResult(run_dir=out/runs/ins-orig, steps=10, ...), "ins-dv": ...}
+
+A rerun resumes every unfinished run and skips the finished ones. Not handled here: the
+trainer itself, evaluation (``pipelines.evaluate``), the experiment's plan (``experiment``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from ..core.config import PAPER_MODES, SEEDS_PATH
+from ..core.errors import ConfigError
+from ..core.jsonl import read_jsonl
+from ..core.run_folder import RunFolder, data_sources
+from ..curation.decisions import load_decisions
+from ..seeds.forms import NARRATIVE_SHARE
+from ..seeds.schema import load_seeds
+from ..training.dry_run import dry_run as estimate
+from ..training.heldout import split_heldout
+from ..training.trainer import TrainConfig, TrainResult, mode_config, train
+from ..training.trainsets import build_trainset, load_reversals, load_trainset
+
+log = logging.getLogger(__name__)
+
+
+def train_modes(
+    out_dir: str | Path,
+    *,
+    preset: str | None = None,
+    modes=PAPER_MODES,
+    seeds_path=SEEDS_PATH,
+    reversals_path: str | Path | None = None,
+    curation_path: str | Path | None = None,
+    budget: int | None = None,
+    rng_seed: int = 0,
+    heldout_seeds: int = 0,
+    narrative_share: float = NARRATIVE_SHARE,
+    report_to: str | None = "auto",
+    loss: str = "relation",
+    flat: bool = False,
+    dry_run: bool = False,
+    world_size: int | None = None,
+    launch_config: str | None = None,
+    **overrides,
+) -> dict[str, TrainResult | dict]:
+    """Train one model per mode into ``out_dir/<mode>``; returns ``{mode: TrainResult}``.
+
+    ``seeds_path`` is a seed JSONL (each mode's set is built from it) or a training set already
+    built (rows with ``negatives``; one mode). Reversals come from a synthesis file when given,
+    else from the seeds' reference reversals. ``heldout_seeds`` seeds (the same for every mode and
+    rng_seed) are kept out of training and, with ``eval_steps``, pick the checkpoint.
+    ``overrides`` change ``TrainConfig`` fields of the preset (None values are ignored; preset
+    None = ``default_preset()``); ``report_to`` names the trackers (``tracking``). ``dry_run``
+    returns ``{mode: estimate}`` (steps, tokens, memory; ``training.dry_run``) and trains nothing.
+    """
+    modes = tuple(modes)
+    if flat and len(modes) != 1:
+        raise ConfigError("flat=True trains one mode into the output folder itself; name one mode")
+    if launch_config and not dry_run:
+        raise ConfigError("--launch-config is read by --dry-run only; launch with accelerate or torchrun")
+    cfg = TrainConfig.preset(preset, rng_seed=rng_seed, **overrides)
+    sets = _training_sets(
+        modes, cfg, seeds_path, reversals_path, curation_path, budget, heldout_seeds, narrative_share
+    )
+    out = {}
+    for mode, (examples, manifest, heldout) in sets.items():
+        mcfg = mode_config(cfg, mode)
+        if dry_run:
+            out[mode] = estimate(mcfg, examples, world_size=world_size, launch_config=launch_config)
+            continue
+        run = RunFolder(out_dir if flat else Path(out_dir) / mode)
+        same = run.copy_finished_sibling(mode, dataclasses.asdict(mcfg), manifest)
+        if same:
+            log.warning("%s: same examples and config as %s; copied that finished run", mode, same)
+        log.info("training %s on %d examples", mode, len(examples))
+        out[mode] = train(
+            examples,
+            run.path,
+            mcfg,
+            mode=mode,
+            manifest=manifest,
+            heldout=heldout,
+            loss=loss,
+            report_to=report_to,
+        )
+    return out
+
+
+def _training_sets(
+    modes, cfg, seeds_path, reversals_path, curation_path, budget, heldout_seeds, narrative_share
+):
+    """``{mode: (examples, manifest, heldout seeds)}``: built from seeds, or a built set read as is."""
+    first = next(read_jsonl(seeds_path), (0, {}))[1]
+    if "negatives" in first:  # an already built training set
+        if len(modes) != 1:
+            raise ConfigError(f"{seeds_path} is a built training set: it trains one mode, not {len(modes)}")
+        return {modes[0]: (load_trainset(seeds_path), {"source": str(seeds_path)}, None)}
+    seeds, heldout = split_heldout(load_seeds(seeds_path, stage="train"), heldout_seeds)
+    reversals = load_reversals(reversals_path) if reversals_path else None
+    curation = load_decisions(curation_path) if curation_path and Path(curation_path).exists() else None
+    sets = {}
+    for mode in modes:
+        ts = build_trainset(
+            mode,
+            seeds,
+            reversals,
+            budget=budget,
+            num_negatives=cfg.num_negatives,
+            curation=curation,
+            rng_seed=cfg.rng_seed,
+            narrative_share=narrative_share,
+        )
+        sources = data_sources(mode, seeds_path, reversals_path, curation_path if curation else None)
+        sets[mode] = (ts.examples, {**ts.manifest(), **sources}, heldout)
+    return sets
