@@ -28,7 +28,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ifir_lib import config  # noqa: E402
+from ifir_lib.core import config  # noqa: E402
 from ifir_lib.evaluation.corpora import FollowIRData, load_followir, write_followir  # noqa: E402
 from ifir_lib.testing.inputs import synthetic_followir  # noqa: E402
 

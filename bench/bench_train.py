@@ -5,7 +5,7 @@
    examples, model (PyPI MiniLM), batch size and max length, on the CPU. Target: ratio >= 0.9.
    The two are run alternately, ``--rounds`` times each, and the medians are compared, because
    absolute timings on a shared 2-core machine are noise.
-2. Peak resident memory of a ``cpu-smoke`` run (``ifir train --preset cpu-smoke``) in a fresh
+2. Peak resident memory of a ``smoke`` run (``ifir train --preset smoke``) in a fresh
    process. Target: <= 4 GB.
 """
 
@@ -88,7 +88,7 @@ def main() -> int:
             "ifir_lib",
             "train",
             "--preset",
-            "cpu-smoke",
+            "smoke",
             "--mode",
             "ins-dv",
             "--out",
@@ -100,7 +100,7 @@ def main() -> int:
     )
     peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
     mem_line = (
-        f"2. cpu-smoke run: peak RSS {peak_gb:.2f} GB in {time.time() - t0:.0f}s (target <= 4 GB) "
+        f"2. smoke run: peak RSS {peak_gb:.2f} GB in {time.time() - t0:.0f}s (target <= 4 GB) "
         f"{'OK' if peak_gb <= 4 else 'MISS'}"
     )
 

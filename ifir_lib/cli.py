@@ -455,7 +455,7 @@ def _llm_config(a, base):
 
 
 def _add_synthesize(sub):
-    from .synthesis.run import BACKENDS, NEGATIVE_MODES, SYNTHESIS_PRESETS, SynthesisConfig
+    from .synthesis.run import BACKENDS, NEGATIVE_POLICIES, SYNTHESIS_PRESETS, SynthesisConfig
 
     d = SynthesisConfig()
     p = add_parser(
@@ -472,13 +472,16 @@ def _add_synthesize(sub):
     p.add_argument("--limit", type=int, default=None, help="first N seeds only")
     p.add_argument("--shard", default=None, metavar="I/N", help="this worker's share of the seeds, e.g. 0/4")
     p.add_argument(
-        "--negative", choices=NEGATIVE_MODES, default=None, help=f"which negative becomes N* ({d.negative})"
+        "--negative",
+        choices=NEGATIVE_POLICIES,
+        default=None,
+        help=f"which negative becomes N* ({d.negative})",
     )
     p.add_argument("--rng-seed", type=int, default=None, help="random seed for --negative random")
     p.add_argument(
         "--template",
         default=None,
-        help=f"prompt template: a name in ifir_lib/templates or a path ({d.template})",
+        help=f"prompt template: a name in ifir_lib/synthesis/templates or a path ({d.template})",
     )
     p.add_argument("--no-progress", action="store_true")
     _llm_flags(p)
@@ -496,9 +499,9 @@ def _add_synthesize(sub):
     m.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL to check completeness against")
     m.add_argument(
         "--negative",
-        choices=NEGATIVE_MODES,
+        choices=NEGATIVE_POLICIES,
         default=None,
-        help="the mode the shards ran with (default: inferred from the keys)",
+        help="the negative policy the shards ran with (default: inferred from the keys)",
     )
     m.add_argument("--rng-seed", type=int, default=0)
     m.add_argument("--no-check", action="store_true", help="skip the completeness check")

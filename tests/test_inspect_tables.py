@@ -6,7 +6,7 @@ import pytest
 
 from ifir_lib.curation import tables as inspect_tables
 from ifir_lib.curation import widgets as iw
-from ifir_lib.testing.inputs import flip_encoder
+from support.fakes import flip_encoder
 
 
 def test_build_examples_from_seeds_alone_uses_reference_reversals(explorer_seeds):
@@ -124,3 +124,20 @@ def test_readable_table_keeps_whole_texts_plain_numbers_and_only_the_columns_ask
     for shown in (">16<", ">0.34<", ">—<", ">2,246<", ">5.69<", ">305,000,000<", ">a<"):
         assert shown in html, shown
     assert "e+0" not in html
+
+
+def test_render_example_scores_flip_and_a_missing_reversal(explorer_seeds, explorer_rows):
+    df = inspect_tables.build_examples(explorer_seeds, explorer_rows).set_index("key", drop=False)
+    scores = {"orig": {"pos": 0.8, "neg": 0.5}, "rev": {"pos": 0.6, "neg": 0.7}, "flips": True}
+    card = inspect_tables.render_example(df.loc["s0"].to_dict(), scores, decision="accept", comments=["ok <"])
+    assert (
+        "verify_flip: <b>True</b>" in card and "Decision:</b> accept" in card and "<li>ok &lt;</li>" in card
+    )
+    assert "under I: " + inspect_tables._OK + " · score 0.800" in card  # P+ under I
+    assert "under I': " + inspect_tables._OK + " · score 0.700" in card  # N* under I'
+    assert "Model flips:</b> yes (I: P+ > N*; I': N* > P+)" in card
+    declined = inspect_tables.render_example(df.loc["s1#1"].to_dict(), score_note="no model loaded")
+    assert "no reversal (declined: no sound reversal)" in declined
+    assert declined.count("under I': -") == 2 and "Model flips" not in declined  # no I', no labels under it
+    assert "no model loaded" in declined and "verify_flip" not in declined  # a missing check is not shown
+    assert "Reason:" not in declined  # the reason already explains the missing reversal

@@ -4,7 +4,7 @@ import json
 
 from ifir_lib.curation import widgets as iw
 from ifir_lib.curation.decisions import load_decisions as load_curation
-from ifir_lib.testing.inputs import flip_encoder
+from support.fakes import flip_encoder
 
 # ---- pure functions ----------------------------------------------------------------------------
 

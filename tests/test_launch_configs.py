@@ -144,12 +144,40 @@ def test_torchrun_script_world_size_and_flags(tmp_path, monkeypatch):
 
 def test_cli_dry_run_checks_the_launch_file(capsys):
     assert (
-        main(["train", "--dry-run", "--world-size", "8", "--launch-config", str(DDP), "--out", "unused"]) == 0
+        main(
+            [
+                "train",
+                "--dry-run",
+                "--preset",
+                "paper",
+                "--world-size",
+                "8",
+                "--launch-config",
+                str(DDP),
+                "--out",
+                "unused",
+            ]
+        )
+        == 0
     )
     est = json.loads(capsys.readouterr().out)
     assert est["world_size"] == 8 and est["effective_batch"] == 8 * 256 and est["launch"]["file"] == str(DDP)
     assert (
-        main(["train", "--dry-run", "--world-size", "4", "--launch-config", str(DDP), "--out", "unused"]) == 2
+        main(
+            [
+                "train",
+                "--dry-run",
+                "--preset",
+                "paper",
+                "--world-size",
+                "4",
+                "--launch-config",
+                str(DDP),
+                "--out",
+                "unused",
+            ]
+        )
+        == 2
     )
     assert f"{DDP}:" in capsys.readouterr().err
     assert main(["train", "--launch-config", str(DDP), "--out", "unused"]) == 2

@@ -66,8 +66,7 @@ def _imports(name: str, path: Path, known: set[str]) -> list[tuple[str, bool]]:
         if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
         for n in ast.walk(f)
     }
-    is_pkg = path.name == "__init__.py"
-    here = name.split(".") if is_pkg else name.split(".")[:-1]
+    here = name.split(".")[:-1]  # the package the module sits in
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.ImportFrom):

@@ -5,10 +5,11 @@ import time
 
 import pytest
 
+from ifir_lib.cli import main
 from ifir_lib.core.errors import DatasetUnavailable
 from ifir_lib.evaluation import evaluator as E
 from ifir_lib.evaluation import metrics as M
-from ifir_lib.evaluation import mteb_glue as mteb_tasks
+from ifir_lib.evaluation import mteb_glue
 from ifir_lib.evaluation.corpora import write_followir
 from ifir_lib.testing.inputs import synthetic_followir
 
@@ -29,8 +30,8 @@ def model(request, minilm):
 def test_ours_equals_mteb_on_local_followir(model, tmp_path):
     folder = write_followir(synthetic_followir(4, 40, 20, rng_seed=7), tmp_path / "fir")
     ours = E.evaluate_followir(model, folder, bootstrap=0)
-    task = mteb_tasks.local_followir_task(folder)
-    theirs = mteb_tasks.evaluate_mteb_task(model, task, bootstrap=0)
+    task = mteb_glue.local_followir_task(folder)
+    theirs = mteb_glue.evaluate_mteb_task(model, task, bootstrap=0)
     assert theirs.source == "mteb" and theirs.dataset == ours.dataset == "fir"
     # p-MRR: mteb reports it unrounded
     assert ours.metrics["p_mrr"] == pytest.approx(theirs.metrics["p_mrr"], abs=1e-6)
@@ -71,7 +72,7 @@ def test_ours_equals_mteb_on_local_beir(minilm, tmp_path):
         )
     )
     ours = E.evaluate_beir(minilm, root, bootstrap=0)
-    theirs = mteb_tasks.evaluate_mteb_task(minilm, mteb_tasks.local_retrieval_task(root), bootstrap=0)
+    theirs = mteb_glue.evaluate_mteb_task(minilm, mteb_glue.local_retrieval_task(root), bootstrap=0)
     assert round(ours.metrics["ndcg_at_10"] / 100, 5) == pytest.approx(
         theirs.metrics["ndcg_at_10"] / 100, abs=1e-9
     )
@@ -80,38 +81,36 @@ def test_ours_equals_mteb_on_local_beir(minilm, tmp_path):
 
 
 def test_missing_dataset_fails_fast_with_one_clear_message():
-    task = mteb_tasks.get_task("Core17InstructionRetrieval")
+    task = mteb_glue.get_task("Core17InstructionRetrieval")
     t = time.perf_counter()
     with pytest.raises(DatasetUnavailable, match="not in the local cache"):
-        mteb_tasks.check_task_available(task)
+        mteb_glue.check_task_available(task)
     assert time.perf_counter() - t < 5
 
 
 def test_cli_named_task_offline_exit_2(capsys):
-    from ifir_lib.cli import main
-
     rc = main(["evaluate", "--model", "minilm", "--tasks", "followir", "--json"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 3  # one line per missing dataset
-    for line, name in zip(err, mteb_tasks.FOLLOWIR_TASKS, strict=True):
+    for line, name in zip(err, mteb_glue.FOLLOWIR_TASKS, strict=True):
         assert name in line and "not in the local cache" in line
 
 
 def test_unknown_task_name_is_a_data_error():
-    with pytest.raises(mteb_tasks.DataError, match="not an mteb task name"):
-        mteb_tasks.get_task("NoSuchTask123")
+    with pytest.raises(mteb_glue.DataError, match="not an mteb task name"):
+        mteb_glue.get_task("NoSuchTask123")
 
 
 def test_task_names_and_score_metrics():
-    assert mteb_tasks.expand_task_names(["followir,SciFact"]) == list(mteb_tasks.FOLLOWIR_TASKS) + ["SciFact"]
-    assert [mteb_tasks.score_metric_for(n) for n in mteb_tasks.FOLLOWIR_TASKS] == [
+    assert mteb_glue.expand_task_names(["followir,SciFact"]) == list(mteb_glue.FOLLOWIR_TASKS) + ["SciFact"]
+    assert [mteb_glue.score_metric_for(n) for n in mteb_glue.FOLLOWIR_TASKS] == [
         "map_at_1000",
         "ndcg_at_5",
         "map_at_1000",
     ]
     assert (
-        mteb_tasks.score_metric_for("news21-mini") == "ndcg_at_5"
-        and mteb_tasks.score_metric_for("mini") == "map_at_1000"
+        mteb_glue.score_metric_for("news21-mini") == "ndcg_at_5"
+        and mteb_glue.score_metric_for("mini") == "map_at_1000"
     )
 
 
@@ -133,7 +132,7 @@ def test_followir_aggregate_is_the_mean_of_dataset_means():
         fake("News21InstructionRetrieval", [10], [30]),
         fake("Core17InstructionRetrieval", [-2, 0, 2], [15, 15, 15]),
     ]
-    agg = mteb_tasks.aggregate_followir(rs, bootstrap=200)
+    agg = mteb_glue.aggregate_followir(rs, bootstrap=200)
     assert agg.metrics["p_mrr"] == pytest.approx((2 + 10 + 0) / 3)
     assert agg.metrics["score"] == pytest.approx((21 + 30 + 15) / 3)
     assert agg.n_queries == {"p_mrr": 6, "score": 6}

@@ -17,9 +17,11 @@ import time
 
 import pytest
 
+from ifir_lib.cli import main
 from ifir_lib.evaluation import mteb_glue
 from ifir_lib.evaluation import tasks as paper_tasks
 from ifir_lib.evaluation.tasks import docs_split, mair_split_data, negatives
+from ifir_lib.reporting.tables import COLUMNS
 
 pytestmark = pytest.mark.usefixtures("private_cache")
 
@@ -264,8 +266,6 @@ def test_each_task_alone_matches_hand_computed_numbers(bow_model, data_root):
 
 
 def test_cli_paper_writes_every_column(bow_model, data_root, tmp_path, capsys):
-    from ifir_lib.cli import main
-
     out = tmp_path / "results.csv"
     rc = main(
         [
@@ -301,8 +301,6 @@ def test_cli_paper_writes_every_column(bow_model, data_root, tmp_path, capsys):
 def test_missing_datasets_fail_fast_one_line_each(tmp_path, capsys, monkeypatch):
     import datasets.config
 
-    from ifir_lib.cli import main
-
     monkeypatch.setattr(
         datasets.config, "HF_DATASETS_CACHE", tmp_path / "empty_cache"
     )  # whatever is cached here
@@ -331,7 +329,5 @@ def test_a_local_copy_is_read_instead_of_the_hub(data_root, monkeypatch):
 
 def test_paper_columns_are_the_tables_first_six():
     """``ifir table`` reads each paper column from the row ``--tasks paper`` writes."""
-    from ifir_lib.reporting.tables import COLUMNS
-
     table = [(datasets[0], metric) for _, _, datasets, metric in COLUMNS.values()][:6]
     assert table == list(paper_tasks.PAPER_COLUMNS.values())

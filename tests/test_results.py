@@ -12,7 +12,7 @@ from ifir_lib.reporting import figures as F
 from ifir_lib.reporting import results as R
 from ifir_lib.reporting import style as ST
 from ifir_lib.reporting import summaries as S
-from ifir_lib.testing.inputs import fake_result, results_frame
+from support.fakes import fake_result, results_frame
 
 
 def test_results_table_is_appended_never_overwritten(tmp_path):

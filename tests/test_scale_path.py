@@ -14,11 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from ifir_lib.core.errors import DataError
+from ifir_lib.seeds import arrow as arrow_seeds
 from ifir_lib.seeds.arrow import ArrowSeeds
-from ifir_lib.seeds.promptriever import promptriever_to_arrow, seeds_to_arrow
-from ifir_lib.seeds.schema import load_promptriever
+from ifir_lib.seeds.promptriever import load_promptriever, promptriever_to_arrow, seeds_to_arrow
 from ifir_lib.synthesis.run import SynthesisConfig, load_synthesis, merge_shards, synthesize
 from ifir_lib.testing.promptriever import write_fake_promptriever
+from ifir_lib.training.trainer import TrainConfig, train
 from ifir_lib.training.trainsets import build_trainset
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -48,8 +49,6 @@ def test_arrow_path_gives_the_list_paths_seeds(shards, tmp_path):
 
 def test_remapping_the_files_mid_pass_changes_nothing(shards, tmp_path, monkeypatch):
     """The files are mapped afresh every REMAP_PASSAGES passages read (bounded RSS); force it often."""
-    import ifir_lib.seeds.arrow as arrow_seeds
-
     src, _ = shards
     arrow = promptriever_to_arrow(src, tmp_path / "a")
     expected = list(arrow)
@@ -134,8 +133,6 @@ def test_build_trainset_returns_the_trainers_dataset(bundled_seeds, tmp_path):
 
 
 def test_the_trainer_takes_the_arrow_trainset_as_it_is(bundled_seeds, tmp_path):
-    from ifir_lib.training.trainer import TrainConfig, train
-
     arrow = seeds_to_arrow(bundled_seeds[:40], tmp_path / "seeds")
     cfg = TrainConfig.preset("cpu-smoke", max_steps=2, num_negatives=3)
     ts = build_trainset("ins-dv", arrow, budget=16, num_negatives=3, out_dir=tmp_path / "ts")

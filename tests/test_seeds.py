@@ -5,10 +5,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from ifir_lib.core.errors import DataError
 from ifir_lib.seeds import schema as seed_io
+from ifir_lib.seeds.promptriever import PROMPTRIEVER_SCHEMA, load_promptriever, promptriever_to_arrow
+from ifir_lib.seeds.schema import load_seeds
+from ifir_lib.testing.inputs import make_seed
+from ifir_lib.training.trainsets import build_trainset
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -45,7 +51,7 @@ def test_narratives_come_as_a_set(tmp_path, bundled_seeds):
 
 
 def test_promptriever_rows_map_to_seeds():
-    seeds = seed_io.load_promptriever(FIXTURES / "promptriever_rows.jsonl")
+    seeds = load_promptriever(FIXTURES / "promptriever_rows.jsonl")
     assert [s["id"] for s in seeds] == ["1001", "1003"]  # the row without instruction negatives is skipped
     s = seeds[0]
     assert s["query"] == "what causes tides" and s["instruction"].startswith("A relevant document explains")
@@ -71,11 +77,6 @@ def test_cli_bad_seed_file_is_one_clear_line(tmp_path):
 def test_each_stage_checks_only_what_it_reads(tmp_path):
     """A Promptriever-style row (no instruction type, no hard negatives) is fine for synthesis and
     training, which fill what they do not need; the bundled-data check still demands both."""
-    from ifir_lib.core.errors import DataError
-    from ifir_lib.seeds.schema import load_seeds
-    from ifir_lib.testing.inputs import make_seed
-    from ifir_lib.training.trainsets import build_trainset
-
     rows = []
     for i in range(4):
         s = make_seed(i, negatives=1)
@@ -93,3 +94,64 @@ def test_each_stage_checks_only_what_it_reads(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(DataError, match=f"{path}:3: field 'positive': missing"):
         load_seeds(path, stage="synthesis")
+
+
+def _prow(qid, instruction="Only organic advice.", has=True, **kw):
+    """A Promptriever row in the hub schema; ``kw`` overrides fields (``None`` drops one)."""
+    row = {
+        "query_id": qid,
+        "query": f"query {qid} {instruction}",
+        "only_query": f"query {qid}",
+        "only_instruction": instruction,
+        "has_instruction": has,
+        "positive_passages": [{"docid": f"p{qid}", "title": "Title", "text": f" positive {qid} "}],
+        "negative_passages": [{"docid": f"h{i}", "title": "", "text": f"hard {i}"} for i in range(4)],
+        "new_negatives": [{"docid": f"i{qid}-{i}", "title": None, "text": f"excluded {i}"} for i in range(5)],
+    }
+    row.update(kw)
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def test_list_and_arrow_paths_map_the_same_rows_alike(tmp_path):
+    """One mapping rule: the list path and the Arrow path give the same seeds on the same rows,
+    rows without an instruction (or its negatives) skipped on both."""
+    rows = [
+        _prow("1"),
+        _prow("2", instruction="", has=False),  # the bare query: no instruction
+        _prow("3", new_negatives=[]),  # no instruction negative
+        _prow("4", has=None),  # has_instruction missing
+        _prow("5", only_query="   "),  # a blank only_query: the query is used
+        _prow("6", negative_passages=None, positive_passages=[{"docid": "p6", "text": "no title"}]),
+        _prow("7", instruction="  Only recent work.  "),
+    ]
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    parquet = tmp_path / "rows.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=PROMPTRIEVER_SCHEMA), parquet)
+    for src in (jsonl, parquet):
+        listed = load_promptriever(src, max_hard_negatives=2)
+        arrow = promptriever_to_arrow(src, tmp_path / f"a-{src.suffix}", max_hard_negatives=2)
+        assert list(arrow) == listed
+        assert [s["id"] for s in listed] == ["1", "5", "6", "7"]
+        one, five, six, seven = listed
+        assert one["positive"] == {"id": "p1", "text": "Title positive 1"}
+        assert [p["id"] for p in one["instruction_negatives"]] == ["i1-0", "i1-1", "i1-2"]
+        assert [p["text"] for p in one["hard_negatives"]] == ["hard 0", "hard 1"]
+        assert (one["instruction_type"], one["domain"], one["reference_reversal"]) == (
+            "unknown",
+            "msmarco",
+            None,
+        )
+        assert five["query"] == "query 5 Only organic advice."
+        assert six["hard_negatives"] == [] and six["positive"] == {"id": "p6", "text": "no title"}
+        assert seven["instruction"] == "Only recent work."
+        assert load_promptriever(src, limit=2, max_hard_negatives=2) == listed[:2]
+
+
+def test_list_and_arrow_paths_name_the_same_bad_row(tmp_path):
+    f = tmp_path / "rows.jsonl"
+    bad = _prow("2", positive_passages=[{"docid": "p", "title": "", "text": "  "}])
+    f.write_text(json.dumps(_prow("1")) + "\n" + json.dumps(bad) + "\n")
+    for load in (load_promptriever, lambda src: promptriever_to_arrow(src, tmp_path / "a")):
+        with pytest.raises(DataError, match=r"rows.jsonl:2: field 'positive': missing or empty 'text'"):
+            load(f)

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from ifir_lib.reporting import summaries as S
-from ifir_lib.testing.inputs import fake_result, results_frame
+from support.fakes import fake_result, results_frame
 
 
 def test_compare_results_marks_significance():
@@ -172,3 +172,17 @@ def test_per_run_averages_the_datasets_of_one_model_evaluated_one_set_at_a_time(
     table = S.headline_table(res, metrics=("p_mrr", "score"))
     assert table.index.tolist() == [("minilm", "ins-dv")] and table["p_mrr"].tolist() == [(4.0 + 5.0) / 2]
     assert table["runs"].tolist() == [2] and list(table.columns) == ["p_mrr", "runs"]  # no score rows
+
+
+def test_rows_sort_by_backbone_then_mode_in_paper_order():
+    df = pd.DataFrame(
+        {"backbone": ["b", "a", "a", "a", "b"], "mode": ["base", "zz-custom", "ins-dv", "base", "all-dv"]}
+    )
+    got = S._by_backbone_and_mode(df)
+    assert list(zip(got["backbone"], got["mode"])) == [
+        ("a", "base"),
+        ("a", "ins-dv"),
+        ("a", "zz-custom"),  # a mode outside the paper's comes after them
+        ("b", "base"),
+        ("b", "all-dv"),
+    ]

@@ -1,5 +1,6 @@
 """Synthesis files: which negative is N*, keys and shards, cut lines, resume, merge."""
 
+import collections
 import json
 
 import pytest
@@ -9,7 +10,7 @@ from ifir_lib.synthesis import run as sio
 from ifir_lib.testing.inputs import make_seed, write_seeds
 
 
-def test_choose_negatives_modes():
+def test_choose_negatives_policies():
     s = make_seed(1, negatives=3)
     assert sio.choose_negatives(s, "first") == [0]
     assert sio.choose_negatives(s, "all") == [0, 1, 2]
@@ -17,8 +18,10 @@ def test_choose_negatives_modes():
     assert picks == {0, 1, 2}  # 30 seeds, 3 choices: all appear
     # depends on the seed and rng_seed only, not on call order
     assert sio.choose_negatives(s, "random", 7) == sio.choose_negatives(s, "random", 7)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown negative policy 'best'"):
         sio.choose_negatives(s, "best")
+    with pytest.raises(ValueError, match="unknown negative policy 'best'"):
+        sio.SynthesisConfig(negative="best")
 
 
 def test_plan_keys_and_shards_partition():
@@ -68,6 +71,22 @@ def test_prepare_output_drops_failed_and_duplicates(tmp_path):
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert sio.prepare_output(p, retry_failed=True) == {"a", "c"}
     assert [json.loads(x)["key"] for x in p.read_text().splitlines()] == ["a", "c"]
+
+
+def test_iter_synthesis_one_row_per_key(tmp_path):
+    p = tmp_path / "out.jsonl"
+    rows = [_row("a", "failed"), _row("b"), _row("a"), _row("b", "declined")]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    first = list(sio.iter_synthesis(p))  # the first row of each key, as load_synthesis returns
+    assert [(r["key"], r["status"]) for r in first] == [("a", "failed"), ("b", "accepted")]
+    assert first == sio.load_synthesis(p)
+    skipped = collections.Counter()
+    resumed = [(r["key"], r["status"]) for r in sio.iter_synthesis(p, drop_failed=True, skipped=skipped)]
+    assert resumed == [("b", "accepted"), ("a", "accepted")]  # how a resumed run retries failed rows
+    assert skipped == {"failed": 1, "duplicate": 1}
+    p.write_text(json.dumps({"seed_id": "a"}) + "\n")
+    with pytest.raises(DataError, match="out.jsonl:1.*key"):
+        list(sio.iter_synthesis(p))
 
 
 def test_merge_shards(tmp_path):

@@ -2,6 +2,8 @@
 
 import pytest
 
+from ifir_lib.core.config import PRESET_NAMES
+from ifir_lib.core.errors import ConfigError
 from ifir_lib.synthesis import run as sio
 from ifir_lib.synthesis import run as syn
 from ifir_lib.synthesis import run as synthesis_run
@@ -76,6 +78,20 @@ def test_config_smoke_and_overrides():
         syn.SynthesisConfig(backend="gpt")
     assert synthesis_run.cost_usd(1_000_000, 500_000, (0.15, 1.5)) == pytest.approx(0.15 + 0.75)
     assert synthesis_run.cost_usd(10, 10, None) == 0.0
+
+
+def test_presets_are_the_project_set(monkeypatch):
+    assert tuple(syn.SYNTHESIS_PRESETS) == PRESET_NAMES  # the CLI offers these keys
+    paper, cpu = syn.SynthesisConfig.preset("paper"), syn.SynthesisConfig.preset("cpu")
+    assert paper == syn.SynthesisConfig()
+    # cpu: the paper run (same rows, same cache keys) with few requests in flight, patient ones
+    assert cpu.replace(concurrency=64, timeout_s=120.0) == paper
+    assert (cpu.concurrency, cpu.timeout_s) == (4, 600.0)
+    assert syn.SynthesisConfig.preset("cpu", concurrency=8).concurrency == 8
+    with pytest.raises(ConfigError, match="unknown synthesis preset 'fast'; choose from paper, cpu, smoke"):
+        syn.SynthesisConfig.preset("fast")
+    monkeypatch.setenv("IFIR_SMOKE", "1")  # no name: default_preset(), smoke in smoke mode
+    assert syn.SynthesisConfig.preset() == syn.SynthesisConfig.preset("smoke")
 
 
 # ---- files: cut lines, corruption, merge ----------------------------------------------------------------

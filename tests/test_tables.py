@@ -8,11 +8,13 @@ import pandas as pd
 import pytest
 
 from ifir_lib.cli import main
+from ifir_lib.pipelines.experiment import markdown_table as experiment_markdown_table
 from ifir_lib.reporting.results import RESULT_COLUMNS, load_published, load_results
 from ifir_lib.reporting.tables import (
     COLUMNS,
     build_table,
     column_of,
+    markdown_table,
     tex_escape,
     to_csv,
     to_latex,
@@ -196,3 +198,36 @@ def test_cli_table(results_csv, capsys):
     pd.read_csv(results_csv).assign(dataset="SciFact").to_csv(other, index=False)
     assert main(["table", "--results", str(other)]) == 2
     assert f"{other}: no row maps to a table column" in capsys.readouterr().err
+
+
+def test_experiment_summary_table_format_is_pinned():
+    """``summary.md``'s tables (``experiment.write_summary``): a plain ``---`` rule, floats with 2
+    decimals, ``p_`` columns with 4, everything else as ``str``, no trailing newline."""
+    df = pd.DataFrame(
+        {
+            "dataset": ["followir_mini", "followir_v2"],
+            "mode": ["ins-dv", "base"],
+            "p_mrr": ["1.50 ± 0.25 (2)", "-0.75 (1)"],  # the seed table: cells already text
+            "pairs": [8, 4],
+            "diff": [1.23456, float("nan")],
+            "p_value": [0.012345, 1.0],
+        }
+    )
+    assert experiment_markdown_table(df) == (
+        "| dataset | mode | p_mrr | pairs | diff | p_value |\n"
+        "|---|---|---|---|---|---|\n"
+        "| followir_mini | ins-dv | 1.50 ± 0.25 (2) | 8 | 1.23 | 0.0123 |\n"
+        "| followir_v2 | base | -0.75 (1) | 4 | nan | 1.0000 |"
+    )
+    assert (
+        experiment_markdown_table(df.iloc[:0])
+        == "| dataset | mode | p_mrr | pairs | diff | p_value |\n|---|---|---|---|---|---|"
+    )
+    assert experiment_markdown_table is markdown_table  # one Markdown writer for the tables and summary.md
+
+
+def test_markdown_table_aligns_named_columns_right_and_escapes_pipes():
+    df = pd.DataFrame({"block": ["a|b"], "p_mrr": ["**7.80**"], "score": [19.731]})
+    assert markdown_table(df, right=["p_mrr", "score"]) == (
+        "| block | p_mrr | score |\n|---|---:|---:|\n| a\\|b | **7.80** | 19.73 |"
+    )

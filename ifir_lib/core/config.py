@@ -23,7 +23,7 @@ FOLLOWIR_V2_DIR = DATA_DIR / "followir_v2"  # evaluation set v2 (64 queries, fou
 EVAL_SETS = {"v1": FOLLOWIR_DIR, "v2": FOLLOWIR_V2_DIR}
 AUDIT_PATH = DATA_DIR / "reversal_audit.jsonl"  # per-seed verdicts of the independent audit
 NARRATIVE_AUDIT_PATH = DATA_DIR / "narrative_audit.jsonl"  # the same for the narrative forms
-TEMPLATES_DIR = PACKAGE_DIR / "templates"
+TEMPLATES_DIR = PACKAGE_DIR / "synthesis" / "templates"  # the reversal and judge prompts
 PUBLISHED_RESULTS_PATH = DATA_DIR / "published_results.csv"
 
 # Repository root when running from a checkout (figures/ lives there); falls back to the CWD.

@@ -8,7 +8,7 @@
 - ``view_scores(model, ...)`` cosine scores of P+ and N* under both instructions, and the flip;
 - ``render_example`` the HTML card of one example.
 
-Not handled here: the widgets (``inspect_widgets``), the curation file (``curation``).
+Not handled here: the widgets (``widgets``), the curation file (``decisions``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import difflib
 import html
 
 import pandas as pd
+
+from ..core.models import encode, format_query
 
 ALL = "(all)"
 VERIFY_CHOICES = (ALL, "passed", "failed", "unverified")
@@ -245,8 +247,6 @@ def view_scores(model, query: str, instruction: str, reversal: str, positive: st
     P+ > N* under ``query + instruction`` and N* > P+ under ``query + reversal`` (the same test
     as ``verify.flip_margins``). Example: orig (.8, .5), rev (.6, .7) -> flips True.
     """
-    from ..core.models import encode, format_query
-
     q = encode(model, [format_query(query, instruction), format_query(query, reversal)], "query")  # (2, dim)
     d = encode(model, [positive, negative], "document")  # (2, dim)
     s = q @ d.T  # (2 views, 2 docs), cosine: both sides are L2-normalised
@@ -262,8 +262,76 @@ def _esc(text) -> str:
     return html.escape("" if text is None or _isnan(text) else str(text))
 
 
+def _has_text(v) -> bool:
+    """A string with more than whitespace (``None``, NaN and ``"  "`` are not)."""
+    return isinstance(v, str) and bool(v.strip())
+
+
 _OK = '<span style="color:#14532d;font-weight:bold">relevant</span>'
 _NO = '<span style="color:#8a1c1c">not relevant</span>'
+_TD = "<td style='vertical-align:top;padding:4px;border:1px solid #ddd'>"
+
+
+def _meta_html(ex: dict) -> str:
+    """The card's grey first line: ``key: <b>s0</b> · instruction_type: ...`` for the fields set."""
+    meta = " · ".join(
+        f"{k}: <b>{_esc(ex.get(k))}</b>"
+        for k in ("key", "instruction_type", "backend", "model", "status")
+        if ex.get(k) is not None
+    )
+    for k in ("verify_flip", "verify_judge"):
+        if ex.get(k) is not None and not _isnan(ex.get(k)):
+            meta += f" · {k}: <b>{_esc(ex.get(k))}</b>"
+    return meta
+
+
+def _instructions_html(ex: dict) -> tuple[str, str]:
+    """I and I' as HTML: the word diff when there is a reversal, else I and why there is none."""
+    rev = ex.get("reversal")
+    if _has_text(rev):
+        return word_diff_html(ex["instruction"], rev)
+    why = f"{_esc(ex.get('status'))}: {_esc(ex.get('reason')) or 'no reason given'}"
+    return _esc(ex["instruction"]), f'<i style="color:#666">no reversal ({why})</i>'
+
+
+def _passage_cell(ex: dict, which: str, scores: dict | None) -> str:
+    """P+ (``which='pos'``) or N* (``'neg'``): the text, then its label (and score) under I and I'."""
+    pos = which == "pos"
+    label_o, label_r = (_OK, _NO) if pos else (_NO, _OK)
+    if not _has_text(ex.get("reversal")):
+        under_rev = "under I': -"
+    else:
+        under_rev = f"under I': {label_r}" + (f" · score {scores['rev'][which]:.3f}" if scores else "")
+    return "".join(
+        [
+            f"<div style='white-space:pre-wrap'>{_esc(ex['positive' if pos else 'negative'])}</div>",
+            "<hr style='margin:4px 0'>",
+            f"under I: {label_o}" + (f" · score {scores['orig'][which]:.3f}" if scores else ""),
+            "<br>" + under_rev,
+        ]
+    )
+
+
+def _passages_html(ex: dict, scores: dict | None) -> str:
+    """P+ and N* side by side, in a two-column table headed by their ids."""
+    head = "<th style='width:50%;text-align:left'>P+ ({}) </th><th style='text-align:left'>N* ({}, negative {})</th>".format(
+        _esc(ex["positive_id"]), _esc(ex["negative_id"]), _esc(ex["negative_index"])
+    )
+    return (
+        "<table style='width:100%;border-collapse:collapse;table-layout:fixed'>"
+        f"<tr>{head}</tr><tr>{_TD}{_passage_cell(ex, 'pos', scores)}</td>"
+        f"{_TD}{_passage_cell(ex, 'neg', scores)}</td></tr></table>"
+    )
+
+
+def _flip_html(scores: dict) -> str:
+    """Whether the model flips: P+ over N* under I, and N* over P+ under I'."""
+    o, r = scores["orig"], scores["rev"]
+    return (
+        f"<p><b>Model flips:</b> {'yes' if scores['flips'] else 'no'} "
+        f"(I: P+ {'>' if o['pos'] > o['neg'] else '<='} N*; "
+        f"I': N* {'>' if r['neg'] > r['pos'] else '<='} P+)</p>"
+    )
 
 
 def render_example(
@@ -273,73 +341,33 @@ def render_example(
     comments: list[str] | None = None,
     score_note: str | None = None,
 ) -> str:
-    """The HTML of one example: query, instruction diff, P+ and N* side by side with labels."""
-    rev = ex.get("reversal")
-    has_rev = isinstance(rev, str) and rev.strip()
-    if has_rev:
-        orig_html, rev_html = word_diff_html(ex["instruction"], rev)
-    else:
-        orig_html = _esc(ex["instruction"])
-        rev_html = f'<i style="color:#666">no reversal ({_esc(ex.get("status"))}: {_esc(ex.get("reason")) or "no reason given"})</i>'
-    meta = " · ".join(
-        f"{k}: <b>{_esc(ex.get(k))}</b>"
-        for k in ("key", "instruction_type", "backend", "model", "status")
-        if ex.get(k) is not None
-    )
-    verify = ex.get("verify_flip")
-    if verify is not None and not _isnan(verify):
-        meta += f" · verify_flip: <b>{_esc(verify)}</b>"
-    if ex.get("verify_judge") is not None and not _isnan(ex.get("verify_judge")):
-        meta += f" · verify_judge: <b>{_esc(ex.get('verify_judge'))}</b>"
+    """The HTML of one example: query, instruction diff, P+ and N* side by side with labels.
+
+    ``scores`` (``view_scores``) adds each passage's score and whether the model flips;
+    without them ``score_note`` says why. ``decision`` and ``comments`` come from the curation file.
+    """
+    orig_html, rev_html = _instructions_html(ex)
     parts = [
-        f'<div style="font-size:12px;color:#444">{meta}</div>',
+        f'<div style="font-size:12px;color:#444">{_meta_html(ex)}</div>',
         f"<p><b>Query:</b> {_esc(ex['query'])}</p>",
         f"<p><b>Original instruction I:</b> {orig_html}</p>",
         f"<p><b>Reversal I':</b> {rev_html}</p>",
     ]
-    if ex.get("reason") and has_rev:
+    if ex.get("reason") and _has_text(ex.get("reversal")):
         parts.append(f'<p style="color:#666"><b>Reason:</b> {_esc(ex["reason"])}</p>')
-    ref = ex.get("reference_reversal")
-    if isinstance(ref, str) and ref.strip() and ex.get("backend") != "reference":
-        parts.append(f'<p style="color:#666"><b>Reference reversal (bundled):</b> {_esc(ref)}</p>')
-    if isinstance(ex.get("narrative"), str) and ex["narrative"].strip():  # docs/method.md §4
+    if _has_text(ex.get("reference_reversal")) and ex.get("backend") != "reference":
+        parts.append(
+            f'<p style="color:#666"><b>Reference reversal (bundled):</b> {_esc(ex["reference_reversal"])}</p>'
+        )
+    if _has_text(ex.get("narrative")):  # docs/method.md §4
         parts.append(
             "<details><summary>Narrative form (trained instead for a share of the seeds)</summary>"
             f"<p><b>I as a narrative:</b> {_esc(ex['narrative'])}</p>"
             f"<p><b>Reference I' as a narrative:</b> {_esc(ex.get('reversal_narrative'))}</p></details>"
         )
-
-    def cell(which):
-        pos = which == "pos"
-        label_o, label_r = (_OK, _NO) if pos else (_NO, _OK)
-        lines = [
-            f"<div style='white-space:pre-wrap'>{_esc(ex['positive' if pos else 'negative'])}</div>",
-            "<hr style='margin:4px 0'>",
-            f"under I: {label_o}" + (f" · score {scores['orig'][which]:.3f}" if scores else ""),
-            "<br>"
-            + (
-                f"under I': {label_r}" + (f" · score {scores['rev'][which]:.3f}" if scores else "")
-                if has_rev
-                else "under I': -"
-            ),
-        ]
-        return "".join(lines)
-
-    head = "<th style='width:50%;text-align:left'>P+ ({}) </th><th style='text-align:left'>N* ({}, negative {})</th>".format(
-        _esc(ex["positive_id"]), _esc(ex["negative_id"]), _esc(ex["negative_index"])
-    )
-    parts.append(
-        "<table style='width:100%;border-collapse:collapse;table-layout:fixed'>"
-        f"<tr>{head}</tr><tr><td style='vertical-align:top;padding:4px;border:1px solid #ddd'>{cell('pos')}</td>"
-        f"<td style='vertical-align:top;padding:4px;border:1px solid #ddd'>{cell('neg')}</td></tr></table>"
-    )
+    parts.append(_passages_html(ex, scores))
     if scores:
-        flip = scores["flips"]
-        parts.append(
-            f"<p><b>Model flips:</b> {'yes' if flip else 'no'} "
-            f"(I: P+ {'>' if scores['orig']['pos'] > scores['orig']['neg'] else '<='} N*; "
-            f"I': N* {'>' if scores['rev']['neg'] > scores['rev']['pos'] else '<='} P+)</p>"
-        )
+        parts.append(_flip_html(scores))
     elif score_note:
         parts.append(f"<p style='color:#666'>{_esc(score_note)}</p>")
     if ex.get("reasoning"):

@@ -13,7 +13,7 @@ instruction, an empty candidate list, a query without og or changed qrels) are c
 never scored as zero; candidates missing from the corpus are reported and ignored. A malformed
 line raises ``DataError`` naming file and line.
 ``SCORE_METRIC`` says which metric is each FollowIR dataset's Score (the paper's Table 1).
-Not handled here: encoding or scoring (``evaluate``), synthetic sets for tests (``testing``).
+Not handled here: encoding or scoring (``evaluator``), synthetic sets for tests (``testing.inputs``).
 """
 
 from __future__ import annotations
@@ -91,47 +91,43 @@ def _load_qrels(path: Path) -> Qrels:
     return dict(qrels)
 
 
-def load_followir(folder: str | Path = FOLLOWIR_DIR, *, unknown_qrels: str = "exclude") -> FollowIRData:
-    """Load and check a FollowIR-format folder; see the module docstring for what is dropped.
-
-    ``unknown_qrels`` says what to do with a query whose qrels name documents missing from the
-    corpus: ``"exclude"`` (default) drops the query with a warning; ``"keep"`` keeps the
-    judgments, which then count as relevant-but-unretrievable (trec_eval's convention, and what
-    mteb does with such qrels).
-    """
-    if unknown_qrels not in ("exclude", "keep"):
-        raise ValueError(f"unknown_qrels must be 'exclude' or 'keep', not {unknown_qrels!r}")
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise DataError(folder, None, "not a directory (expected a FollowIR-format folder)")
+def _read_corpus(path: Path) -> dict[str, dict]:
     corpus = {}
-    cpath = folder / "corpus.jsonl"
-    for n, row in read_jsonl(cpath):
-        _need(row, ("_id", "text"), cpath, n)
+    for n, row in read_jsonl(path):
+        _need(row, ("_id", "text"), path, n)
         if not isinstance(row["text"], str):
-            raise DataError(cpath, n, "must be a string", "text")
+            raise DataError(path, n, "must be a string", "text")
         corpus[str(row["_id"])] = {"title": row.get("title") or "", "text": row["text"]}
+    return corpus
+
+
+def _read_queries(path: Path) -> dict[str, dict]:
     queries = {}
-    qpath = folder / "queries.jsonl"
-    for n, row in read_jsonl(qpath):
-        _need(row, ("_id", "text", "instruction_og"), qpath, n)
+    for n, row in read_jsonl(path):
+        _need(row, ("_id", "text", "instruction_og"), path, n)
         for k in ("text", "instruction_og"):
             if not isinstance(row[k], str):
-                raise DataError(qpath, n, "must be a string", k)
+                raise DataError(path, n, "must be a string", k)
         queries[str(row["_id"])] = {
             "text": row["text"],
             "instruction_og": row["instruction_og"],
             "instruction_changed": row.get("instruction_changed") or "",
         }
-    qrels_og = _load_qrels(folder / "qrels_og" / "test.jsonl")
-    qrels_changed = _load_qrels(folder / "qrels_changed" / "test.jsonl")
+    return queries
+
+
+def _read_top_ranked(path: Path) -> dict[str, list[str]]:
+    """qid -> candidate ids in file order; ``pid`` may be one id or a list."""
     top = collections.defaultdict(list)
-    tpath = folder / "top_ranked.jsonl"
-    for n, row in read_jsonl(tpath):
-        _need(row, ("qid", "pid"), tpath, n)
+    for n, row in read_jsonl(path):
+        _need(row, ("qid", "pid"), path, n)
         pids = row["pid"] if isinstance(row["pid"], list) else [row["pid"]]
         top[str(row["qid"])].extend(str(p) for p in pids)
+    return top
 
+
+def _drop_unscorable(corpus, queries, qrels_og, qrels_changed, top, unknown_qrels: str) -> list[str]:
+    """Remove from ``queries`` (in place) every query that cannot be scored; return the problems found."""
     problems = []
 
     def drop(qids, why):
@@ -178,6 +174,28 @@ def load_followir(folder: str | Path = FOLLOWIR_DIR, *, unknown_qrels: str = "ex
     drop([q for q in queries if not qrels_og.get(q)], "have no og qrels; excluded")
     # mteb drops a query without judgments, so its changed run would vanish and p-MRR skip it
     drop([q for q in queries if not qrels_changed.get(q)], "have no changed qrels; excluded")
+    return problems
+
+
+def load_followir(folder: str | Path = FOLLOWIR_DIR, *, unknown_qrels: str = "exclude") -> FollowIRData:
+    """Load and check a FollowIR-format folder; see the module docstring for what is dropped.
+
+    ``unknown_qrels`` says what to do with a query whose qrels name documents missing from the
+    corpus: ``"exclude"`` (default) drops the query with a warning; ``"keep"`` keeps the
+    judgments, which then count as relevant-but-unretrievable (trec_eval's convention, and what
+    mteb does with such qrels).
+    """
+    if unknown_qrels not in ("exclude", "keep"):
+        raise ValueError(f"unknown_qrels must be 'exclude' or 'keep', not {unknown_qrels!r}")
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(folder, None, "not a directory (expected a FollowIR-format folder)")
+    corpus = _read_corpus(folder / "corpus.jsonl")
+    queries = _read_queries(folder / "queries.jsonl")
+    qrels_og = _load_qrels(folder / "qrels_og" / "test.jsonl")
+    qrels_changed = _load_qrels(folder / "qrels_changed" / "test.jsonl")
+    top = _read_top_ranked(folder / "top_ranked.jsonl")
+    problems = _drop_unscorable(corpus, queries, qrels_og, qrels_changed, top, unknown_qrels)
     top_ranked = {q: list(dict.fromkeys(p for p in top[q] if p in corpus)) for q in queries}
     for p in problems:
         log.warning("%s: %s", folder, p)

@@ -13,10 +13,10 @@ whole FollowIR code path (data schema, prompts, reranking, scoring) without the 
 
 ``evaluate_mteb(model, names)`` runs named tasks (``followir`` = Robust04, News21, Core17)
 through ``mteb.evaluate``: the numbers are mteb's own, the intervals come from per-query scores
-of mteb's run. Task names, local copies and offline checks come from ``paper_tasks``. This module
-depends on ``evaluate`` (the result type), never the reverse.
+of mteb's run. Task names, local copies and offline checks come from ``tasks``. This module
+depends on ``evaluator`` (the result type), never the reverse.
 
-Not handled here: our own evaluation (``evaluate``) and metric definitions (``metrics``).
+Not handled here: our own evaluation (``evaluator``) and metric definitions (``metrics``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,15 @@ from . import metrics as M
 from .corpora import FOLLOWIR_TASKS, FollowIRData, load_beir, load_followir, score_metric_for
 from .evaluator import EvalResult, _resolve_model, _with_ci, followir_per_query
 from .stats import stratified_mean
-from .tasks import PAPER_TASKS, check_available, get_paper_task
+from .tasks import (
+    PAPER_TASKS,
+    check_available,
+    default_test_split,
+    get_paper_task,
+    og_changed_queries,
+    task_instance,
+    task_metadata,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +51,7 @@ log = logging.getLogger(__name__)
 def expand_task_names(names: list[str] | str) -> list[str]:
     """``['followir', 'SciFact'] -> [Robust04..., News21..., Core17..., 'SciFact']`` (comma lists allowed).
 
-    ``paper`` is the six columns of the paper's Tables 1-2 (``paper_tasks.PAPER_TASKS``).
+    ``paper`` is the six columns of the paper's Tables 1-2 (``tasks.PAPER_TASKS``).
     """
     if isinstance(names, str):
         names = [names]
@@ -63,25 +71,17 @@ def expand_task_names(names: list[str] | str) -> list[str]:
 
 def _base_metadata(name: str, folder: Path, kind: str):
     """A copy of a real task's metadata (FollowIR: Robust04's) renamed and pointed at ``folder``."""
-    import mteb
-
     if kind == "followir":
-        md = mteb.get_task("Robust04InstructionRetrieval").metadata
+        template = "Robust04InstructionRetrieval"
         desc = f"FollowIR-format folder {folder} in mteb's InstructionReranking schema"
     else:
-        md = mteb.get_task("SciFact").metadata
-        desc = f"BEIR-style folder {folder}"
-    return md.model_copy(
-        update={
-            "name": name,
-            "description": desc,
-            "reference": None,
-            "dataset": {"path": str(folder), "revision": "local"},
-            "bibtex_citation": "",
-            "eval_splits": ["test"],
-            "eval_langs": ["eng-Latn"],
-        },
-        deep=True,
+        template, desc = "SciFact", f"BEIR-style folder {folder}"
+    return task_metadata(
+        template,
+        name=name,
+        description=desc,
+        reference=None,
+        dataset={"path": str(folder), "revision": "local"},
     )
 
 
@@ -110,29 +110,13 @@ def _task_classes():
             if self.data_loaded:
                 return
             data = self.source if isinstance(self.source, FollowIRData) else load_followir(self.source)
-            ids, texts, instr, qrels, top = [], [], [], {}, {}
-            for qid, q in data.queries.items():
-                for suffix, key, qr in (
-                    ("-og", "instruction_og", data.qrels_og),
-                    ("-changed", "instruction_changed", data.qrels_changed),
-                ):
-                    ids.append(qid + suffix)
-                    texts.append(q["text"])
-                    instr.append(q[key])  # mteb appends it: query + " " + instruction
-                    qrels[qid + suffix] = dict(qr.get(qid, {}))
-                    top[qid + suffix] = list(data.top_ranked[qid])
+            cols, qrels = og_changed_queries(data.queries, data.qrels_og, data.qrels_changed)
+            # both runs of a query share its candidates
+            top = {q + sfx: list(data.top_ranked[q]) for q in data.queries for sfx in ("-og", "-changed")}
             self.qrel_diff = data.qrel_diff
-            queries = Dataset.from_dict({"id": ids, "text": texts, "instruction": instr})
-            self.dataset = {
-                "default": {
-                    "test": {
-                        "corpus": corpus_dataset(data.corpus),
-                        "queries": queries,
-                        "relevant_docs": qrels,
-                        "top_ranked": top,
-                    }
-                }
-            }
+            self.dataset = default_test_split(
+                corpus_dataset(data.corpus), Dataset.from_dict(cols), qrels, top
+            )
             self.data_loaded = True
 
         def task_specific_scores(self, scores, qrels, results, hf_split, hf_subset):
@@ -149,25 +133,14 @@ def _task_classes():
                 return
             corpus, queries, qrels = load_beir(self.source)
             queries = Dataset.from_dict({"id": list(queries), "text": list(queries.values())})
-            self.dataset = {
-                "default": {
-                    "test": {
-                        "corpus": corpus_dataset(corpus),
-                        "queries": queries,
-                        "relevant_docs": qrels,
-                        "top_ranked": None,
-                    }
-                }
-            }
+            self.dataset = default_test_split(corpus_dataset(corpus), queries, qrels, None)
             self.data_loaded = True
 
     return LocalFollowIRTask, LocalRetrievalTask
 
 
 def _make_task(base, name: str, folder: Path, kind: str, source):
-    # metadata must be a class attribute: mteb's ``unload_data`` drops instance-level metadata
-    sub = type(f"Local_{name}", (base,), {"metadata": _base_metadata(name, folder, kind), "source": source})
-    return sub()
+    return task_instance(base, f"Local_{name}", _base_metadata(name, folder, kind), source=source)
 
 
 def local_followir_task(data, name: str | None = None):
@@ -188,7 +161,7 @@ def local_retrieval_task(folder: str | Path, name: str | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# named tasks: availability check and running
+# named tasks: lookup, availability check, one mteb run
 
 
 def check_task_available(task) -> None:
@@ -196,13 +169,13 @@ def check_task_available(task) -> None:
 
     Offline (``HF_HUB_OFFLINE=1`` / ``HF_DATASETS_OFFLINE=1``) or with the hub unreachable, the
     dataset must be a local copy or in the local cache; the check takes milliseconds instead of
-    the ~25 s of retries ``datasets`` would spend before failing (``paper_tasks.missing_datasets``).
+    the ~25 s of retries ``datasets`` would spend before failing (``tasks.missing_datasets``).
     """
     check_available([task])
 
 
 def get_task(name: str, data_dir: str | Path | None = None):
-    """``mteb.get_task`` (or a paper task, ``paper_tasks``) with a one-line ``DataError`` for unknown names.
+    """``mteb.get_task`` (or a paper task, ``tasks``) with a one-line ``DataError`` for unknown names.
 
     With ``data_dir`` (or ``$IFIR_DATA_DIR``), a local copy of the task's hub repo there is read instead.
     """
@@ -258,8 +231,8 @@ def run_mteb(model, task, *, batch_size: int = 32, show_progress_bar: bool = Fal
     return {"scores": scores, "run": captured.get("run"), "qrels": captured.get("qrels")}
 
 
-# --------------------------------------------------------------------------------------------
-# 2. named mteb tasks (and local folders through mteb, for cross-checks)
+# ---------------------------------------------------------------------------------------------
+# results: mteb's numbers, per-query values and intervals from mteb's run (named or local tasks)
 
 
 def _split_suffix(run):

@@ -1,8 +1,22 @@
-"""The paper's benchmark columns (Tables 1-2) by name: which task, which data, is the data here.
+"""The hub benchmarks of the paper's Tables 1-2 as mteb tasks, by name: which task, which data, is it here.
 
-``ifir evaluate --tasks paper`` runs ``PAPER_TASKS``: the three FollowIR tasks (mteb's own classes),
-InfoSearch Length and Keyword (``infosearch``) and MAIR IFEval and InstructIR (``mair``).
-``PAPER_COLUMNS`` says which row of the tidy results table holds each column.
+``ifir evaluate --tasks paper`` runs ``PAPER_TASKS``, one per benchmark column (docs/method.md §5):
+the three FollowIR tasks (mteb's own classes), InfoSearch Length and Keyword, and MAIR IFEval and
+InstructIR (small mteb task classes defined here, following each benchmark's own loader and
+scorer). ``PAPER_COLUMNS`` says which row of the tidy results table holds each column.
+
+The file, in reading order:
+
+1. **The paper's columns**: ``PAPER_TASKS``, ``PAPER_COLUMNS``, the hub repos and revisions, and
+   ``get_paper_task(name, root)``, the task object for a name, reading local copies under ``root``.
+2. **Shared by the wrapped tasks** (and by ``mteb_glue``'s local-folder tasks):
+   ``instruction_task_metadata`` (a renamed copy of a real mteb task's metadata), ``task_instance``
+   (metadata set on a subclass), ``default_test_split`` (mteb 2.x's ``task.dataset`` layout) and
+   ``og_changed_queries`` (mteb 2.x's FollowIR query schema).
+3. **InfoSearch** (Zhou et al. 2024, arXiv 2410.23841): ``infosearch_task``, whose docstring says how
+   the data is read and scored, as InfoSearch's own code does.
+4. **MAIR** (Sun et al., EMNLP 2024, arXiv 2410.10127): ``mair_task``, likewise.
+5. **Availability**: ``missing_datasets``, ``check_available``, ``prefetch``.
 
 **Where the data comes from.** By default the hub repo through the ``datasets`` cache (``HF_HOME``).
 With a data directory (``--data-dir DIR`` or ``IFIR_DATA_DIR=DIR``), a repo ``owner/name`` found at
@@ -15,67 +29,9 @@ a local copy nor in the cache while offline (or with the hub unreachable), with 
 fetches it; it takes milliseconds instead of the retries ``datasets`` would spend. ``prefetch``
 loads the tasks' data once, to fill a cache on a networked machine.
 
-Not handled here: running tasks (``mteb_glue``), the task classes (``infosearch``, ``mair``).
-
-mteb metadata for the hub benchmarks this project wraps (``infosearch``, ``mair``).
-
-Not handled here: loading the data or scoring it (the task classes in those modules).
-
-InfoSearch (Zhou et al. 2024, arXiv 2410.23841) as mteb 2.x tasks: the Length and Keyword dimensions.
-
-The paper's Tables 1-2 report "InfoSearch Length p-MRR" and "InfoSearch Keyword p-MRR" (docs/method.md §5).
-InfoSearch's keyword dimension is its ``Clarity-v1`` dataset ("the condition [keyword] which needs
-to be exactly matched in the document", https://github.com/EIT-NLP/InfoSearch README).
-
-**Data, as InfoSearch's own loader reads it** (``HFDataLoaderInstructions`` in
-https://github.com/EIT-NLP/InfoSearch/blob/main/mteb_infosearch/build/lib/mteb/abstasks/AbsTaskInstructionRetrieval.py):
-hub repos ``jianqunZ/Length-v1`` and ``jianqunZ/Clarity-v1``, JSON-lines files declared as configs
-in the README: ``corpus`` (split ``corpus``: ``_id``, ``title``, ``text``), ``queries`` (split
-``queries``: ``_id``, ``text``, ``instruction_og``, ``instruction_changed``, ``instruction_reversed``,
-...), ``qrels_og`` / ``qrels_changed`` / ``qrels_reversed`` (split ``test``: ``query-id``,
-``corpus-id``, ``score`` float). Queries without original qrels are dropped, as there.
-
-**Scoring, as InfoSearch's** ``evaluate_change`` (``mteb_infosearch/mteb/evaluation/evaluators/utils.py``):
-full-corpus retrieval (no candidate list) with ``query + " " + instruction``, once with the
-original and once with the changed instruction; a document is a *negative* of a query when its
-qrel differs between the two and is 0 under the changed instruction; p-MRR is FollowIR's rank
-score of each negative (original run vs changed run), averaged per query, then over queries.
-mteb's ``evaluate_p_mrr_change`` computes exactly that once the queries are ``<qid>-og`` /
-``<qid>-changed`` and the negatives are the qrel diff, so the task reuses it. Two documented
-differences: mteb breaks exact score ties by document id (InfoSearch by corpus order), and mteb
-ranks with the model's own similarity (cosine for sentence-transformers models; InfoSearch's
-evaluator takes ``cos_sim`` or ``dot`` as configured).
-
-Not handled here: InfoSearch's reversed mode and its WISE / SICR metrics (the paper reports p-MRR
-only); the other four dimensions; data location and availability (``paper_tasks``).
-
-MAIR (Sun et al., EMNLP 2024, arXiv 2410.10127) tasks as mteb 2.x tasks: IFEval and InstructIR.
-
-The paper's Tables 1-2 report "MAIR IFEval nDCG@10" and "MAIR InstructIR nDCG@10" (docs/method.md §5).
-"MAIR InstructIR" is MAIR's own ``InstructIR`` task (listed under Web / Doc in MAIR's README and
-``config.py``), not mteb's ``InstructIR`` task (kaistAI's full benchmark, main score
-robustness@10): the column is MAIR's and its metric is nDCG@10, MAIR's metric.
-
-**Data, as MAIR's loader reads it** (``eval_embedding`` in https://github.com/sunnweiwei/MAIR/blob/main/mair.py):
-``load_dataset('MAIR-Bench/MAIR-Queries', TASK)`` gives one or more splits of queries (``qid``,
-``instruction``, ``query``, ``labels``: a list of ``{id, score}``); ``load_dataset('MAIR-Bench/MAIR-Docs',
-TASK)`` gives the documents (``id``, ``doc``) of each query split: split ``queries`` -> ``docs``,
-``<name>_queries`` -> ``<name>_docs`` (IFEval has one split per instruction type, each with its own
-small pool of responses).
-
-**Scoring, as MAIR's**: each query split retrieves from its own documents only; the query is
-encoded with the instruction as the sentence-transformers prompt (``encode(query, prompt=instruction)``,
-i.e. the text ``instruction + query``), documents without one; nDCG@10 per query from pytrec_eval
-over the binary/graded labels; a task's score is the query-weighted mean over its splits (MAIR's
-``print_results``), i.e. the mean over all its queries. Here the splits become one mteb task
-whose queries are ranked against their own split's documents only (mteb's ``top_ranked``
-candidates = that split's whole pool), so the mean over queries is MAIR's score. Differences:
-mteb uses the model's similarity (cosine for sentence-transformers models; MAIR: inner product,
-equal for normalised embeddings) and ranks every pool document (MAIR keeps the top 100, which
-does not change nDCG@10).
-
-Not handled here: MAIR's other 124 tasks; its reranking (RankGPT) and BM25 paths; data location
-and availability (``paper_tasks``).
+Not handled here: running tasks and local-folder tasks (``mteb_glue``); InfoSearch's reversed mode,
+its WISE / SICR metrics (the paper reports p-MRR only) and its other four dimensions; MAIR's other
+124 tasks, its reranking (RankGPT) and BM25 paths.
 """
 
 from __future__ import annotations
@@ -87,40 +43,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..core.errors import DataError, DatasetUnavailable
-from .corpora import FOLLOWIR_TASKS
+from .corpora import FOLLOWIR_TASKS, Qrels
 
 # ---------------------------------------------------------------------------------------------
-# (was task_metadata.py)
-
-
-def instruction_task_metadata(
-    template: str, *, name: str, description: str, reference: str, path: str, revision: str, main_score: str
-):
-    """A copy of mteb task ``template``'s metadata, renamed as English test-split instruction retrieval.
-
-    ``path`` is the hub repo id or a local copy of it. The caller sets the result as a *class*
-    attribute: mteb's ``unload_data`` drops instance-level metadata.
-    """
-    import mteb
-
-    return mteb.get_task(template).metadata.model_copy(
-        update={
-            "name": name,
-            "description": description,
-            "reference": reference,
-            "dataset": {"path": path, "revision": revision},
-            "type": "InstructionRetrieval",
-            "eval_splits": ["test"],
-            "eval_langs": ["eng-Latn"],
-            "main_score": main_score,
-            "bibtex_citation": "",
-        },
-        deep=True,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# (was infosearch.py)
+# 1. the paper's columns
 
 # task name -> (hub repo, revision). InfoSearch's own task file pins Length-v1 to d4915806..., which
 # is a commit of jianqunZ/Language-v1 (a copy-paste slip upstream), so Length-v1 follows ``main``.
@@ -128,204 +54,11 @@ INFOSEARCH_DATASETS = {
     "InfoSearchLength": ("jianqunZ/Length-v1", "main"),
     "InfoSearchKeyword": ("jianqunZ/Clarity-v1", "4c1892c874d09877c00243fac16452f3353039aa"),
 }
-
-
-def negatives(qrels_og: dict[str, dict[str, float]], qrels_changed: dict[str, dict[str, float]]):
-    """InfoSearch's ``create_qrel_match`` negatives: judged under both, relevance changed, 0 when changed.
-
-    ``negatives({'q': {'a': 1, 'b': 1, 'c': 0}}, {'q': {'a': 1, 'b': 0, 'c': 0}}) -> {'q': ['b']}``
-    """
-    out = {}
-    for qid, docs in qrels_og.items():
-        ch = qrels_changed.get(qid, {})
-        out[qid] = [d for d, s in docs.items() if d in ch and ch[d] != s and ch[d] == 0]
-    return out
-
-
-def _load(path: str, config: str, revision: str):
-    """One config's first split, as InfoSearch's loader takes it (``next(iter(ds.values()))``)."""
-    from datasets import load_dataset
-
-    ds = load_dataset(path, config, revision=revision)
-    return next(iter(ds.values()))
-
-
-def _qrels(path: str, config: str, revision: str) -> dict[str, dict[str, float]]:
-    from datasets import Features, Value, load_dataset
-
-    ds = load_dataset(path, config, revision=revision)["test"]
-    ds = ds.cast(
-        Features({"query-id": Value("string"), "corpus-id": Value("string"), "score": Value("float")})
-    )
-    out: dict[str, dict[str, float]] = {}
-    for r in ds:
-        out.setdefault(r["query-id"], {})[r["corpus-id"]] = float(r["score"])
-    return out
-
-
-@functools.cache
-def _infosearch_task_class():
-    from datasets import Dataset, Value
-    from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change
-    from mteb.abstasks import AbsTaskRetrieval
-
-    class InfoSearchTask(AbsTaskRetrieval):
-        """One InfoSearch dimension; subclasses set ``metadata`` (its ``dataset`` path may be a local copy)."""
-
-        def load_data(self, num_proc=None, **kwargs):
-            if self.data_loaded:
-                return
-            path, rev = self.metadata.dataset["path"], self.metadata.dataset["revision"]
-            corpus = _load(path, "corpus", rev).cast_column("_id", Value("string"))
-            queries = _load(path, "queries", rev).cast_column("_id", Value("string"))
-            og, changed = _qrels(path, "qrels_og", rev), _qrels(path, "qrels_changed", rev)
-            ids, texts, instr, qrels = [], [], [], {}
-            for q in queries:
-                if q["_id"] not in og:  # as InfoSearch: queries without qrels are dropped
-                    continue
-                for suffix, key, qr in (
-                    ("-og", "instruction_og", og),
-                    ("-changed", "instruction_changed", changed),
-                ):
-                    ids.append(q["_id"] + suffix)
-                    texts.append(q["text"])
-                    instr.append(q[key])  # mteb joins query + " " + instruction, as InfoSearch's DRESModel
-                    qrels[q["_id"] + suffix] = {d: int(s) for d, s in qr.get(q["_id"], {}).items()}
-            self.qrel_diff = {q: d for q, d in negatives(og, changed).items() if d}
-            corpus_ds = Dataset.from_dict(
-                {"id": corpus["_id"], "title": corpus["title"], "text": corpus["text"]}
-            )
-            self.dataset = {
-                "default": {
-                    "test": {
-                        "corpus": corpus_ds,
-                        "queries": Dataset.from_dict({"id": ids, "text": texts, "instruction": instr}),
-                        "relevant_docs": qrels,
-                        "top_ranked": None,  # full-corpus retrieval, as InfoSearch
-                    }
-                }
-            }
-            self.data_loaded = True
-
-        def task_specific_scores(self, scores, qrels, results, hf_split, hf_subset):
-            return evaluate_p_mrr_change(qrels, results, self.qrel_diff, self.k_values)
-
-    return InfoSearchTask
-
-
-def infosearch_task(name: str, path: str | None = None):
-    """The mteb task ``name`` (``InfoSearchLength`` / ``InfoSearchKeyword``), reading ``path`` if given.
-
-    ``path`` replaces the hub repo id (a local copy of the same repo); nothing else changes.
-    """
-    repo, rev = INFOSEARCH_DATASETS[name]
-    dim = repo.split("/")[1].split("-")[0]
-    md = instruction_task_metadata(
-        "Robust04InstructionRetrieval",
-        name=name,
-        description=f"InfoSearch {dim} dimension ({repo}): p-MRR of full-corpus retrieval",
-        reference="https://github.com/EIT-NLP/InfoSearch",
-        path=str(path or repo),
-        revision=rev,
-        main_score="p-MRR",
-    )
-    # metadata must be a class attribute: mteb's ``unload_data`` drops instance-level metadata
-    return type(f"InfoSearch_{name}", (_infosearch_task_class(),), {"metadata": md})()
-
-
-# ---------------------------------------------------------------------------------------------
-# (was mair.py)
-
 MAIR_QUERIES = "MAIR-Bench/MAIR-Queries"
 MAIR_DOCS = "MAIR-Bench/MAIR-Docs"
 MAIR_REVISION = "main"
 # task name -> MAIR config (task) name
 MAIR_TASKS = {"MAIR-IFEval": "IFEval", "MAIR-InstructIR": "InstructIR"}
-
-
-def docs_split(split: str) -> str:
-    """MAIR's query split -> document split: ``'queries' -> 'docs'``, ``'format_12_queries' -> 'format_12_docs'``."""
-    return "docs" if split == "queries" else split.replace("_queries", "_docs")
-
-
-def mair_split_data(queries, docs) -> tuple[dict, dict, dict[str, dict[str, int]], dict | None]:
-    """``(corpus, queries, qrels, top_ranked)`` from MAIR's query and document DatasetDicts.
-
-    With one split, ids stay as they are and every query sees the whole pool (``top_ranked`` None).
-    With several, ids become ``<split>/<id>`` and each query's candidates are its split's pool.
-    """
-    many = len(queries) > 1
-    corpus, qs, qrels, top = {}, {}, {}, {}
-    for split, rows in queries.items():
-        pool = docs[docs_split(split)]
-
-        def key(i, split=split):
-            return f"{split}/{i}" if many else str(i)
-
-        ids = [key(i) for i in pool["id"]]
-        corpus.update(zip(ids, pool["doc"]))
-        for r in rows:
-            qid = key(r["qid"])
-            qs[qid] = r["instruction"] + r["query"]  # sentence-transformers: prompt + text
-            qrels[qid] = {key(lab["id"]): int(lab["score"]) for lab in r["labels"]}
-            top[qid] = ids
-    return corpus, qs, qrels, top if many else None
-
-
-@functools.cache
-def _mair_task_class():
-    from datasets import Dataset, load_dataset
-    from mteb.abstasks import AbsTaskRetrieval
-
-    class MAIRTask(AbsTaskRetrieval):
-        """One MAIR task; subclasses set ``metadata`` (queries repo), ``docs_path`` and ``mair_config``."""
-
-        docs_path = MAIR_DOCS
-        mair_config = None
-
-        def load_data(self, num_proc=None, **kwargs):
-            if self.data_loaded:
-                return
-            rev = self.metadata.dataset["revision"]
-            queries = load_dataset(self.metadata.dataset["path"], self.mair_config, revision=rev)
-            docs = load_dataset(self.docs_path, self.mair_config, revision=rev)
-            corpus, qs, qrels, top = mair_split_data(queries, docs)
-            self.dataset = {
-                "default": {
-                    "test": {
-                        "corpus": Dataset.from_dict({"id": list(corpus), "text": list(corpus.values())}),
-                        "queries": Dataset.from_dict({"id": list(qs), "text": list(qs.values())}),
-                        "relevant_docs": qrels,
-                        "top_ranked": top,
-                    }
-                }
-            }
-            self.data_loaded = True
-
-    return MAIRTask
-
-
-def mair_task(name: str, queries_path: str | None = None, docs_path: str | None = None):
-    """The mteb task ``name`` (``MAIR-IFEval`` / ``MAIR-InstructIR``), main score nDCG@10.
-
-    ``queries_path`` / ``docs_path`` replace the two hub repo ids (local copies of the same repos).
-    """
-    config = MAIR_TASKS[name]
-    md = instruction_task_metadata(
-        "SciFact",
-        name=name,
-        description=f"MAIR task {config} ({MAIR_QUERIES} + {MAIR_DOCS}, config {config})",
-        reference="https://github.com/sunnweiwei/MAIR",
-        path=str(queries_path or MAIR_QUERIES),
-        revision=MAIR_REVISION,
-        main_score="ndcg_at_10",
-    )
-    attrs = {"metadata": md, "docs_path": str(docs_path or MAIR_DOCS), "mair_config": config}
-    return type(f"MAIR_{config}", (_mair_task_class(),), attrs)()
-
-
-# ---------------------------------------------------------------------------------------------
-# (was paper_tasks.py)
 
 DATA_DIR_ENV = "IFIR_DATA_DIR"
 PAPER_TASKS = (*FOLLOWIR_TASKS, *INFOSEARCH_DATASETS, *MAIR_TASKS)
@@ -378,13 +111,309 @@ def get_paper_task(name: str, root: str | Path | None = None):
     path = local_copy(task.metadata.dataset["path"], root)
     if path == task.metadata.dataset["path"]:
         return task
-    # mteb's own class, only the location changes (a subclass, as mteb drops instance metadata)
+    # mteb's own class, only the location changes
     md = task.metadata.model_copy(update={"dataset": {**task.metadata.dataset, "path": path}}, deep=True)
-    return type(type(task).__name__, (type(task),), {"metadata": md})()
+    return task_instance(type(task), type(task).__name__, md)
 
 
 # ---------------------------------------------------------------------------------------------
-# availability
+# 2. shared by the wrapped tasks
+
+
+def task_metadata(template: str, **update):
+    """A deep copy of mteb task ``template``'s metadata for an English test split, with ``update`` set.
+
+    ``update`` names metadata fields (``name``, ``description``, ``dataset``, ...); the citation is cleared.
+    """
+    import mteb
+
+    base = {"eval_splits": ["test"], "eval_langs": ["eng-Latn"], "bibtex_citation": ""}
+    return mteb.get_task(template).metadata.model_copy(update={**base, **update}, deep=True)
+
+
+def instruction_task_metadata(
+    template: str, *, name: str, description: str, reference: str, path: str, revision: str, main_score: str
+):
+    """A copy of mteb task ``template``'s metadata, renamed as English test-split instruction retrieval.
+
+    ``path`` is the hub repo id or a local copy of it. Give the result to ``task_instance``:
+    mteb's ``unload_data`` drops instance-level metadata.
+    """
+    return task_metadata(
+        template,
+        name=name,
+        description=description,
+        reference=reference,
+        dataset={"path": path, "revision": revision},
+        type="InstructionRetrieval",
+        main_score=main_score,
+    )
+
+
+def task_instance(base: type, class_name: str, metadata, **attrs):
+    """An instance of a new subclass ``class_name`` of ``base`` with ``metadata`` and ``attrs`` as class attributes.
+
+    The metadata must be a class attribute: mteb's ``unload_data`` drops instance-level metadata.
+    """
+    return type(class_name, (base,), {"metadata": metadata, **attrs})()
+
+
+def default_test_split(
+    corpus, queries, relevant_docs: Qrels, top_ranked: dict[str, list[str]] | None
+) -> dict:
+    """mteb 2.x's ``task.dataset`` for one subset (``default``) and one split (``test``).
+
+    ``corpus`` and ``queries`` are ``datasets.Dataset`` tables (``id``, ``text``, ...);
+    ``top_ranked`` None means full-corpus retrieval, else each query's candidate ids.
+    """
+    split = {"corpus": corpus, "queries": queries, "relevant_docs": relevant_docs, "top_ranked": top_ranked}
+    return {"default": {"test": split}}
+
+
+def og_changed_queries(
+    queries: dict[str, dict], qrels_og: Qrels, qrels_changed: Qrels
+) -> tuple[dict[str, list[str]], Qrels]:
+    """mteb 2.x's FollowIR query schema: each query twice, ``<qid>-og`` and ``<qid>-changed``.
+
+    ``queries`` maps a qid to ``{"text", "instruction_og", "instruction_changed", ...}``. Returns the
+    columns of mteb's queries table (``id``, ``text``, ``instruction``: mteb appends the instruction
+    to the text, ``query + " " + instruction``) and the qrels under the new ids (og qrels under
+    ``-og``, changed under ``-changed``, ``{}`` for a query without any), as integers.
+    ``og_changed_queries({'q': {'text': 't', 'instruction_og': 'a', 'instruction_changed': 'b'}},
+    {'q': {'d': 1.0}}, {})`` -> ``({'id': ['q-og', 'q-changed'], 'text': ['t', 't'],
+    'instruction': ['a', 'b']}, {'q-og': {'d': 1}, 'q-changed': {}})``
+    """
+    cols: dict[str, list[str]] = {"id": [], "text": [], "instruction": []}
+    qrels: Qrels = {}
+    for qid, q in queries.items():
+        for suffix, key, qr in (
+            ("-og", "instruction_og", qrels_og),
+            ("-changed", "instruction_changed", qrels_changed),
+        ):
+            cols["id"].append(qid + suffix)
+            cols["text"].append(q["text"])
+            cols["instruction"].append(q[key])
+            qrels[qid + suffix] = {d: int(s) for d, s in qr.get(qid, {}).items()}
+    return cols, qrels
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. InfoSearch: Length and Keyword
+
+
+def negatives(qrels_og: dict[str, dict[str, float]], qrels_changed: dict[str, dict[str, float]]):
+    """InfoSearch's ``create_qrel_match`` negatives: judged under both, relevance changed, 0 when changed.
+
+    ``negatives({'q': {'a': 1, 'b': 1, 'c': 0}}, {'q': {'a': 1, 'b': 0, 'c': 0}}) -> {'q': ['b']}``
+    """
+    out = {}
+    for qid, docs in qrels_og.items():
+        ch = qrels_changed.get(qid, {})
+        out[qid] = [d for d, s in docs.items() if d in ch and ch[d] != s and ch[d] == 0]
+    return out
+
+
+def _load(path: str, config: str, revision: str):
+    """One config's first split, as InfoSearch's loader takes it (``next(iter(ds.values()))``)."""
+    from datasets import load_dataset
+
+    ds = load_dataset(path, config, revision=revision)
+    return next(iter(ds.values()))
+
+
+def _qrels(path: str, config: str, revision: str) -> dict[str, dict[str, float]]:
+    from datasets import Features, Value, load_dataset
+
+    ds = load_dataset(path, config, revision=revision)["test"]
+    ds = ds.cast(
+        Features({"query-id": Value("string"), "corpus-id": Value("string"), "score": Value("float")})
+    )
+    out: dict[str, dict[str, float]] = {}
+    for r in ds:
+        out.setdefault(r["query-id"], {})[r["corpus-id"]] = float(r["score"])
+    return out
+
+
+@functools.cache
+def _infosearch_task_class():
+    from datasets import Dataset, Value
+    from mteb._evaluators.retrieval_metrics import evaluate_p_mrr_change
+    from mteb.abstasks import AbsTaskRetrieval
+
+    class InfoSearchTask(AbsTaskRetrieval):
+        """One InfoSearch dimension; subclasses set ``metadata`` (its ``dataset`` path may be a local copy)."""
+
+        def load_data(self, num_proc=None, **kwargs):
+            if self.data_loaded:
+                return
+            path, rev = self.metadata.dataset["path"], self.metadata.dataset["revision"]
+            corpus = _load(path, "corpus", rev).cast_column("_id", Value("string"))
+            queries = _load(path, "queries", rev).cast_column("_id", Value("string"))
+            og, changed = _qrels(path, "qrels_og", rev), _qrels(path, "qrels_changed", rev)
+            # as InfoSearch: queries without qrels are dropped
+            cols, qrels = og_changed_queries({q["_id"]: q for q in queries if q["_id"] in og}, og, changed)
+            self.qrel_diff = {q: d for q, d in negatives(og, changed).items() if d}
+            corpus_ds = Dataset.from_dict(
+                {"id": corpus["_id"], "title": corpus["title"], "text": corpus["text"]}
+            )
+            # full-corpus retrieval (no candidates), as InfoSearch
+            self.dataset = default_test_split(corpus_ds, Dataset.from_dict(cols), qrels, None)
+            self.data_loaded = True
+
+        def task_specific_scores(self, scores, qrels, results, hf_split, hf_subset):
+            return evaluate_p_mrr_change(qrels, results, self.qrel_diff, self.k_values)
+
+    return InfoSearchTask
+
+
+def infosearch_task(name: str, path: str | None = None):
+    """The mteb task ``name`` (``InfoSearchLength`` / ``InfoSearchKeyword``), reading ``path`` if given.
+
+    ``path`` replaces the hub repo id (a local copy of the same repo); nothing else changes.
+
+    The paper's Tables 1-2 report "InfoSearch Length p-MRR" and "InfoSearch Keyword p-MRR" (docs/method.md §5).
+    InfoSearch's keyword dimension is its ``Clarity-v1`` dataset ("the condition [keyword] which needs
+    to be exactly matched in the document", https://github.com/EIT-NLP/InfoSearch README).
+
+    **Data, as InfoSearch's own loader reads it** (``HFDataLoaderInstructions`` in
+    https://github.com/EIT-NLP/InfoSearch/blob/main/mteb_infosearch/build/lib/mteb/abstasks/AbsTaskInstructionRetrieval.py):
+    hub repos ``jianqunZ/Length-v1`` and ``jianqunZ/Clarity-v1``, JSON-lines files declared as configs
+    in the README: ``corpus`` (split ``corpus``: ``_id``, ``title``, ``text``), ``queries`` (split
+    ``queries``: ``_id``, ``text``, ``instruction_og``, ``instruction_changed``, ``instruction_reversed``,
+    ...), ``qrels_og`` / ``qrels_changed`` / ``qrels_reversed`` (split ``test``: ``query-id``,
+    ``corpus-id``, ``score`` float). Queries without original qrels are dropped, as there.
+
+    **Scoring, as InfoSearch's** ``evaluate_change`` (``mteb_infosearch/mteb/evaluation/evaluators/utils.py``):
+    full-corpus retrieval (no candidate list) with ``query + " " + instruction``, once with the
+    original and once with the changed instruction; a document is a *negative* of a query when its
+    qrel differs between the two and is 0 under the changed instruction; p-MRR is FollowIR's rank
+    score of each negative (original run vs changed run), averaged per query, then over queries.
+    mteb's ``evaluate_p_mrr_change`` computes exactly that once the queries are ``<qid>-og`` /
+    ``<qid>-changed`` and the negatives are the qrel diff, so the task reuses it. Two documented
+    differences: mteb breaks exact score ties by document id (InfoSearch by corpus order), and mteb
+    ranks with the model's own similarity (cosine for sentence-transformers models; InfoSearch's
+    evaluator takes ``cos_sim`` or ``dot`` as configured).
+    """
+    repo, rev = INFOSEARCH_DATASETS[name]
+    dim = repo.split("/")[1].split("-")[0]
+    md = instruction_task_metadata(
+        "Robust04InstructionRetrieval",
+        name=name,
+        description=f"InfoSearch {dim} dimension ({repo}): p-MRR of full-corpus retrieval",
+        reference="https://github.com/EIT-NLP/InfoSearch",
+        path=str(path or repo),
+        revision=rev,
+        main_score="p-MRR",
+    )
+    return task_instance(_infosearch_task_class(), f"InfoSearch_{name}", md)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. MAIR: IFEval and InstructIR
+
+
+def docs_split(split: str) -> str:
+    """MAIR's query split -> document split: ``'queries' -> 'docs'``, ``'format_12_queries' -> 'format_12_docs'``."""
+    return "docs" if split == "queries" else split.replace("_queries", "_docs")
+
+
+def mair_split_data(queries, docs) -> tuple[dict, dict, dict[str, dict[str, int]], dict | None]:
+    """``(corpus, queries, qrels, top_ranked)`` from MAIR's query and document DatasetDicts.
+
+    With one split, ids stay as they are and every query sees the whole pool (``top_ranked`` None).
+    With several, ids become ``<split>/<id>`` and each query's candidates are its split's pool.
+    """
+    many = len(queries) > 1
+    corpus, qs, qrels, top = {}, {}, {}, {}
+    for split, rows in queries.items():
+        pool = docs[docs_split(split)]
+
+        def key(i, split=split):
+            return f"{split}/{i}" if many else str(i)
+
+        ids = [key(i) for i in pool["id"]]
+        corpus.update(zip(ids, pool["doc"]))
+        for r in rows:
+            qid = key(r["qid"])
+            qs[qid] = r["instruction"] + r["query"]  # sentence-transformers: prompt + text
+            qrels[qid] = {key(lab["id"]): int(lab["score"]) for lab in r["labels"]}
+            top[qid] = ids
+    return corpus, qs, qrels, top if many else None
+
+
+@functools.cache
+def _mair_task_class():
+    from datasets import Dataset, load_dataset
+    from mteb.abstasks import AbsTaskRetrieval
+
+    class MAIRTask(AbsTaskRetrieval):
+        """One MAIR task; subclasses set ``metadata`` (queries repo), ``docs_path`` and ``mair_config``."""
+
+        docs_path = MAIR_DOCS
+        mair_config = None
+
+        def load_data(self, num_proc=None, **kwargs):
+            if self.data_loaded:
+                return
+            rev = self.metadata.dataset["revision"]
+            queries = load_dataset(self.metadata.dataset["path"], self.mair_config, revision=rev)
+            docs = load_dataset(self.docs_path, self.mair_config, revision=rev)
+            corpus, qs, qrels, top = mair_split_data(queries, docs)
+            self.dataset = default_test_split(
+                Dataset.from_dict({"id": list(corpus), "text": list(corpus.values())}),
+                Dataset.from_dict({"id": list(qs), "text": list(qs.values())}),
+                qrels,
+                top,
+            )
+            self.data_loaded = True
+
+    return MAIRTask
+
+
+def mair_task(name: str, queries_path: str | None = None, docs_path: str | None = None):
+    """The mteb task ``name`` (``MAIR-IFEval`` / ``MAIR-InstructIR``), main score nDCG@10.
+
+    ``queries_path`` / ``docs_path`` replace the two hub repo ids (local copies of the same repos).
+
+    The paper's Tables 1-2 report "MAIR IFEval nDCG@10" and "MAIR InstructIR nDCG@10" (docs/method.md §5).
+    "MAIR InstructIR" is MAIR's own ``InstructIR`` task (listed under Web / Doc in MAIR's README and
+    ``config.py``), not mteb's ``InstructIR`` task (kaistAI's full benchmark, main score
+    robustness@10): the column is MAIR's and its metric is nDCG@10, MAIR's metric.
+
+    **Data, as MAIR's loader reads it** (``eval_embedding`` in https://github.com/sunnweiwei/MAIR/blob/main/mair.py):
+    ``load_dataset('MAIR-Bench/MAIR-Queries', TASK)`` gives one or more splits of queries (``qid``,
+    ``instruction``, ``query``, ``labels``: a list of ``{id, score}``); ``load_dataset('MAIR-Bench/MAIR-Docs',
+    TASK)`` gives the documents (``id``, ``doc``) of each query split: split ``queries`` -> ``docs``,
+    ``<name>_queries`` -> ``<name>_docs`` (IFEval has one split per instruction type, each with its own
+    small pool of responses).
+
+    **Scoring, as MAIR's**: each query split retrieves from its own documents only; the query is
+    encoded with the instruction as the sentence-transformers prompt (``encode(query, prompt=instruction)``,
+    i.e. the text ``instruction + query``), documents without one; nDCG@10 per query from pytrec_eval
+    over the binary/graded labels; a task's score is the query-weighted mean over its splits (MAIR's
+    ``print_results``), i.e. the mean over all its queries. Here the splits become one mteb task
+    whose queries are ranked against their own split's documents only (mteb's ``top_ranked``
+    candidates = that split's whole pool), so the mean over queries is MAIR's score. Differences:
+    mteb uses the model's similarity (cosine for sentence-transformers models; MAIR: inner product,
+    equal for normalised embeddings) and ranks every pool document (MAIR keeps the top 100, which
+    does not change nDCG@10).
+    """
+    config = MAIR_TASKS[name]
+    md = instruction_task_metadata(
+        "SciFact",
+        name=name,
+        description=f"MAIR task {config} ({MAIR_QUERIES} + {MAIR_DOCS}, config {config})",
+        reference="https://github.com/sunnweiwei/MAIR",
+        path=str(queries_path or MAIR_QUERIES),
+        revision=MAIR_REVISION,
+        main_score="ndcg_at_10",
+    )
+    attrs = {"docs_path": str(docs_path or MAIR_DOCS), "mair_config": config}
+    return task_instance(_mair_task_class(), f"MAIR_{config}", md, **attrs)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. availability: offline checks, prefetch
 
 
 def _offline() -> bool:

@@ -1,0 +1,28 @@
+"""Stage 7, pipelines: the drivers. The command line, the notebooks and the benches call these;
+nothing else drives training or evaluation.
+
+- ``train``: ``train_modes``, the one driver of training (one run per mode, resumable).
+- ``evaluate``: ``evaluate_models``, the one driver of evaluation (models x sets -> results table).
+- ``demo``: ``run_demo``, every stage on the bundled data (``make demo``).
+- ``experiment``: ``run_experiment``, Ins-DV against its controls over several rng_seeds, with
+  paired tests and a summary (``make experiment``).
+- ``registry``: ``runs_table``, every run and evaluation under a folder (``ifir runs``).
+- ``bundle``: statistics and validation of the bundled data (``ifir data stats|validate``).
+
+Reads and writes what the stages do: seeds, reversals, run folders, results tables, figures.
+Imports: every earlier stage.
+"""
+
+from ..core.lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "train_modes": "train",
+        "evaluate_models": "evaluate",
+        **dict.fromkeys(["DemoConfig", "run_demo"], "demo"),
+        **dict.fromkeys(["ExperimentConfig", "run_experiment", "paired_tests"], "experiment"),
+        **dict.fromkeys(["runs_table", "format_runs"], "registry"),
+        **dict.fromkeys(["data_stats", "validate_bundle"], "bundle"),
+    },
+)

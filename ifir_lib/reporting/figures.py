@@ -1,33 +1,30 @@
-"""Paper figures: functions from tidy DataFrames to plotly Figures, and one way to save them.
+"""Paper figures: plotly Figures drawn from tidy DataFrames, and the files they are saved as.
 
-Inputs come from ``results`` (the results and per-query tables, train logs, synthesis rows) and
-the published numbers of arXiv 2604.18845, Tables 1-2. Figures: (a) ``fig_metrics_by_mode``
-p-MRR and Score per mode, the paper's values in their own panel; (b) ``fig_tradeoff`` p-MRR vs
-Score; (c) ``fig_per_query`` per-query distribution and bootstrap CIs; (d)
-``fig_synthesis_stats``; (e) ``fig_loss_curves``. Every figure uses the ``ifir`` template and
-one colour per mode (``figure_style``). ``save_figure`` writes PNG (scale 3), SVG and HTML;
-``make_all_figures`` rebuilds everything from files. Modes are compared within a backbone.
+Inputs are the tidy DataFrames of ``results`` (the results and per-query tables, train logs,
+synthesis rows) and the published numbers of arXiv 2604.18845, Tables 1-2 (``load_published``).
+Every figure uses the ``ifir`` template and one colour per mode (``style``); modes are compared
+within a backbone. In reading order:
 
-Not handled here: metrics or their CIs (``evaluate``, ``stats``), table I/O (``results``),
-figure captions (they belong in the paper's LaTeX), and Chrome itself (set-up installs it;
-HTML output works without it).
+- result figures: (a) ``fig_metrics_by_mode`` p-MRR and Score per mode, the paper's values in
+  their own panel; (b) ``fig_tradeoff`` p-MRR against Score; (c) ``fig_per_query`` the
+  per-query distribution and bootstrap CIs;
+- process figures, about how the training data and models came about: (d)
+  ``fig_synthesis_stats`` synthesis outcomes per instruction type and backend; (e)
+  ``fig_loss_curves`` training loss;
+- saving: ``save_figure`` writes PNG (scale 3), SVG, PDF and HTML files under LaTeX-safe names.
+  Static formats go through kaleido and a Chrome (``make setup`` provides one; ``BROWSER_PATH``
+  overrides where it is found); HTML pages share one ``plotly.min.js`` and need neither;
+- rebuilding: ``make_all_figures`` redraws every figure whose input files exist.
 
-Figures about the process rather than the results: synthesis outcomes (d) and training loss (e).
-
-Same style as ``figures`` (``figure_style``). Not handled here: result figures (``figures``),
-saving (``figure_export``).
-
-Saving figures: PNG (scale 3), SVG, PDF and HTML files with LaTeX-safe names; rebuilding all of them.
-
-Static formats go through kaleido and a Chrome (``make setup`` provides one; ``BROWSER_PATH``
-overrides where it is found). HTML pages share one ``plotly.min.js`` and need neither. Not
-handled here: drawing (``figures``, ``figures_process``).
+Not handled here: metrics or their CIs (``evaluation``, ``stats``), the numbers behind each
+figure (``summaries``), table I/O (``results``), figure captions (they belong in the paper's
+LaTeX), and Chrome itself (set-up installs it; HTML output works without it).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +58,7 @@ from .style import (
     STATUS_COLORS,
     TEMPLATE,
     _facet_layout,
+    _legend_above_titles,
     _legend_marker,
     _rank,
     _short_model,
@@ -70,10 +68,12 @@ from .style import (
 )
 from .summaries import per_query_summary, smoothed_losses, summarize, synthesis_summary
 
-# ---------------------------------------------------------------------------------------------
-# (was figures.py)
-
 TRADEOFF_HEIGHT = {1: 500, 2: 900}  # px, by number of panels (ours; ours over the paper's)
+BACKBONE_SYMBOLS = ("circle", "triangle-up", "hexagon", "star", "cross")  # our backbones in (b)
+INK = "#222222"  # error bars, outlines, the paper's markers
+ZERO_LINE = dict(color="#888888", width=1)
+
+# ---- pieces the figures share --------------------------------------------------------------------
 
 
 def _paper_values(published: pd.DataFrame | None, metric: str) -> pd.DataFrame:
@@ -87,6 +87,105 @@ def _published_or_default(published):
     if isinstance(published, str) and published == "default":
         return load_published()
     return published
+
+
+def _ours_title(metric: str, prefix: str = "") -> str:
+    """Axis title for our values: ``'p-MRR (×100)'``; ``prefix='per-query '`` -> ``'per-query p-MRR (×100)'``."""
+    return f"{prefix}{METRIC_LABELS.get(metric, metric)} (×100)"
+
+
+def _paper_title(metric: str) -> str:
+    """Axis title for the paper's values: ``'paper: FollowIR Score'``."""
+    return f"paper: FollowIR {METRIC_LABELS.get(metric, metric)}"
+
+
+def _error_bars(plus, minus, color: str = INK, thickness: float = 1.5, width: int = 3) -> dict:
+    """Asymmetric error bars (``error_x``/``error_y``): ``plus`` above, ``minus`` below each point."""
+    return dict(
+        type="data",
+        symmetric=False,
+        array=plus,
+        arrayminus=minus,
+        color=color,
+        thickness=thickness,
+        width=width,
+    )
+
+
+def _mode_axis(fig: go.Figure, modes: list[str], row: int, col: int, pad: float = 0, **kw) -> None:
+    """A numeric x axis with one slot per mode (``modes[i]`` at ``x = i``), labelled with the
+    modes' names, ``pad`` empty slots' worth of room either side."""
+    fig.update_xaxes(
+        tickvals=list(range(len(modes))),
+        ticktext=[mode_label(k) for k in modes],
+        range=[-0.6 - pad, len(modes) - 0.4 + pad],
+        row=row,
+        col=col,
+        **kw,
+    )
+
+
+def _add_paper_legend(fig: go.Figure, backbones: Collection[str]) -> None:
+    """One open legend marker per paper backbone in ``backbones``, in ``PAPER_BACKBONES`` order."""
+    for bb, (label, symbol) in PAPER_BACKBONES.items():
+        if bb in backbones:
+            fig.add_trace(_legend_marker(f"{label} (paper)", symbol, INK, open_=True, group=bb))
+
+
+# ---- result figures: (a) metrics by mode ---------------------------------------------------------
+
+
+def _panel_sets(results: pd.DataFrame, dataset: str | None) -> list[str]:
+    """The evaluation sets that get a column in (a): ``dataset`` alone when given; else the
+    aggregate rows (``followir``, ``mean``...) when there are any, as they stand for their
+    collections; else every set. Example: ``followir, core17, robust04`` -> ``[followir]``."""
+    sets = [dataset] if dataset is not None else list(dict.fromkeys(results["dataset"].astype(str)))
+    return [d for d in sets if d.lower() in AGGREGATE_DATASETS] or sets
+
+
+def _mode_bars(
+    results: pd.DataFrame, metric: str, backbone: str, dset: str, xpos: dict, error: str
+) -> go.Bar:
+    """(a) One panel's bars: a mode's mean over seeds, with its error bar (``summarize``)."""
+    # an aggregate panel stands for its collections: a metric without an aggregate row
+    # (p-MRR is often stored per collection) is their mean (``per_run``)
+    agg = dset.lower() in AGGREGATE_DATASETS
+    sm = summarize(results if agg else results[results["dataset"].astype(str) == dset], metric, None, error)
+    sm = sm[sm["backbone"] == backbone]
+    return go.Bar(
+        x=[xpos[k] for k in sm["mode"]],
+        y=sm["mean"],
+        width=0.62,
+        showlegend=False,
+        marker=dict(color=[mode_color(k) for k in sm["mode"]], line=dict(width=0)),
+        error_y=_error_bars(sm["err_plus"], sm["err_minus"], width=5),
+        customdata=np.stack([sm["n_runs"], sm["error"]], axis=-1) if len(sm) else None,
+        hovertemplate="%{y:.2f} (n seeds %{customdata[0]}, bar: %{customdata[1]})<extra>"
+        + f"{_short_model(backbone)} · {dset}</extra>",
+    )
+
+
+def _add_paper_markers(fig: go.Figure, paper: pd.DataFrame, xpos: dict, row: int, col: int) -> None:
+    """(a) The paper's values of one metric: an open marker per mode, shape = backbone, the
+    backbones side by side within the mode's slot."""
+    offsets = {"gte-multilingual-mlm-base": -0.12, "bge-m3-retromae": 0.12}
+    for bb, g in paper.groupby("backbone"):
+        g = g[g["mode"].isin(xpos)]
+        fig.add_trace(
+            go.Scatter(
+                x=[xpos[k] + offsets[bb] for k in g["mode"]],
+                y=g["value"],
+                mode="markers",
+                showlegend=False,
+                legendgroup=bb,
+                marker=dict(
+                    symbol=PAPER_BACKBONES[bb][1], size=11, color="white", line=dict(color=INK, width=2)
+                ),
+                hovertemplate="%{y:.2f}<extra>paper (FollowIR), " + bb + "</extra>",
+            ),
+            row=row,
+            col=col,
+        )
 
 
 def fig_metrics_by_mode(
@@ -110,12 +209,10 @@ def fig_metrics_by_mode(
     if not metrics:
         raise ValueError("none of the requested metrics is in the results table")
     results = add_backbone(results)
-    sets = [dataset] if dataset is not None else list(dict.fromkeys(results["dataset"].astype(str)))
-    # a FollowIR-style average over collections stands for them; otherwise one column per set
-    sets = [d for d in sets if d.lower() in AGGREGATE_DATASETS] or sets
-    panels = [(b, d) for b in dict.fromkeys(results["backbone"]) for d in sets]
+    panels = [(b, d) for b in dict.fromkeys(results["backbone"]) for d in _panel_sets(results, dataset)]
+    first = _paper_values(published, metrics[0])  # its modes get slots, its backbones a legend
     has_paper = any(not _paper_values(published, m).empty for m in metrics)
-    modes = mode_order(set(results["mode"]) | set(_paper_values(published, metrics[0])["mode"]))
+    modes = mode_order(set(results["mode"]) | set(first["mode"]))
     xpos = {c: i for i, c in enumerate(modes)}
     titles = [f"{_short_model(b)} · {d}" for b, d in panels] + (["paper · FollowIR"] if has_paper else [])
     n_cols = len(titles)
@@ -127,78 +224,20 @@ def fig_metrics_by_mode(
         horizontal_spacing=0.07,
         column_titles=titles,
     )
-    offsets = {"gte-multilingual-mlm-base": -0.12, "bge-m3-retromae": 0.12}
     for r, metric in enumerate(metrics, 1):
         for c, (backbone, dset) in enumerate(panels, 1):
-            # an aggregate panel stands for its collections: a metric without an aggregate row
-            # (p-MRR is often stored per collection) is their mean (``per_run``)
-            agg = dset.lower() in AGGREGATE_DATASETS
-            sm = summarize(
-                results if agg else results[results["dataset"].astype(str) == dset], metric, None, error
-            )
-            sm = sm[sm["backbone"] == backbone]
-            fig.add_trace(
-                go.Bar(
-                    x=[xpos[k] for k in sm["mode"]],
-                    y=sm["mean"],
-                    width=0.62,
-                    showlegend=False,
-                    marker=dict(color=[mode_color(k) for k in sm["mode"]], line=dict(width=0)),
-                    error_y=dict(
-                        type="data",
-                        symmetric=False,
-                        array=sm["err_plus"],
-                        arrayminus=sm["err_minus"],
-                        color="#222222",
-                        thickness=1.5,
-                        width=5,
-                    ),
-                    customdata=np.stack([sm["n_runs"], sm["error"]], axis=-1) if len(sm) else None,
-                    hovertemplate="%{y:.2f} (n seeds %{customdata[0]}, bar: %{customdata[1]})<extra>"
-                    + f"{_short_model(backbone)} · {dset}</extra>",
-                ),
-                row=r,
-                col=c,
-            )
-            label = f"{METRIC_LABELS.get(metric, metric)} (×100)"
-            fig.update_yaxes(title_text=label if c == 1 else None, row=r, col=c)
+            fig.add_trace(_mode_bars(results, metric, backbone, dset, xpos, error), row=r, col=c)
+            fig.update_yaxes(title_text=_ours_title(metric) if c == 1 else None, row=r, col=c)
         if has_paper:
-            for bb, g in _paper_values(published, metric).groupby("backbone"):
-                g = g[g["mode"].isin(xpos)]
-                fig.add_trace(
-                    go.Scatter(
-                        x=[xpos[k] + offsets[bb] for k in g["mode"]],
-                        y=g["value"],
-                        mode="markers",
-                        showlegend=False,
-                        legendgroup=bb,
-                        marker=dict(
-                            symbol=PAPER_BACKBONES[bb][1],
-                            size=11,
-                            color="white",
-                            line=dict(color="#222222", width=2),
-                        ),
-                        hovertemplate="%{y:.2f}<extra>paper (FollowIR), " + bb + "</extra>",
-                    ),
-                    row=r,
-                    col=n_cols,
-                )
-            title = f"paper: FollowIR {METRIC_LABELS.get(metric, metric)}"
-            fig.update_yaxes(title_text=title, side="right", row=r, col=n_cols)  # clear of our panels
+            _add_paper_markers(fig, _paper_values(published, metric), xpos, row=r, col=n_cols)
+            # the paper's axis on the right, clear of our panels
+            fig.update_yaxes(title_text=_paper_title(metric), side="right", row=r, col=n_cols)
         for c in range(1, n_cols + 1):
-            fig.update_xaxes(
-                tickvals=list(xpos.values()),
-                ticktext=[mode_label(k) for k in modes],
-                range=[-0.6, len(modes) - 0.4],
-                row=r,
-                col=c,
-            )
+            _mode_axis(fig, modes, row=r, col=c)
         if metric == "p_mrr":
-            fig.add_hline(y=0, line=dict(color="#888888", width=1), row=r, col="all")
+            fig.add_hline(y=0, line=ZERO_LINE, row=r, col="all")
     # bars are ours; only the paper's markers need a legend (a grey "ours" swatch read as Base)
-    for bb, (label, symbol) in PAPER_BACKBONES.items() if has_paper else ():
-        if not _paper_values(published, metrics[0]).query("backbone == @bb").empty:
-            fig.add_trace(_legend_marker(f"{label} (paper)", symbol, "#222222", open_=True, group=bb))
+    _add_paper_legend(fig, set(first["backbone"]) if has_paper else ())
     fig.update_layout(
         template=TEMPLATE,
         width=min(PAGE_WIDTH, COLUMN_WIDTH * n_cols),
@@ -208,11 +247,76 @@ def fig_metrics_by_mode(
     return fig
 
 
-def _error_bar(plus: float, minus: float, color: str) -> dict:
-    """An asymmetric error bar for one point, in the mode's colour."""
-    return dict(
-        type="data", symmetric=False, array=[plus], arrayminus=[minus], color=color, thickness=1.5, width=3
-    )
+# ---- result figures: (b) p-MRR against Score -----------------------------------------------------
+
+
+def _add_tradeoff_ours(fig: go.Figure, s: pd.DataFrame, backbones: list[str]) -> None:
+    """(b) Our points, in the top panel: colour = mode, shape = backbone, error bars both ways."""
+    for i, backbone in enumerate(backbones):
+        for _, r in s[s["backbone"] == backbone].iterrows():
+            color = mode_color(r["mode"])
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["mean_x"]],
+                    y=[r["mean_y"]],
+                    mode="markers",
+                    name=mode_label(r["mode"]),
+                    legendgroup=r["mode"],
+                    showlegend=i == 0,
+                    legendrank=_rank(r["mode"]),
+                    marker=dict(
+                        symbol=BACKBONE_SYMBOLS[i % len(BACKBONE_SYMBOLS)],
+                        size=13,
+                        color=color,
+                        line=dict(color=INK, width=1),
+                    ),
+                    error_x=_error_bars([r["err_plus_x"]], [r["err_minus_x"]], color),
+                    error_y=_error_bars([r["err_plus_y"]], [r["err_minus_y"]], color),
+                    hovertemplate=f"{_short_model(backbone)}, {mode_label(r['mode'])}<br>%{{x:.2f}}, %{{y:.2f}}<extra></extra>",
+                ),
+                row=1,
+                col=1,
+            )
+
+
+def _add_tradeoff_paper(fig: go.Figure, paper: pd.DataFrame) -> None:
+    """(b) The paper's points, in the bottom panel: open markers, outline = mode, shape = backbone."""
+    for bb, g in paper.groupby("backbone"):
+        label, symbol = PAPER_BACKBONES[bb]
+        fig.add_trace(
+            go.Scatter(
+                x=g["value_x"],
+                y=g["value_y"],
+                mode="markers",
+                showlegend=False,
+                legendgroup=bb,
+                marker=dict(
+                    symbol=symbol,
+                    size=12,
+                    color="white",
+                    line=dict(color=[mode_color(c) for c in g["mode"]], width=2.5),
+                ),
+                text=[mode_label(c) for c in g["mode"]],
+                hovertemplate="paper, " + label + ", %{text}<br>%{x:.2f}, %{y:.2f}<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
+
+
+def _add_tradeoff_legend(fig: go.Figure, s: pd.DataFrame, paper: pd.DataFrame, backbones: list[str]) -> None:
+    """(b) Legend entries no drawn point provides: modes only the paper has, our backbones'
+    shapes (when there are several), the paper's backbones."""
+    # paper points are coloured by mode too: name every mode colour, drawn by us or not
+    for mode in mode_order(set(paper["mode"]) - set(s["mode"])):
+        fig.add_trace(
+            _legend_marker(mode_label(mode), "circle", mode_color(mode), group=mode, rank=_rank(mode))
+        )
+    if len(backbones) > 1:
+        for i, backbone in enumerate(backbones):
+            symbol = BACKBONE_SYMBOLS[i % len(BACKBONE_SYMBOLS)]
+            fig.add_trace(_legend_marker(_short_model(backbone), symbol, "#666666"))
+    _add_paper_legend(fig, set(paper["backbone"]))
 
 
 def fig_tradeoff(
@@ -236,7 +340,6 @@ def fig_tradeoff(
     s = sx.merge(sy, on=["backbone", "mode"], suffixes=("_x", "_y"))
     if s.empty:
         raise ValueError(f"no run has both {x_metric} and {y_metric}")
-    model_symbols = ["circle", "triangle-up", "hexagon", "star", "cross"]
     backbones = list(dict.fromkeys(s["backbone"]))
     px_, py_ = _paper_values(published, x_metric), _paper_values(published, y_metric)
     paper = px_.merge(py_, on=["backbone", "mode"], suffixes=("_x", "_y"))
@@ -250,76 +353,57 @@ def fig_tradeoff(
         vertical_spacing=0.16,
         subplot_titles=(ours_title, "paper · FollowIR")[:n_rows],
     )
-    fig.add_hline(y=0, line=dict(color="#888888", width=1), row="all", col=1)
-    for i, backbone in enumerate(backbones):
-        for _, r in s[s["backbone"] == backbone].iterrows():
-            fig.add_trace(
-                go.Scatter(
-                    x=[r["mean_x"]],
-                    y=[r["mean_y"]],
-                    mode="markers",
-                    name=mode_label(r["mode"]),
-                    legendgroup=r["mode"],
-                    showlegend=i == 0,
-                    legendrank=_rank(r["mode"]),
-                    marker=dict(
-                        symbol=model_symbols[i % len(model_symbols)],
-                        size=13,
-                        color=mode_color(r["mode"]),
-                        line=dict(color="#222222", width=1),
-                    ),
-                    error_x=_error_bar(r["err_plus_x"], r["err_minus_x"], mode_color(r["mode"])),
-                    error_y=_error_bar(r["err_plus_y"], r["err_minus_y"], mode_color(r["mode"])),
-                    hovertemplate=f"{_short_model(backbone)}, {mode_label(r['mode'])}<br>%{{x:.2f}}, %{{y:.2f}}<extra></extra>",
-                ),
-                row=1,
-                col=1,
-            )
-    for bb, g in paper.groupby("backbone"):
-        label, symbol = PAPER_BACKBONES[bb]
-        fig.add_trace(
-            go.Scatter(
-                x=g["value_x"],
-                y=g["value_y"],
-                mode="markers",
-                showlegend=False,
-                legendgroup=bb,
-                marker=dict(
-                    symbol=symbol,
-                    size=12,
-                    color="white",
-                    line=dict(color=[mode_color(c) for c in g["mode"]], width=2.5),
-                ),
-                text=[mode_label(c) for c in g["mode"]],
-                hovertemplate="paper, " + label + ", %{text}<br>%{x:.2f}, %{y:.2f}<extra></extra>",
-            ),
-            row=2,
-            col=1,
-        )
-    # paper points are coloured by mode too: name every mode colour, drawn by us or not
-    for mode in mode_order(set(paper["mode"]) - set(s["mode"])):
-        fig.add_trace(
-            _legend_marker(mode_label(mode), "circle", mode_color(mode), group=mode, rank=_rank(mode))
-        )
-    if len(backbones) > 1:
-        for i, backbone in enumerate(backbones):
-            fig.add_trace(
-                _legend_marker(_short_model(backbone), model_symbols[i % len(model_symbols)], "#666666")
-            )
-    for bb, (label, symbol) in PAPER_BACKBONES.items():
-        if (paper["backbone"] == bb).any():
-            fig.add_trace(_legend_marker(f"{label} (paper)", symbol, "#222222", open_=True, group=bb))
-    xl, yl = METRIC_LABELS.get(x_metric, x_metric), METRIC_LABELS.get(y_metric, y_metric)
-    fig.update_xaxes(title_text=f"{xl} (×100)", row=1, col=1)
-    fig.update_yaxes(title_text=f"{yl} (×100)", row=1, col=1)
+    fig.add_hline(y=0, line=ZERO_LINE, row="all", col=1)
+    _add_tradeoff_ours(fig, s, backbones)
+    _add_tradeoff_paper(fig, paper)
+    _add_tradeoff_legend(fig, s, paper, backbones)
+    fig.update_xaxes(title_text=_ours_title(x_metric), row=1, col=1)
+    fig.update_yaxes(title_text=_ours_title(y_metric), row=1, col=1)
     if n_rows == 2:
-        fig.update_xaxes(title_text=f"paper: FollowIR {xl}", row=2, col=1)
-        fig.update_yaxes(title_text=f"paper: FollowIR {yl}", row=2, col=1)
+        fig.update_xaxes(title_text=_paper_title(x_metric), row=2, col=1)
+        fig.update_yaxes(title_text=_paper_title(y_metric), row=2, col=1)
     fig.update_layout(template=TEMPLATE, width=COLUMN_WIDTH, height=TRADEOFF_HEIGHT[n_rows])
     if n_rows == 2:  # legend at the top of the canvas, clear of the panel title (4 rows of it)
-        fig.update_annotations(font=dict(size=BASE_FONT))
-        fig.update_layout(legend=dict(yref="container", y=0.995, yanchor="top"), margin=dict(t=175))
+        _legend_above_titles(fig, 175)
     return fig
+
+
+# ---- result figures: (c) per query ---------------------------------------------------------------
+
+
+def _query_box(values: pd.Series, mode: str, x: int) -> go.Box:
+    """(c) One mode's per-query values: a box, and every query as a jittered dot."""
+    return go.Box(
+        y=values,
+        x=[x] * len(values),
+        name=mode_label(mode),
+        showlegend=False,
+        marker=dict(color=mode_color(mode), size=5, opacity=0.6),
+        line=dict(color=mode_color(mode), width=1.5),
+        fillcolor="rgba(255,255,255,0)",
+        boxpoints="all",
+        jitter=0.5,
+        pointpos=0,
+        width=0.6,
+        hoveron="points",
+    )
+
+
+def _ci_markers(cis: pd.DataFrame, xpos: dict, showlegend: bool) -> go.Scatter:
+    """(c) Each mode's mean and its bootstrap CI: black diamonds with whiskers, modes in paper order."""
+    cm = cis.set_index("mode").loc[mode_order(cis["mode"])].reset_index()
+    return go.Scatter(
+        x=[xpos[k] for k in cm["mode"]],
+        y=cm["mean"],
+        mode="markers",
+        showlegend=showlegend,
+        name="mean, 95% bootstrap CI",
+        legendgroup="ci",
+        marker=dict(symbol="diamond", size=11, color=INK, line=dict(color="white", width=1)),
+        error_y=_error_bars(cm["ci_high"] - cm["mean"], cm["mean"] - cm["ci_low"], thickness=2.5, width=7),
+        customdata=cm["n"],
+        hovertemplate="mean %{y:.2f} over %{customdata} queries<extra></extra>",
+    )
 
 
 def fig_per_query(
@@ -344,63 +428,15 @@ def fig_per_query(
     # numeric x with at least 4 slots: one mode alone would otherwise get a page-wide box
     pad = max(0, 4 - len(modes)) / 2
     for c, backbone in enumerate(backbones, 1):
-        pm, cm = points[points["backbone"] == backbone], cis[cis["backbone"] == backbone]
+        pm = points[points["backbone"] == backbone]
         for mode in mode_order(pm["mode"]):
-            v = pm[pm["mode"] == mode]["value"]
-            fig.add_trace(
-                go.Box(
-                    y=v,
-                    x=[xpos[mode]] * len(v),
-                    name=mode_label(mode),
-                    showlegend=False,
-                    marker=dict(color=mode_color(mode), size=5, opacity=0.6),
-                    line=dict(color=mode_color(mode), width=1.5),
-                    fillcolor="rgba(255,255,255,0)",
-                    boxpoints="all",
-                    jitter=0.5,
-                    pointpos=0,
-                    width=0.6,
-                    hoveron="points",
-                ),
-                row=1,
-                col=c,
-            )
-        cm = cm.set_index("mode").loc[mode_order(cm["mode"])].reset_index()
-        fig.add_trace(
-            go.Scatter(
-                x=[xpos[k] for k in cm["mode"]],
-                y=cm["mean"],
-                mode="markers",
-                showlegend=c == 1,
-                name="mean, 95% bootstrap CI",
-                legendgroup="ci",
-                marker=dict(symbol="diamond", size=11, color="#222222", line=dict(color="white", width=1)),
-                error_y=dict(
-                    type="data",
-                    symmetric=False,
-                    array=cm["ci_high"] - cm["mean"],
-                    arrayminus=cm["mean"] - cm["ci_low"],
-                    color="#222222",
-                    thickness=2.5,
-                    width=7,
-                ),
-                customdata=cm["n"],
-                hovertemplate="mean %{y:.2f} over %{customdata} queries<extra></extra>",
-            ),
-            row=1,
-            col=c,
-        )
-        fig.update_xaxes(
-            tickvals=list(xpos.values()),
-            ticktext=[mode_label(k) for k in modes],
-            range=[-0.6 - pad, len(modes) - 0.4 + pad],
-            tickangle=30 if len(modes) * len(backbones) > 5 else 0,  # six labels touch at column width
-            row=1,
-            col=c,
-        )
+            fig.add_trace(_query_box(pm[pm["mode"] == mode]["value"], mode, xpos[mode]), row=1, col=c)
+        fig.add_trace(_ci_markers(cis[cis["backbone"] == backbone], xpos, showlegend=c == 1), row=1, col=c)
+        # six labels touch at column width
+        _mode_axis(fig, modes, row=1, col=c, pad=pad, tickangle=30 if len(modes) * len(backbones) > 5 else 0)
     if metric == "p_mrr":
-        fig.add_hline(y=0, line=dict(color="#888888", width=1))
-    fig.update_yaxes(title_text=f"per-query {METRIC_LABELS.get(metric, metric)} (×100)", row=1, col=1)
+        fig.add_hline(y=0, line=ZERO_LINE)
+    fig.update_yaxes(title_text=_ours_title(metric, prefix="per-query "), row=1, col=1)
     fig.update_layout(
         template=TEMPLATE, width=min(PAGE_WIDTH, COLUMN_WIDTH * len(backbones)), height=440, boxmode="overlay"
     )
@@ -408,8 +444,85 @@ def fig_per_query(
     return fig
 
 
-# ---------------------------------------------------------------------------------------------
-# (was figures_process.py)
+# ---- process figures: (d) synthesis outcomes -----------------------------------------------------
+
+
+def _status_order(statuses: Collection[str]) -> list[str]:
+    """The statuses present, known ones in ``STATUS_COLORS`` order, then any others sorted.
+    Example: ``{'failed', 'zzz', 'accepted', 'odd'}`` -> ``['accepted', 'failed', 'odd', 'zzz']``."""
+    present = set(statuses)
+    return [s for s in STATUS_COLORS if s in present] + sorted(present - set(STATUS_COLORS))
+
+
+def _add_status_bars(fig: go.Figure, by_type: pd.DataFrame, by_backend: pd.DataFrame) -> None:
+    """(d) Per status, stacked: seed rows per instruction type (top left) and the share of rows
+    per backend (bottom left, labelled when 8% or more); one legend entry per status."""
+    types = sorted(set(by_type["instruction_type"]))
+    for st in _status_order(by_type["status"]):
+        color = STATUS_COLORS.get(st, OTHER_COLOR)
+        n = by_type[by_type["status"] == st].set_index("instruction_type")["n"].reindex(types, fill_value=0)
+        fig.add_trace(
+            go.Bar(y=types, x=n, orientation="h", name=st, legendgroup=st, marker_color=color), row=1, col=1
+        )
+        b = by_backend[by_backend["status"] == st]
+        fig.add_trace(
+            go.Bar(
+                x=b["backend"],
+                y=100 * b["share"],
+                name=st,
+                legendgroup=st,
+                showlegend=False,
+                marker_color=color,
+                text=[f"{v:.0f}%" if v >= 8 else "" for v in 100 * b["share"]],
+                textposition="inside",
+                insidetextanchor="middle",
+                textfont=dict(size=SMALL_FONT - 2, color="white"),
+            ),
+            row=2,
+            col=1,
+        )
+
+
+def _add_panel_note(fig: go.Figure, text: str, row: int, col: int) -> None:
+    """An empty panel: no axes, ``text`` in its middle."""
+    # plotly.js draws no axes for a panel without a trace, and an annotation that refers to
+    # undrawn axes falls back to the first panel: an invisible point keeps this panel's axes
+    fig.add_trace(
+        go.Scatter(x=[0], y=[0], mode="markers", opacity=0, showlegend=False, hoverinfo="skip"), row, col
+    )
+    panel = fig.get_subplot(row, col)
+    fig.update_xaxes(visible=False, row=row, col=col)
+    fig.update_yaxes(visible=False, row=row, col=col)
+    fig.add_annotation(
+        text=text,
+        showarrow=False,
+        xref=f"{panel.xaxis.plotly_name.replace('axis', '')} domain",
+        yref=f"{panel.yaxis.plotly_name.replace('axis', '')} domain",
+        x=0.5,
+        y=0.5,
+        font=dict(size=SMALL_FONT, color="#666666"),
+    )
+
+
+def _add_verified(fig: go.Figure, verify: pd.DataFrame) -> None:
+    """(d) Bottom right: the share of verified flips per backend, ``passed/n`` over each bar."""
+    if not len(verify):
+        _add_panel_note(fig, "no verification results", row=2, col=2)
+        return
+    fig.add_trace(
+        go.Bar(
+            x=verify["backend"],
+            y=100 * verify["rate"],
+            showlegend=False,
+            marker_color=STATUS_COLORS["accepted"],
+            text=[f"{p}/{n}" for p, n in zip(verify["passed"], verify["n"])],
+            textposition="outside",
+            textfont=dict(size=SMALL_FONT - 2),
+            cliponaxis=False,
+        ),
+        row=2,
+        col=2,
+    )
 
 
 def fig_synthesis_stats(rows: list[dict] | pd.DataFrame) -> go.Figure:
@@ -425,90 +538,20 @@ def fig_synthesis_stats(rows: list[dict] | pd.DataFrame) -> go.Figure:
     )
     # subplot titles: lift them off full-height bars (the 100% stacks touch the panel top)
     fig.update_annotations(font=dict(size=BASE_FONT), yshift=10)
-    statuses = [s for s in STATUS_COLORS if s in set(t["by_type"]["status"])] + sorted(
-        set(t["by_type"]["status"]) - set(STATUS_COLORS)
-    )
-    types = sorted(set(t["by_type"]["instruction_type"]))
-    for st in statuses:
-        n = (
-            t["by_type"][t["by_type"]["status"] == st]
-            .set_index("instruction_type")["n"]
-            .reindex(types, fill_value=0)
-        )
-        fig.add_trace(
-            go.Bar(
-                y=types,
-                x=n,
-                orientation="h",
-                name=st,
-                legendgroup=st,
-                marker_color=STATUS_COLORS.get(st, OTHER_COLOR),
-            ),
-            row=1,
-            col=1,
-        )
-        b = t["by_backend"][t["by_backend"]["status"] == st]
-        fig.add_trace(
-            go.Bar(
-                x=b["backend"],
-                y=100 * b["share"],
-                name=st,
-                legendgroup=st,
-                showlegend=False,
-                marker_color=STATUS_COLORS.get(st, OTHER_COLOR),
-                text=[f"{v:.0f}%" if v >= 8 else "" for v in 100 * b["share"]],
-                textposition="inside",
-                insidetextanchor="middle",
-                textfont=dict(size=SMALL_FONT - 2, color="white"),
-            ),
-            row=2,
-            col=1,
-        )
+    _add_status_bars(fig, t["by_type"], t["by_backend"])
     if len(t["lengths"]):
+        words = t["lengths"]["words"]
         fig.add_trace(
             go.Histogram(
-                x=t["lengths"]["words"],
+                x=words,
                 showlegend=False,
                 marker_color="#666666",
-                xbins=dict(size=max(1, int(np.ceil(t["lengths"]["words"].max() / 15)))),
+                xbins=dict(size=max(1, int(np.ceil(words.max() / 15)))),
             ),
             row=1,
             col=2,
         )
-    if len(t["verify"]):
-        v = t["verify"]
-        fig.add_trace(
-            go.Bar(
-                x=v["backend"],
-                y=100 * v["rate"],
-                showlegend=False,
-                marker_color=STATUS_COLORS["accepted"],
-                text=[f"{p}/{n}" for p, n in zip(v["passed"], v["n"])],
-                textposition="outside",
-                textfont=dict(size=SMALL_FONT - 2),
-                cliponaxis=False,
-            ),
-            row=2,
-            col=2,
-        )
-    else:
-        # plotly.js draws no axes for a panel without a trace, and an annotation that refers to
-        # undrawn axes falls back to the first panel: an invisible point keeps this panel's axes
-        fig.add_trace(
-            go.Scatter(x=[0], y=[0], mode="markers", opacity=0, showlegend=False, hoverinfo="skip"), 2, 2
-        )
-        panel = fig.get_subplot(2, 2)
-        fig.update_xaxes(visible=False, row=2, col=2)
-        fig.update_yaxes(visible=False, row=2, col=2)
-        fig.add_annotation(
-            text="no verification results",
-            showarrow=False,
-            xref=f"{panel.xaxis.plotly_name.replace('axis', '')} domain",
-            yref=f"{panel.yaxis.plotly_name.replace('axis', '')} domain",
-            x=0.5,
-            y=0.5,
-            font=dict(size=SMALL_FONT, color="#666666"),
-        )
+    _add_verified(fig, t["verify"])
     fig.update_layout(
         barmode="stack",
         template=TEMPLATE,
@@ -525,6 +568,9 @@ def fig_synthesis_stats(rows: list[dict] | pd.DataFrame) -> go.Figure:
     fig.update_yaxes(title_text="% of rows", range=[0, 100], row=2, col=1)
     fig.update_yaxes(title_text="% verified", range=[0, 115], tickvals=[0, 25, 50, 75, 100], row=2, col=2)
     return fig
+
+
+# ---- process figures: (e) loss curves ------------------------------------------------------------
 
 
 def fig_loss_curves(logs: pd.DataFrame, window: int | None = None) -> go.Figure:
@@ -586,8 +632,7 @@ def fig_loss_curves(logs: pd.DataFrame, window: int | None = None) -> go.Figure:
     return fig
 
 
-# ---------------------------------------------------------------------------------------------
-# (was figure_export.py)
+# ---- saving: PNG/SVG/PDF through kaleido and Chrome, HTML without --------------------------------
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
@@ -656,6 +701,8 @@ def save_figure(
     """
     return _save_many({name: fig}, out_dir, formats)
 
+
+# ---- rebuilding every figure from files ----------------------------------------------------------
 
 FIGURE_NAMES = {
     "a": "fig_pmrr_by_config",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import datetime
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +28,8 @@ from ..core.config import BASE_MODE, MODES, PUBLISHED_RESULTS_PATH, REPO_DIR, gi
 from ..core.errors import DataError
 from ..core.jsonl import read_jsonl
 from ..core.locks import shared_append
+from ..core.run_folder import RunFolder
+from ..synthesis.run import load_synthesis
 
 RESULT_COLUMNS = [
     "run_id",
@@ -240,8 +241,8 @@ def check_results(df: pd.DataFrame, path: str | Path = "<results>") -> pd.DataFr
 
 
 def backbone_of(model: str, runs_dir: str | Path | None = None) -> str:
-    """The backbone a model was fine-tuned from: ``config.base_model`` of ``<model>/ifir_run.json``
-    (or ``<runs_dir>/<folder name>/ifir_run.json`` when the table moved machines); a model
+    """The backbone a model was fine-tuned from: ``config.base_model`` of the run folder ``model``
+    (or ``<runs_dir>/<folder name>`` when the table moved machines; ``RunFolder``); a model
     without one (the untrained base) is its own backbone. ``'runs/ins-dv-s0' -> 'minilm'``.
     A relative folder is looked up from the working directory, then from the checkout, where
     ``make demo`` writes it (a notebook runs in ``notebooks/``).
@@ -252,10 +253,9 @@ def backbone_of(model: str, runs_dir: str | Path | None = None) -> str:
     if runs_dir is not None:
         candidates.append(Path(runs_dir) / Path(str(model)).name)
     for run in candidates:
-        try:
-            return str(json.loads((run / "ifir_run.json").read_text())["config"]["base_model"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+        cfg = RunFolder(run).info().get("config")
+        if isinstance(cfg, dict) and "base_model" in cfg:
+            return str(cfg["base_model"])
     return str(model)
 
 
@@ -295,17 +295,13 @@ def load_published(path: str | Path = PUBLISHED_RESULTS_PATH) -> pd.DataFrame:
 def load_train_logs(runs_dir: str | Path) -> pd.DataFrame:
     """Every ``train_log.jsonl`` under ``runs_dir`` as ``run, mode, rng_seed, model, step, epoch, loss``.
 
-    The mode is ``ifir_run.json``'s ``mode`` (the training set the run used); a log without
-    ``ifir_run.json`` is labelled by its folder name.
+    The mode is the run record's ``mode`` (the training set the run used; ``RunFolder``); a log
+    without a run record is labelled by its folder name.
     """
     rows = []
     for log in sorted(Path(runs_dir).rglob("train_log.jsonl")):
         run_dir = log.parent
-        info = (
-            json.loads((run_dir / "ifir_run.json").read_text())
-            if (run_dir / "ifir_run.json").exists()
-            else {}
-        )
+        info = RunFolder(run_dir).read() if RunFolder(run_dir).is_run() else {}
         cfg = info.get("config") or {}
         for _, r in read_jsonl(log):
             if r.get("loss") is None:
@@ -325,10 +321,8 @@ def load_train_logs(runs_dir: str | Path) -> pd.DataFrame:
 
 
 def load_synthesis_rows(paths: str | Path | Sequence[str | Path]) -> list[dict]:
-    """Rows of one or several synthesis outputs (``synthesize.load_synthesis``: one per key and
+    """Rows of one or several synthesis outputs (``synthesis.run.load_synthesis``: one per key and
     file), so runs of different backends, which share keys, can be compared. Each needs a status."""
-    from ..synthesis.run import load_synthesis
-
     rows = []
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
         for r in load_synthesis(path):

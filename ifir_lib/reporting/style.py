@@ -1,9 +1,9 @@
 """The look shared by every figure: one colour per mode, the plotly template, sizes for a paper.
 
 Okabe-Ito colours (colour-blind safe): hue says Ins vs All, lightness says orig vs DV, so the
-two comparisons the paper makes read at a glance; line plots add one dash per mode for greyscale. Sizes fit a 3.5 in column (504 px = 3.5 in at
-144 px/in, so 1 pt = 2 px and the 20 px base font prints at 10 pt). Not handled here: drawing
-(``figures``), data (``results``).
+two comparisons the paper makes read at a glance; line plots add one dash per mode for
+greyscale. Sizes fit a 3.5 in column (504 px = 3.5 in at 144 px/in, so 1 pt = 2 px and the
+20 px base font prints at 10 pt). Not handled here: drawing (``figures``), data (``results``).
 """
 
 from __future__ import annotations
@@ -175,11 +175,17 @@ def _legend_marker(
     )
 
 
+def _legend_above_titles(fig: go.Figure, top: int) -> None:
+    """The legend at the top of the canvas, over a ``top`` px margin, so it cannot sit on the
+    panel titles (which plotly draws just above each panel); the titles at the base font."""
+    fig.update_annotations(font=dict(size=BASE_FONT))
+    fig.update_layout(legend=dict(yref="container", y=0.995, yanchor="top"), margin=dict(t=top))
+
+
 def _facet_layout(fig: go.Figure, n_cols: int) -> None:
-    """With one column per model, the legend goes to the top of the canvas so it cannot sit on
-    the column titles (which plotly draws just above each panel)."""
+    """With one column per model, the legend goes above the column titles; one panel keeps a
+    narrow top margin."""
     if n_cols > 1:
-        fig.update_annotations(font=dict(size=BASE_FONT))
-        fig.update_layout(legend=dict(yref="container", y=0.995, yanchor="top"), margin=dict(t=95))
+        _legend_above_titles(fig, 95)
     else:
         fig.update_layout(margin=dict(t=40))

@@ -61,6 +61,12 @@ def per_run(results: pd.DataFrame, metric: str, dataset: str | None = None) -> p
     )
 
 
+def _by_backbone_and_mode(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` sorted by backbone, then mode in the paper's order (``mode_order``)."""
+    order = {m: i for i, m in enumerate(mode_order(df["mode"]))}
+    return df.sort_values(["backbone", "mode"], key=lambda c: c.map(order) if c.name == "mode" else c)
+
+
 def summarize(
     results: pd.DataFrame, metric: str, dataset: str | None = None, error: str = "auto"
 ) -> pd.DataFrame:
@@ -97,10 +103,7 @@ def summarize(
             }
         )
     df = pd.DataFrame(out, columns=["backbone", "mode", "mean", "err_minus", "err_plus", "n_runs", "error"])
-    order = {c: i for i, c in enumerate(mode_order(df["mode"]))}
-    return df.sort_values(
-        ["backbone", "mode"], key=lambda s: s.map(order) if s.name == "mode" else s
-    ).reset_index(drop=True)
+    return _by_backbone_and_mode(df).reset_index(drop=True)
 
 
 def headline_table(results: pd.DataFrame, metrics=("p_mrr", "score", "ndcg_at_5")) -> pd.DataFrame:
@@ -120,9 +123,7 @@ def headline_table(results: pd.DataFrame, metrics=("p_mrr", "score", "ndcg_at_5"
     table = parts[0]
     for p in parts[1:]:
         table = table.join(p.drop(columns="n_runs"), how="outer")
-    order = {c: i for i, c in enumerate(mode_order(table.index.get_level_values("mode")))}
-    table = table.rename(columns={"n_runs": "runs"}).reset_index()
-    table = table.sort_values(["backbone", "mode"], key=lambda s: s.map(order) if s.name == "mode" else s)
+    table = _by_backbone_and_mode(table.rename(columns={"n_runs": "runs"}).reset_index())
     return table.set_index(["backbone", "mode"])[[*(m for m in metrics if m in table), "runs"]]
 
 

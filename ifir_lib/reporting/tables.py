@@ -16,6 +16,9 @@ Rules, each visible in the output:
   in LaTeX and Markdown (ties all bold; a block needs two values in the column); CSV is plain.
 Numbers are rounded to ``decimals`` (2, as the paper prints them).
 
+``markdown_table`` (a DataFrame -> GitHub Markdown) is the package's one Markdown table writer:
+``to_markdown`` and the experiment's ``summary.md`` both go through it.
+
 Not handled here: computing metrics (``evaluate``), reading and validating the results file
 (``results``), significance marks (``stats``).
 """
@@ -23,6 +26,7 @@ Not handled here: computing metrics (``evaluate``), reading and validating the r
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -200,6 +204,31 @@ def to_latex(table: Table, caption: str = "", label: str = "tab:results") -> str
     return "\n".join(out) + "\n"
 
 
+def markdown_table(frame: pd.DataFrame, right: Collection[str] = ()) -> str:
+    """A GitHub Markdown table of ``frame``, one line per row, without a trailing newline; the one
+    Markdown writer (``to_markdown``, the experiment's ``summary.md``).
+
+    Floats get 2 decimals, those of a ``p_`` column (p-values) 4; other values are ``str``; a ``|``
+    inside a cell is escaped. Columns named in ``right`` are right-aligned (``---:``), the rest
+    keep the default (``---``). Example: columns ``versus, diff, p_value`` and a row
+    ``(all-dv, 2.0, 0.01)`` -> ``| all-dv | 2.00 | 0.0100 |`` under ``|---|---|---|``.
+    """
+
+    def cell(col: str, v) -> str:
+        if isinstance(v, float):
+            v = f"{v:.4f}" if col.startswith("p_") else f"{v:.2f}"
+        return str(v).replace("|", r"\|")
+
+    columns = [str(c) for c in frame.columns]
+    head = "| " + " | ".join(cell(c, c) for c in columns) + " |"
+    rule = "|" + "|".join("---:" if c in right else "---" for c in columns) + "|"
+    body = [
+        "| " + " | ".join(cell(c, v) for c, v in zip(columns, row)) + " |"
+        for row in frame.itertuples(index=False)
+    ]
+    return "\n".join([head, rule, *body])
+
+
 def to_markdown(table: Table) -> str:
     """A GitHub Markdown table; a block's name heads its first row, best values in bold."""
     cols = table.columns
@@ -208,7 +237,7 @@ def to_markdown(table: Table) -> str:
         + (["runs"] if table.show_runs else [])
         + [f"{COLUMNS[k][0]} {COLUMNS[k][1]}" for k in cols]
     )
-    out = ["| " + " | ".join(head) + " |", "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
+    rows = []
     for block, idx in _blocks(table):
         for n, i in enumerate(idx):
             r = table.rows[i]
@@ -216,8 +245,8 @@ def to_markdown(table: Table) -> str:
             for k in cols:
                 s = table.cell(i, k) or "--"
                 cells.append(f"**{s}**" if (i, k) in table.best else s)
-            out.append("| " + " | ".join(c.replace("|", r"\|") for c in cells) + " |")
-    return "\n".join(out) + "\n"
+            rows.append(cells)
+    return markdown_table(pd.DataFrame(rows, columns=head, dtype=object), right=head[2:]) + "\n"
 
 
 def to_csv(table: Table) -> str:

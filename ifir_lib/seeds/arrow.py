@@ -1,6 +1,6 @@
 """Seeds in Arrow at Promptriever scale: a memory-mapped seed table plus a passages table.
 
-One folder holds (written by ``promptriever_arrow``)::
+One folder holds (written by ``seeds.promptriever``)::
 
     DIR/passages.arrow   id, text                      one row per distinct passage id
     DIR/seeds.arrow      id, query, instruction, instruction_type, domain, reference_reversal,
@@ -10,11 +10,11 @@ One folder holds (written by ``promptriever_arrow``)::
 
 The seed columns hold row numbers into the passages table, so a passage that the source repeats
 (MS MARCO negatives recur across queries) is stored once. ``ArrowSeeds`` reads both files
-memory-mapped (``datasets.Dataset.from_file``) and yields the seed dicts of ``seeds``' schema a
+memory-mapped (``datasets.Dataset.from_file``) and yields the seed dicts of ``seeds.schema`` a
 batch at a time, each batch resolving its passages in one read, without holding every row.
 
-Not handled here: writing the tables (``promptriever_arrow``), the seed schema and its checks
-(``seeds``), training examples (``trainset_arrow``).
+Not handled here: writing the tables (``seeds.promptriever``), the seed schema and its checks
+(``seeds.schema``), training examples (``training.examples_arrow``).
 """
 
 from __future__ import annotations

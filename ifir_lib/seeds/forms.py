@@ -1,7 +1,7 @@
 """Instruction forms: a seed's short instructions and, when it has them, its narratives (docs/method.md §4).
 
 The bundled seeds' instructions are short requests; most also carry TREC-style narratives of the
-instruction, the reference reversal and the wording control (``seeds.NARRATIVE_FIELDS``).
+instruction, the reference reversal and the wording control (``seeds.schema.NARRATIVE_FIELDS``).
 
 - ``forms(seed)``: the ``(I, I')`` pairs a seed has, short first (the held-out score pools them);
 - ``in_form(seed, rev, share, rng_seed)``: the seed and its reversal in the form drawn for it. A
@@ -10,7 +10,7 @@ instruction, the reference reversal and the wording control (``seeds.NARRATIVE_F
   share it. A pair whose reversal is not the seed's reference one (synthesized, template) stays
   short, since no narrative of that reversal exists.
 
-Not handled here: the seed schema (``seeds``), training examples (``trainsets``).
+Not handled here: the seed schema (``seeds.schema``), training examples (``training.trainsets``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seed instances: the schema, loading with precise errors, the bundled set, Promptriever rows.
+"""Seed instances: the schema, loading with precise errors, the bundled set, counterparts.
 
 A seed is one instruction-following training instance (docs/method.md §4)::
 
@@ -13,8 +13,9 @@ A seed is one instruction-following training instance (docs/method.md §4)::
 
 The three narratives come together or not at all (docs/method.md §4: instruction forms).
 
-Not handled here: synthesis output rows (``synthesis_io``), training examples (``trainsets``),
-the evaluation layouts (``corpora``) and checks of the bundled data as a whole (``bundle``).
+Not handled here: Promptriever rows (``seeds.promptriever``), synthesis output rows
+(``synthesis.run``), training examples (``training.trainsets``), the evaluation layouts
+(``evaluation.corpora``) and checks of the bundled data as a whole (``pipelines.bundle``).
 """
 
 from __future__ import annotations
@@ -161,74 +162,3 @@ def counterpart(seed: dict) -> dict:
         "positive": seed["positive"],
         "negatives": list(seed["hard_negatives"]),
     }
-
-
-# --------------------------------------------------------------------------------------------
-# Promptriever (samaya-ai/msmarco-w-instructions) -> seed schema
-
-
-def promptriever_to_seed(row: dict, max_hard_negatives: int = 30) -> dict | None:
-    """Map one Promptriever row to a seed, or ``None`` when it has no instruction negative.
-
-    Promptriever stores ``query`` as query+instruction and ``only_instruction`` separately;
-    ``new_negatives`` are the instruction negatives (docs/method.md §1). Rows without an
-    instruction or without instruction negatives cannot seed a reversal (the paper skips them).
-    """
-    if not row.get("has_instruction") or not row.get("new_negatives") or not row.get("positive_passages"):
-        return None
-
-    def passage(p):
-        title = (p.get("title") or "").strip()
-        return {"id": str(p["docid"]), "text": (title + " " if title else "") + p["text"].strip()}
-
-    query = (row.get("only_query") or row["query"]).strip()
-    return {
-        "id": str(row["query_id"]),
-        "query": query,
-        "instruction": (row.get("only_instruction") or "").strip(),
-        "positive": passage(row["positive_passages"][0]),
-        "instruction_negatives": [passage(p) for p in row["new_negatives"][:3]],
-        "hard_negatives": [passage(p) for p in row.get("negative_passages", [])[:max_hard_negatives]],
-        "instruction_type": "unknown",
-        "domain": "msmarco",
-        "reference_reversal": None,
-    }
-
-
-def load_promptriever(
-    source: str | Path = "samaya-ai/msmarco-w-instructions",
-    split: str = "train",
-    limit: int | None = None,
-    streaming: bool = False,
-    as_dataset: bool = False,
-    out_dir: str | Path | None = None,
-):
-    """Load Promptriever rows as seeds, from a local JSONL/Parquet file or (when asked) the hub.
-
-    A local path is read with ``datasets`` in the same schema; a hub name needs network access
-    (``HF_DATASETS_OFFLINE=1`` makes it fail fast offline). Returns a list of seeds, or with
-    ``as_dataset=True`` an ``arrow_seeds.ArrowSeeds`` written to ``out_dir`` (memory-mapped,
-    passages stored once by id; the path for the full 980k rows). Parquet may then be a folder.
-    """
-    if as_dataset:
-        from .promptriever import promptriever_to_arrow
-
-        if out_dir is None:
-            raise ValueError("as_dataset=True needs out_dir, the folder for the Arrow tables")
-        return promptriever_to_arrow(source, out_dir, split=split, limit=limit)
-    import datasets
-
-    src = Path(source)
-    if src.exists():
-        kind = "parquet" if src.suffix == ".parquet" else "json"
-        ds = datasets.load_dataset(kind, data_files=str(src), split="train", streaming=streaming)
-    else:
-        ds = datasets.load_dataset(str(source), split=split, streaming=streaming)
-    seeds = []
-    for row in ds:
-        s = promptriever_to_seed(row)
-        if s is not None:
-            seeds.append(validate_seed(s, source, None, min_hard_negatives=0))
-            if limit and len(seeds) >= limit:
-                break
-    return seeds

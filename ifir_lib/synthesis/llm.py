@@ -1,13 +1,13 @@
 """One async interface to an LLM, plus what every request needs at scale.
 
-The backends (``llm_backends``: ``openai`` against any OpenAI-compatible server, ``transformers``
+The backends (``backends``: ``openai`` against any OpenAI-compatible server, ``transformers``
 in-process) answer chat messages. ``LLM`` wraps one backend with bounded concurrency, retries
 (exponential backoff with jitter on 429 / 5xx / connection errors / timeouts, honouring
 Retry-After; the openai client's own retries are off so ours are counted), a disk cache keyed by
 sha256(backend, model, messages, decoding params), and counters for requests and tokens.
 
-Not handled here: prompts (``prompts``), parsing (``reversal_checks``) and output rows
-(``synthesize``, ``verify``); the non-LLM baselines (``template_baseline``, the seeds'
+Not handled here: prompts (``prompts``), parsing (``checks``) and output rows
+(``run``, ``verify``); the non-LLM baselines (``template``, the seeds'
 reference); streaming and tool calls; batched generation on the transformers backend (for throughput, serve the model with vLLM and use
 ``openai``). The API key is read from the environment and never stored, cached or logged.
 """

@@ -27,18 +27,21 @@ Not handled here: sending requests (``synthesize``), keys already written by an 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import ConfigError
+from ..core.models import ALIASES, resolve_model
 from ..seeds.schema import load_seeds
-from .prompts import load_template, render_prompt
+from .backends import resolve_chat_model
+from .prompts import PromptTemplate, load_template, render_prompt
 from .run import plan
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text with BPE tokenizers
-ANSWER_WRAP = "<answer><new_instruction>{}</new_instruction></answer>"  # reversal_checks.parse_answer
+ANSWER_WRAP = "<answer><new_instruction>{}</new_instruction></answer>"  # checks.parse_answer
 
 
 def parse_price(text: str) -> tuple[float, float]:
@@ -101,11 +104,6 @@ class TokenCounter:
 
 def _load_tokenizer(name: str):
     """``(tokenizer, None)`` from local files, or ``(None, why)``; never touches the network."""
-    import logging
-
-    from ..core.models import ALIASES, resolve_model
-    from .backends import resolve_chat_model
-
     try:
         from transformers import AutoTokenizer
     except ImportError:
@@ -283,55 +281,20 @@ def price_synthesis(
     Example: 2 seeds whose prompts tokenize to 4 and 5 tokens, ``output_tokens=10``,
     ``price=(1, 2)`` -> 9 input tokens, 20 output, cost (9 x 1 + 20 x 2) / 1e6 USD.
     """
-    for flag, v in (("--output-tokens", output_tokens), ("--requests-per-s", requests_per_s)):
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise ConfigError(f"{flag} must be a positive number, got {v}")
-    if tokens_per_s is not None and not (math.isfinite(tokens_per_s) and tokens_per_s > 0):
-        raise ConfigError(f"--tokens-per-s must be a positive number, got {tokens_per_s}")
+    _check_rates(output_tokens, requests_per_s, tokens_per_s)
     seed_rows = (
         load_seeds(seeds, limit=cfg.limit, stage="synthesis")
         if isinstance(seeds, (str, Path))
         else list(seeds)[: cfg.limit]
     )
-    mode = "reference" if cfg.backend == "reference" else cfg.negative
-    items = plan(seed_rows, mode, cfg.rng_seed, cfg.shard)
+    items = plan(seed_rows, cfg.negative_policy(), cfg.rng_seed, cfg.shard)
     tmpl = load_template(cfg.template)
     counter = TokenCounter(tokenizer or cfg.model)
-
-    total, longest, first_two = 0, 0, []
-    for _, seed, j in items:
-        prompt = render_prompt(seed, j, tmpl)
-        n = counter.prompt(prompt)
-        total, longest = total + n, max(longest, n)
-        if len(first_two) < 2:
-            first_two.append(prompt)
-    prefix = os.path.commonprefix(first_two) if len(first_two) == 2 else ""
-    prefix_tokens = counter.text(prefix) if prefix else 0
-
-    # the reference reversals of the planned seeds, as the model would write the answer
-    answers = [counter.text(ANSWER_WRAP.format(s["reference_reversal"])) for _, s, _ in items if _ref(s)]
+    total, longest, prefix_tokens = _count_prompts(items, tmpl, counter)
+    answers = _answer_tokens(items, counter)
     answer_mean = sum(answers) / len(answers) if answers else None
-    if output_tokens is not None:
-        expected, source = float(output_tokens), f"{output_tokens:g} tokens per request (--output-tokens)"
-    elif answer_mean is not None:
-        expected = answer_mean
-        source = (
-            f"lower bound: answer only, the mean of {len(answers)} reference reversals in the answer "
-            "tags; the prompt asks for reasoning first, so pass --output-tokens from a pilot run"
-        )
-    else:
-        expected, source = None, "unknown: the seeds have no reference reversals; pass --output-tokens"
-
-    if price is not None:
-        price_source = f"${price[0]:g} / ${price[1]:g} per 1M input / output tokens (--price)"
-    elif cfg.price() is not None:
-        price = tuple(cfg.price())
-        price_source = (
-            f"${price[0]:g} / ${price[1]:g} per 1M input / output tokens "
-            f"(built-in estimate for {cfg.model}; override with --price)"
-        )
-    else:
-        price_source = f"none for {cfg.model!r}: pass --price IN,OUT for a cost"
+    expected, source = _expected_output(output_tokens, answer_mean, len(answers))
+    price, price_source = _price(cfg, price)
     note = ""
     if cfg.backend in ("template", "reference"):
         note = f"backend {cfg.backend!r} sends no request; the figures are what an LLM backend would need"
@@ -358,6 +321,61 @@ def price_synthesis(
         tokens_per_s=tokens_per_s,
         note=note,
     )
+
+
+def _check_rates(output_tokens: float | None, requests_per_s: float | None, tokens_per_s: float | None):
+    """``ConfigError`` unless each figure given is a positive finite number."""
+    for flag, v in (("--output-tokens", output_tokens), ("--requests-per-s", requests_per_s)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise ConfigError(f"{flag} must be a positive number, got {v}")
+    if tokens_per_s is not None and not (math.isfinite(tokens_per_s) and tokens_per_s > 0):
+        raise ConfigError(f"--tokens-per-s must be a positive number, got {tokens_per_s}")
+
+
+def _count_prompts(items, tmpl: PromptTemplate, counter: TokenCounter) -> tuple[int, int, int]:
+    """``(total, longest, shared prefix)`` input tokens of the planned requests' prompts; the shared
+    prefix is what the first two prompts have in common (0 with fewer than two)."""
+    total, longest, first_two = 0, 0, []
+    for _, seed, j in items:
+        prompt = render_prompt(seed, j, tmpl)
+        n = counter.prompt(prompt)
+        total, longest = total + n, max(longest, n)
+        if len(first_two) < 2:
+            first_two.append(prompt)
+    prefix = os.path.commonprefix(first_two) if len(first_two) == 2 else ""
+    return total, longest, counter.text(prefix) if prefix else 0
+
+
+def _answer_tokens(items, counter: TokenCounter) -> list[int]:
+    """Tokens of the planned seeds' reference reversals, as the model would write the answer."""
+    return [counter.text(ANSWER_WRAP.format(s["reference_reversal"])) for _, s, _ in items if _ref(s)]
+
+
+def _expected_output(
+    output_tokens: float | None, answer_mean: float | None, n_answers: int
+) -> tuple[float | None, str]:
+    """``(expected output tokens per request, where the figure comes from)``."""
+    if output_tokens is not None:
+        return float(output_tokens), f"{output_tokens:g} tokens per request (--output-tokens)"
+    if answer_mean is not None:
+        return answer_mean, (
+            f"lower bound: answer only, the mean of {n_answers} reference reversals in the answer "
+            "tags; the prompt asks for reasoning first, so pass --output-tokens from a pilot run"
+        )
+    return None, "unknown: the seeds have no reference reversals; pass --output-tokens"
+
+
+def _price(cfg, price: tuple[float, float] | None) -> tuple[tuple[float, float] | None, str]:
+    """``(USD per 1M input and output tokens, where it comes from)``: ``price``, else the built-in table."""
+    if price is not None:
+        return price, f"${price[0]:g} / ${price[1]:g} per 1M input / output tokens (--price)"
+    if cfg.price() is not None:
+        price = tuple(cfg.price())
+        return price, (
+            f"${price[0]:g} / ${price[1]:g} per 1M input / output tokens "
+            f"(built-in estimate for {cfg.model}; override with --price)"
+        )
+    return None, f"none for {cfg.model!r}: pass --price IN,OUT for a cost"
 
 
 def _ref(seed: dict) -> bool:

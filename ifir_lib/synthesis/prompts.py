@@ -3,7 +3,7 @@
 A template is a Jinja file in ``ifir_lib/templates`` (or any path) whose header declares
 ``template: <name>; version: <v>``; rows record ``<v>+<sha of the text>``, so a silent edit of
 the prompt shows up in every row it produced. Not handled here: sending the prompt (``llm``),
-parsing the answer (``reversal_checks``).
+parsing the answer (``checks``).
 """
 
 from __future__ import annotations

@@ -6,38 +6,50 @@ is not. Backends: ``openai`` and ``transformers`` (an LLM prompted with the Appe
 ``templates/reversal_prompt.j2``), ``template`` (a deterministic negation of I: an honest, naive
 baseline) and ``reference`` (the seed's bundled ``reference_reversal``).
 
-The run is resumable and shardable: rows are appended to a JSONL file as they arrive (a row that
-cost a request is flushed at once and fsync'd right after, off the event loop); a restart
-repairs a line cut by a kill, skips the keys already written, and retries rows that failed; LLM
-answers are cached on disk, so a rerun sends no request. One row per key::
+The module, in reading order:
 
-    {"key": "<seed_id>" | "<seed_id>#<neg_index>", "seed_id", "negative_index", "negative_id",
-     "backend", "model", "status": "accepted"|"declined"|"rejected"|"failed", "reason",
-     "reversal", "reasoning", "raw", "template", "template_version",
-     "usage": {"prompt_tokens", "completion_tokens"}, "cost_usd", "instruction_type",
-     "attempts", "cached", "elapsed_s"}
+- **config and presets**: ``SynthesisConfig`` (its defaults are the paper-scale run) and
+  ``SYNTHESIS_PRESETS`` (``paper``, ``cpu``, ``smoke``); ``build_llm`` makes the client it describes.
+- **the plan**: which negatives become N* (the *negative policy*: ``first``, ``random``, ``all``,
+  or ``reference``, the seed's own), each row's key, and this shard's share of the seeds:
+  ``iter_plan`` yields ``(key, seed, negative_index)`` items.
+- **the run**: ``synthesize`` locks the output, makes it a resume point, skips the keys already
+  done and runs the loop over the rest, returning a ``SynthesisSummary``.
+- **rows**: one row per key, from an LLM answer or a baseline (the schema below).
+- **the loop**: ``run_items`` drives the LLM (bounded concurrency, one task per request) or a
+  baseline and appends each row as it arrives, counting statuses, tokens and cost.
+- **reading and resuming**: ``iter_synthesis`` is the one reader of the file format (one row per
+  key, the first; ``load_synthesis`` is the same as a list); ``prepare_output`` repairs a file
+  before a run appends to it.
+- **merging shards**: ``merge_shards`` joins shard files into one, one row per key.
 
-Not handled here: the prompt (``prompts``); HTTP, retries and the cache (``llm``); parsing and
-checks (``reversal_checks``); the template baseline (``template_baseline``); keys, shards, resume
-and merge (``synthesis_io``); the retriever and LLM-judge checks (``verify``); turning rows into
-training examples (``trainsets``). Validation is a filter for broken outputs, not a proof that a
-reversal is correct (the paper applied no filter).
+Reads the seeds (a JSONL path, validated in full before any request; rows; or ``ArrowSeeds``,
+streamed from disk), the prompt template and the LLM response cache. For an output ``out`` it
+writes:
 
-Synthesis output files: which keys a run plans, resume, read, and merge shards.
+- ``out``, appended to: one JSON row per key, ``"<seed_id>"``, or ``"<seed_id>#<neg_index>"``
+  when every negative becomes N* in turn (``negative='all'``)::
 
-One row per *key*: ``"<seed_id>"``, or ``"<seed_id>#<negative_index>"`` when every negative
-becomes N* in turn. A run appends rows; a restart (``prepare_output``) repairs a line cut by a
-kill, drops duplicates and failed rows, and returns the keys already done. Shards split seeds by
-a stable hash of their id, and ``merge_shards`` joins their files. Not handled here: producing
-rows (``synthesize``), locking the file against a second writer.
+    {"key", "seed_id", "negative_index", "negative_id", "backend", "model",
+     "status": "accepted"|"declined"|"rejected"|"failed", "reason", "reversal", "reasoning",
+     "raw", "template", "template_version", "usage": {"prompt_tokens", "completion_tokens"},
+     "cost_usd", "instruction_type", "attempts", "cached", "elapsed_s"}
 
-The synthesis loop: plan items -> rows appended to the output file, with counts.
+- ``<out stem>.config.json``: the ``SynthesisConfig`` (``to_dict``), the template's name and
+  version, and where the seeds came from;
+- ``<out>.lock``, held while a run writes ``out``: a second writer fails at once (``core.locks``);
+- the LLM response cache (``<cache dir>/llm``), one answer per model, prompt and decoding.
 
-``run_items`` drives the LLM (bounded concurrency, one task per request) or a baseline, writes
-each row as it arrives (a row that cost a request is flushed at once and fsync'd soon after, off
-the event loop) and fills a ``SynthesisSummary``. The row schema is in ``synthesize``'s
-docstring. Not handled here: settings and resuming (``synthesize``), the file layout
-(``synthesis_io``), requests (``llm``).
+The run is resumable and shardable: a row that cost a request is flushed at once and fsync'd
+right after, off the event loop; a restart repairs a line cut by a kill, drops duplicate keys
+and (``retry_failed``) failed rows, skips the keys already written and tries the rest; cached
+answers make a rerun send no request. Shards split the seeds by a stable hash of their id.
+
+Not handled here: the prompt (``prompts``); HTTP, retries and the cache (``llm``, ``backends``);
+parsing and checks (``checks``); the template baseline (``template``); the dry run and its price
+(``pricing``); the retriever and LLM-judge checks (``verify``); turning rows into training
+examples (``training.trainsets``). Validation is a filter for broken outputs, not a proof that
+a reversal is correct (the paper applied no filter).
 """
 
 from __future__ import annotations
@@ -53,25 +65,32 @@ import os
 import random
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import config as _config
 from ..core.errors import BackendError, ConfigError, DataError, RequestFailed
-from ..core.jsonl import JsonlStream, atomic_write_rows, atomic_write_text, dumps, read_rows
+from ..core.jsonl import atomic_write_text, dumps, ends_cut, read_jsonl, write_jsonl
 from ..core.locks import exclusive
+from ..core.progress import progress
 from ..seeds.schema import load_seeds
+from .backends import OpenAIBackend, TransformersBackend
 from .checks import Parsed, parse_and_validate
 from .llm import LLM, ResponseCache, run_sync
 from .prompts import DEFAULT_TEMPLATE, PromptTemplate, load_template, render_prompt
 from .template import TEMPLATE_BASELINE_VERSION, template_reversal
 
-# ---------------------------------------------------------------------------------------------
-# (was synthesize.py)
-
 log = logging.getLogger(__name__)
 
 BACKENDS = ("openai", "transformers", "template", "reference")
+# Which instruction negatives become N* (``SynthesisConfig.negative``, ``--negative``). A fourth
+# policy, "reference", is the seed's own ``reference_negative_index``: backend ``reference`` uses
+# it, for the bundled reference reversals.
+NEGATIVE_POLICIES = ("first", "random", "all")
+STATUSES = ("accepted", "declined", "rejected", "failed")
+
+# ---- config and presets ----------------------------------------------------------------------
 
 # USD per 1M tokens (input, output). Estimates from public price lists in 2025-26; override per
 # run (``SynthesisConfig(prices=...)`` or ``--price``). Local models cost 0.
@@ -84,9 +103,19 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "smollm2": (0.0, 0.0),
 }
 
-
+# The project's one preset set (``core.config.PRESET_NAMES``), in its order; the CLI offers these keys.
 SYNTHESIS_PRESETS = {
     "paper": {},
+    # A machine with 2 cores and no GPU cannot run the generator itself. SmolLM2-135M in-process
+    # (what smoke runs) took ~6.5 s a seed on such a machine at smoke's 64 tokens, ~2 h for the
+    # 1,123 bundled seeds, and each answer of a 5-seed trial was cut before its <answer> tag
+    # (rejected); with room for the reasoning it would take several times longer. So cpu
+    # is the paper run (same model, prompt and decoding: its rows and cache entries are paper's)
+    # sent to an endpoint elsewhere or to a local CPU server (Ollama, llama.cpp), which decodes a
+    # handful of sequences at a time. 64 requests in flight would wait there past the 120 s
+    # timeout and be sent again from scratch (``llm`` retries timeouts) until they fail; 4 keep
+    # it busy, and a request may take minutes. The client needs little CPU per row either way.
+    "cpu": dict(concurrency=4, timeout_s=600.0),
     "smoke": dict(
         backend="transformers",
         model="smollm2",
@@ -120,7 +149,7 @@ class SynthesisConfig:
     max_retries: int = 6
     backoff_base_s: float = 1.0
     backoff_max_s: float = 60.0
-    negative: str = "first"  # which negative is N*: first | random | all
+    negative: str = "first"  # the negative policy: which negative is N* (first | random | all)
     rng_seed: int = 0  # for negative="random"
     shard: str | None = None  # "i/n"
     limit: int | None = None  # first N seeds (before sharding)
@@ -139,9 +168,9 @@ class SynthesisConfig:
     def __post_init__(self):
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r}; choose from {', '.join(BACKENDS)}")
-        if self.negative not in NEGATIVE_MODES:
+        if self.negative not in NEGATIVE_POLICIES:
             raise ConfigError(
-                f"unknown negative mode {self.negative!r}; choose from {', '.join(NEGATIVE_MODES)}"
+                f"unknown negative policy {self.negative!r}; choose from {', '.join(NEGATIVE_POLICIES)}"
             )
         if self.backend == "reference" and self.negative != "first":
             raise ConfigError(
@@ -157,15 +186,21 @@ class SynthesisConfig:
                 raise ConfigError(str(e)) from None
 
     @classmethod
-    def preset(cls, name: str = "paper", **overrides) -> SynthesisConfig:
-        """``paper`` (the defaults) or ``smoke``: SmolLM2-135M in-process, 2 seeds, short answers,
-        under a minute on a laptop CPU (most of it reading the GGUF file)."""
-        if name not in SYNTHESIS_PRESETS:
-            raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(SYNTHESIS_PRESETS)}")
+    def preset(cls, name: str | None = None, **overrides) -> SynthesisConfig:
+        """``paper`` (the defaults), ``cpu`` (the paper run from a 2-core machine without a GPU: 4
+        requests in flight, up to 10 minutes each; see ``SYNTHESIS_PRESETS``) or ``smoke``
+        (SmolLM2-135M in-process, 2 seeds, short answers, under a minute on a laptop CPU, most of
+        it reading the GGUF file); None: ``core.config.default_preset()``. ``overrides`` replace
+        fields: ``preset('smoke', limit=4)``."""
+        name = _config.check_preset(name or _config.default_preset(), "synthesis")
         return cls(**{**SYNTHESIS_PRESETS[name], **overrides})
 
     def replace(self, **changes) -> SynthesisConfig:
         return dataclasses.replace(self, **changes)
+
+    def negative_policy(self) -> str:
+        """The policy the plan uses: ``negative``, or ``'reference'`` (the seed's own) for backend ``reference``."""
+        return "reference" if self.backend == "reference" else self.negative
 
     def decoding(self) -> dict:
         """What goes into each request (and into the cache key)."""
@@ -185,8 +220,6 @@ class SynthesisConfig:
 
 def build_llm(cfg: SynthesisConfig) -> LLM:
     """The ``LLM`` (backend + retries + cache) that ``cfg`` describes; openai/transformers only."""
-    from .backends import OpenAIBackend, TransformersBackend
-
     if cfg.backend == "openai":
         backend = OpenAIBackend(cfg.model, cfg.base_url, cfg.api_key_env, cfg.timeout_s)
     elif cfg.backend == "transformers":
@@ -203,6 +236,66 @@ def build_llm(cfg: SynthesisConfig) -> LLM:
         backoff_max_s=cfg.backoff_max_s,
         cache=cache,
     )
+
+
+# ---- the plan: which negatives, keys, shards ---------------------------------------------------
+
+
+def choose_negatives(seed: dict, negative: str = "first", rng_seed: int = 0) -> list[int]:
+    """Indices of the negatives that become N* under the policy ``negative``: ``first -> [0]``,
+    ``all -> [0..k-1]``, ``random -> [j]``, ``reference -> [seed["reference_negative_index"]]``.
+
+    ``random`` draws from ``Random(f"{rng_seed}:{seed_id}")``, so the choice depends on the seed
+    alone, not on file order, ``--limit`` or sharding.
+    """
+    k = len(seed["instruction_negatives"])
+    if negative == "reference":
+        return [int(seed.get("reference_negative_index") or 0)]
+    if negative == "first":
+        return [0]
+    if negative == "all":
+        return list(range(k))
+    if negative == "random":
+        return [random.Random(f"{rng_seed}:{seed['id']}").randrange(k)]
+    raise ValueError(f"unknown negative policy {negative!r}")
+
+
+def row_key(seed_id: str, negative_index: int, negative: str) -> str:
+    """``"s1"`` for one reversal per seed; ``"s1#2"`` under ``negative='all'``."""
+    return f"{seed_id}#{negative_index}" if negative == "all" else seed_id
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    """``"1/4" -> (1, 4)``; raise ValueError unless ``0 <= i < n``."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(shard))
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        raise ValueError(f"--shard expects i/n with 0 <= i < n, got {shard!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_of(seed_id: str, num_shards: int) -> int:
+    """Stable across machines and Python runs (unlike ``hash()``): sha256 of the id, mod n."""
+    return int(hashlib.sha256(seed_id.encode("utf-8")).hexdigest()[:16], 16) % num_shards
+
+
+def iter_plan(seeds, negative: str = "first", rng_seed: int = 0, shard: str | None = None):
+    """``(key, seed, negative_index)`` for this shard, in seed order, one at a time: ``seeds`` may
+    be any iterable of seed dicts (``seeds.arrow.ArrowSeeds`` streams them from disk)."""
+    i, n = parse_shard(shard) if shard else (0, 1)
+    for s in seeds:
+        if n == 1 or shard_of(s["id"], n) == i:
+            for j in choose_negatives(s, negative, rng_seed):
+                yield row_key(s["id"], j, negative), s, j
+
+
+def plan(
+    seeds: list[dict], negative: str = "first", rng_seed: int = 0, shard: str | None = None
+) -> list[tuple[str, dict, int]]:
+    """``[(key, seed, negative_index), ...]`` for this shard, in seed order."""
+    return list(iter_plan(seeds, negative, rng_seed, shard))
+
+
+# ---- the run: synthesize() --------------------------------------------------------------------
 
 
 def synthesize(
@@ -236,7 +329,7 @@ def synthesize(
     tmpl = load_template(cfg.template)
     out = Path(out)
     items = (plan if isinstance(seed_rows, list) else iter_plan)(
-        seed_rows, "reference" if cfg.backend == "reference" else cfg.negative, cfg.rng_seed, cfg.shard
+        seed_rows, cfg.negative_policy(), cfg.rng_seed, cfg.shard
     )
     with exclusive(out, "synthesis output"):  # a second writer fails here, before reading anything
         return _synthesize_locked(seeds, seed_rows, items, out, cfg, tmpl, t0)
@@ -307,207 +400,6 @@ def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float)
     return summary
 
 
-# ---------------------------------------------------------------------------------------------
-# (was synthesis_io.py)
-
-
-# Which instruction negative becomes N*. "reference" is the seed's own ``reference_negative_index``
-# (the bundled reference reversals); the others are for LLM backends.
-NEGATIVE_MODES = ("first", "random", "all")
-
-
-def choose_negatives(seed: dict, mode: str = "first", rng_seed: int = 0) -> list[int]:
-    """Indices of the negatives that become N*: ``first -> [0]``, ``all -> [0..k-1]``, ``random -> [j]``,
-    ``reference -> [seed["reference_negative_index"]]``.
-
-    ``random`` draws from ``Random(f"{rng_seed}:{seed_id}")``, so the choice depends on the seed
-    alone, not on file order, ``--limit`` or sharding.
-    """
-    k = len(seed["instruction_negatives"])
-    if mode == "reference":
-        return [int(seed.get("reference_negative_index") or 0)]
-    if mode == "first":
-        return [0]
-    if mode == "all":
-        return list(range(k))
-    if mode == "random":
-        return [random.Random(f"{rng_seed}:{seed['id']}").randrange(k)]
-    raise ValueError(f"unknown negative mode {mode!r}")
-
-
-def row_key(seed_id: str, negative_index: int, mode: str) -> str:
-    """``"s1"`` for one reversal per seed; ``"s1#2"`` under ``negative='all'``."""
-    return f"{seed_id}#{negative_index}" if mode == "all" else seed_id
-
-
-def parse_shard(shard: str) -> tuple[int, int]:
-    """``"1/4" -> (1, 4)``; raise ValueError unless ``0 <= i < n``."""
-    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(shard))
-    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
-        raise ValueError(f"--shard expects i/n with 0 <= i < n, got {shard!r}")
-    return int(m.group(1)), int(m.group(2))
-
-
-def shard_of(seed_id: str, num_shards: int) -> int:
-    """Stable across machines and Python runs (unlike ``hash()``): sha256 of the id, mod n."""
-    return int(hashlib.sha256(seed_id.encode("utf-8")).hexdigest()[:16], 16) % num_shards
-
-
-def iter_plan(seeds, mode: str = "first", rng_seed: int = 0, shard: str | None = None):
-    """``(key, seed, negative_index)`` for this shard, in seed order, one at a time: ``seeds`` may
-    be any iterable of seed dicts (``arrow_seeds.ArrowSeeds`` streams them from disk)."""
-    i, n = parse_shard(shard) if shard else (0, 1)
-    for s in seeds:
-        if n == 1 or shard_of(s["id"], n) == i:
-            for j in choose_negatives(s, mode, rng_seed):
-                yield row_key(s["id"], j, mode), s, j
-
-
-def plan(
-    seeds: list[dict], mode: str = "first", rng_seed: int = 0, shard: str | None = None
-) -> list[tuple[str, dict, int]]:
-    """``[(key, seed, negative_index), ...]`` for this shard, in seed order."""
-    return list(iter_plan(seeds, mode, rng_seed, shard))
-
-
-def _read_rows(path: Path) -> tuple[list[dict], bool]:
-    """Rows of an output file, and whether it needs repair (its last line lacks a newline)."""
-    rows, cut = read_rows(path)
-    for n, row in rows:
-        if "key" not in row:
-            raise DataError(path, n, "missing", "key")
-    return [r for _, r in rows], cut
-
-
-def load_synthesis(path: str | Path) -> list[dict]:
-    """Rows of a synthesis output, one per key (first kept), ignoring a cut last line.
-
-    Read-only: the file is not repaired (``synthesize`` does that when it resumes).
-    """
-    rows, _ = _read_rows(Path(path))
-    seen, out = set(), []
-    for r in rows:
-        if r["key"] not in seen:
-            seen.add(r["key"])
-            out.append(r)
-    return out
-
-
-def prepare_output(path: Path, retry_failed: bool) -> set[str]:
-    """Make ``path`` a clean resume point; return the keys already done.
-
-    Drops a cut last line, duplicate keys and (with ``retry_failed``) failed rows, rewriting the
-    file atomically only when something changed, so a kill during this step loses nothing. The
-    file is read line by line (twice when it is rewritten): only the keys are held.
-    """
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return set()
-    stream = JsonlStream(path)
-
-    def kept(done: set[str]):
-        for n, r in stream:
-            if "key" not in r:
-                raise DataError(path, n, "missing", "key")
-            if r["key"] in done or (retry_failed and r.get("status") == "failed"):
-                continue
-            done.add(r["key"])
-            yield r
-
-    done, n_kept = set(), 0
-    for _ in kept(done):
-        n_kept += 1
-    if stream.cut or n_kept != stream.rows:
-        log.info(
-            "%s: rewriting (%d rows kept of %d, cut last line: %s)", path, n_kept, stream.rows, stream.cut
-        )
-        atomic_write_rows(path, kept(set()))
-    return done
-
-
-@dataclass
-class MergeSummary:
-    out: str
-    rows: int
-    duplicates: int
-    conflicts: int
-    missing: list[str]
-    failed: int
-    unexpected: int
-
-    @property
-    def complete(self) -> bool:
-        return not self.missing and not self.failed
-
-
-def merge_shards(
-    paths: list[str | Path],
-    out: str | Path,
-    seeds: list[dict] | str | Path | None = None,
-    negative: str | None = None,
-    rng_seed: int = 0,
-    on_conflict: str = "keep-first",
-) -> MergeSummary:
-    """Join shard outputs into ``out`` (written atomically), one row per key.
-
-    Duplicates keep the first non-failed row; two different accepted reversals for one key are
-    counted as ``conflicts``. With ``seeds``, completeness is checked against the keys the
-    seeds imply (``negative`` defaults to ``all`` when keys carry ``#``, else ``first``).
-    ``on_conflict='error'`` raises ``DataError`` naming the key and both files, before writing.
-    """
-    best: dict[str, dict] = {}
-    origin: dict[str, str] = {}
-    dups = conflicts = 0
-    for p in paths:
-        for r in load_synthesis(p):
-            k = r["key"]
-            if k not in best:
-                best[k], origin[k] = r, str(p)
-                continue
-            dups += 1
-            old = best[k]
-            if old.get("status") == "failed" and r.get("status") != "failed":
-                best[k] = r
-            elif old.get("status") == r.get("status") == "accepted" and old.get("reversal") != r.get(
-                "reversal"
-            ):
-                conflicts += 1
-                if on_conflict == "error":
-                    raise DataError(
-                        p,
-                        None,
-                        f"key {k!r} has another accepted reversal in {origin[k]}; nothing was written",
-                        "reversal",
-                    )
-    missing, unexpected, order = [], 0, sorted(best)
-    if seeds is not None:
-        seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
-        mode = negative or ("all" if any("#" in k for k in best) else "reference")
-        expected = [k for k, _, _ in iter_plan(seeds, mode, rng_seed)]  # keys only, seeds streamed
-        missing = [k for k in expected if k not in best]
-        exp = set(expected)
-        unexpected = sum(1 for k in best if k not in exp)
-        order = [k for k in expected if k in best] + sorted(k for k in best if k not in exp)
-    rows = [best[k] for k in order]
-    atomic_write_text(Path(out), "".join(dumps(r) for r in rows))
-    return MergeSummary(
-        str(out),
-        len(rows),
-        dups,
-        conflicts,
-        missing,
-        sum(1 for r in rows if r.get("status") == "failed"),
-        unexpected,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# (was synthesis_run.py)
-
-# ``cfg`` below is a ``synthesize.SynthesisConfig``, read by attribute only (that module imports this one)
-STATUSES = ("accepted", "declined", "rejected", "failed")
-
-
 @dataclass
 class SynthesisSummary:
     """What one ``synthesize`` call did. Costs and tokens count only requests sent in this run."""
@@ -563,15 +455,15 @@ class SynthesisSummary:
         return "\n".join(lines)
 
 
+# ---- rows ---------------------------------------------------------------------------------------
+# ``cfg`` below is a ``SynthesisConfig``, read by attribute only.
+
+
 def cost_usd(prompt_tokens: int, completion_tokens: int, price: tuple[float, float] | None) -> float:
     """``cost_usd(1_000_000, 500_000, (0.15, 1.5)) -> 0.15 + 0.75 = 0.9``."""
     if not price:
         return 0.0
     return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
-
-
-def _reason_class(reason: str | None) -> str:
-    return (reason or "").split(":")[0].split(" after ")[0].split(" (")[0]
 
 
 def row_identity(cfg, tmpl: PromptTemplate) -> tuple[str, str, str]:
@@ -642,6 +534,17 @@ def _baseline_row(key: str, seed: dict, j: int, cfg, tmpl: PromptTemplate) -> di
     return _row(key, seed, j, cfg, tmpl, parsed, raw, t0=t0)
 
 
+def _cached_row(
+    key: str, seed: dict, j: int, messages: list[dict], cfg, tmpl: PromptTemplate, llm: LLM
+) -> dict | None:
+    """The row for an answer already in the response cache (no request, no slot); None on a miss."""
+    t0 = time.monotonic()
+    hit = llm.lookup(messages)
+    if hit is None:
+        return None
+    return _row(key, seed, j, cfg, tmpl, parse_and_validate(hit.text, seed, cfg), hit.text, hit, t0=t0)
+
+
 async def _llm_row(
     key: str, seed: dict, j: int, messages: list[dict], cfg, tmpl: PromptTemplate, llm: LLM
 ) -> dict:
@@ -653,6 +556,148 @@ async def _llm_row(
             key, seed, j, cfg, tmpl, Parsed("failed", None, None, e.reason), None, attempts=e.attempts, t0=t0
         )
     return _row(key, seed, j, cfg, tmpl, parse_and_validate(c.text, seed, cfg), c.text, c, t0=t0)
+
+
+# ---- the loop: items -> rows appended to the output -----------------------------------------
+
+
+async def run_items(
+    items, cfg, out: Path, tmpl: PromptTemplate, llm: LLM | None, summary: SynthesisSummary
+) -> None:
+    """Append one row per ``(key, seed, negative_index)`` item to ``out``, filling ``summary``'s
+    row counts, cost and reasons.
+
+    A baseline (``llm`` None) or a cached answer is written at once; any other item becomes a
+    request task, at most ``cfg.concurrency`` alive. A ``BackendError`` cancels the requests in
+    flight and is raised; the rows written so far stay.
+    """
+    bar = progress(
+        total=len(items) if hasattr(items, "__len__") else None,
+        desc=f"synthesize [{cfg.backend}]",
+        unit="row",
+        disable=not cfg.progress,
+        delay=0,
+        dynamic_ncols=True,
+        leave=True,
+    )
+    with out.open("a", encoding="utf-8") as fh:
+        sink = _RowSink(fh, cfg, bar, summary)
+        requests = _Requests(cfg, tmpl, llm, sink)
+        try:
+            for n, (key, seed, j) in enumerate(items):
+                if requests.fatal:
+                    break
+                if llm is None:
+                    sink.write(_baseline_row(key, seed, j, cfg, tmpl))
+                    continue
+                messages = [{"role": "user", "content": render_prompt(seed, j, tmpl)}]
+                row = _cached_row(key, seed, j, messages, cfg, tmpl, llm)
+                if row is not None:
+                    sink.write(row)
+                    if n % 256 == 0:
+                        await asyncio.sleep(0)  # let in-flight requests progress
+                    continue
+                if not await requests.start(key, seed, j, messages):
+                    break
+            await requests.finish()
+        finally:
+            await sink.close()
+
+
+class _RowSink:
+    """Appends rows to the open output file and counts them: statuses, cache hits, reasons, cost,
+    the progress bar. ``close`` flushes, waits for the last fsync and fills the summary."""
+
+    def __init__(self, fh, cfg, bar, summary: SynthesisSummary):
+        self.fh, self.bar, self.summary = fh, bar, summary
+        self.sync = _GroupSync(fh.fileno()) if cfg.fsync else None
+        self.counts = collections.Counter()
+        self.rejects, self.fails = collections.Counter(), collections.Counter()
+        self.last_postfix, self.last_flush = 0.0, time.monotonic()
+
+    def write(self, row: dict) -> None:
+        self.fh.write(dumps(row))
+        # A row that cost a request is flushed at once (in the OS: survives a kill of this
+        # process) and fsync'd soon after (survives a power cut). Rows replayed from the
+        # cache or a baseline are free to redo, so they ride along with the next flush.
+        if row["attempts"] > 0 or time.monotonic() - self.last_flush > 0.5:
+            self.fh.flush()
+            self.last_flush = time.monotonic()
+            if self.sync is not None and row["attempts"] > 0:
+                self.sync.request()
+        self._count(row)
+
+    def _count(self, row: dict) -> None:
+        self.counts[row["status"]] += 1
+        self.counts["cached"] += row["cached"]
+        if row["status"] == "rejected":
+            self.rejects[_reason_class(row["reason"])] += 1
+        elif row["status"] == "failed":
+            self.fails[_reason_class(row["reason"])] += 1
+        if not row["cached"]:
+            self.summary.cost_usd += row["cost_usd"]
+        if not self.bar.disable:
+            self.bar.update(1)
+            now = time.monotonic()
+            if now - self.last_postfix > 0.2:  # formatting the counts per row would cost more than the row
+                self.last_postfix = now
+                _show_counts(self.bar, self.counts)
+
+    async def close(self) -> None:
+        self.fh.flush()
+        if self.sync is not None:
+            await self.sync.drain()
+        _show_counts(self.bar, self.counts)
+        self.bar.close()
+        s, counts = self.summary, self.counts
+        s.written = sum(counts[st] for st in STATUSES)
+        for st in STATUSES:
+            setattr(s, st, counts[st])
+        s.cached = counts["cached"]
+        s.reject_reasons, s.fail_reasons = dict(self.rejects), dict(self.fails)
+
+
+class _Requests:
+    """The LLM requests in flight, one task each and at most ``cfg.concurrency`` alive (a slot
+    bounds the tasks, not just the requests). The first ``BackendError`` (the run cannot go on)
+    lands in ``fatal`` and cancels the other tasks."""
+
+    def __init__(self, cfg, tmpl: PromptTemplate, llm: LLM | None, sink: _RowSink):
+        self.cfg, self.tmpl, self.llm, self.sink = cfg, tmpl, llm, sink
+        self.slots = asyncio.Semaphore(cfg.concurrency)
+        self.tasks: set[asyncio.Task] = set()
+        self.fatal: list[BackendError] = []
+
+    async def start(self, key: str, seed: dict, j: int, messages: list[dict]) -> bool:
+        """Wait for a slot, then start the request; False (nothing started) once the run stops."""
+        await self.slots.acquire()
+        if self.fatal:
+            return False
+        t = asyncio.create_task(self._work(key, seed, j, messages))
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+        return True
+
+    async def _work(self, key: str, seed: dict, j: int, messages: list[dict]) -> None:
+        try:
+            self.sink.write(await _llm_row(key, seed, j, messages, self.cfg, self.tmpl, self.llm))
+        except BackendError as e:  # the run cannot go on: stop the other requests too
+            if not self.fatal:
+                self.fatal.append(e)
+                for t in self.tasks:
+                    if t is not asyncio.current_task():
+                        t.cancel()
+        finally:
+            self.slots.release()
+
+    async def finish(self) -> None:
+        """Wait for the requests in flight; raise the fatal error, or a task's bug, if any."""
+        results = await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        if self.fatal:
+            raise self.fatal[0]
+        for r in results:  # a bug in a task must not pass silently
+            if isinstance(r, Exception):
+                raise r
 
 
 class _GroupSync:
@@ -681,6 +726,10 @@ class _GroupSync:
             os.fsync(self.fd)
 
 
+def _reason_class(reason: str | None) -> str:
+    return (reason or "").split(":")[0].split(" after ")[0].split(" (")[0]
+
+
 def _show_counts(bar, counts) -> None:
     """The row counts as the progress bar's postfix (``ok=.. declined=.. ...``)."""
     bar.set_postfix(
@@ -693,115 +742,139 @@ def _show_counts(bar, counts) -> None:
     )
 
 
-async def run_items(
-    items, cfg, out: Path, tmpl: PromptTemplate, llm: LLM | None, summary: SynthesisSummary
-) -> None:
-    from tqdm.auto import tqdm
+# ---- reading and resuming output files ------------------------------------------------------
 
-    from ..core.progress import progress_enabled
 
-    counts = collections.Counter()
-    rejects, fails = collections.Counter(), collections.Counter()
-    slots = asyncio.Semaphore(cfg.concurrency)  # bounds the tasks alive at once, not just requests
-    bar = tqdm(
-        total=len(items) if hasattr(items, "__len__") else None,
-        desc=f"synthesize [{cfg.backend}]",
-        unit="row",
-        disable=not (cfg.progress and progress_enabled()),
-        dynamic_ncols=True,
-        leave=True,
-    )
-    with out.open("a", encoding="utf-8") as fh:
-        sync = _GroupSync(fh.fileno()) if cfg.fsync else None
-        last_postfix, last_flush = [0.0], [time.monotonic()]
+def iter_synthesis(
+    path: str | Path, drop_failed: bool = False, skipped: collections.Counter | None = None
+) -> Iterator[dict]:
+    """The rows of a synthesis output, one per key, read line by line: the one reader of the format.
 
-        def write(row: dict):
-            fh.write(dumps(row))
-            # A row that cost a request is flushed at once (in the OS: survives a kill of this
-            # process) and fsync'd soon after (survives a power cut). Rows replayed from the
-            # cache or a baseline are free to redo, so they ride along with the next flush.
-            if row["attempts"] > 0 or time.monotonic() - last_flush[0] > 0.5:
-                fh.flush()
-                last_flush[0] = time.monotonic()
-                if sync is not None and row["attempts"] > 0:
-                    sync.request()
-            counts[row["status"]] += 1
-            counts["cached"] += row["cached"]
-            if row["status"] == "rejected":
-                rejects[_reason_class(row["reason"])] += 1
-            elif row["status"] == "failed":
-                fails[_reason_class(row["reason"])] += 1
-            if not row["cached"]:
-                summary.cost_usd += row["cost_usd"]
-            if not bar.disable:
-                bar.update(1)
-                now = time.monotonic()
-                if now - last_postfix[0] > 0.2:  # formatting the counts per row would cost more than the row
-                    last_postfix[0] = now
-                    _show_counts(bar, counts)
+    The first row of a key is kept and later ones are skipped; with ``drop_failed``, failed rows
+    are skipped too, so a later row of that key is kept instead (how a resumed run retries them).
+    A cut last line is dropped (``core.jsonl``), and the file is never modified. ``skipped``, when
+    given, counts the rows passed over as ``duplicate`` and ``failed``. Raises ``DataError`` for
+    a missing file, a bad line or a row without a ``key``.
 
-        tasks: set[asyncio.Task] = set()
-        fatal: list[BackendError] = []
+    Example: rows ``a: failed, b: accepted, a: accepted`` -> ``[a: failed, b]``; with
+    ``drop_failed`` -> ``[b, a: accepted]``.
+    """
+    path = Path(path)
+    done: set[str] = set()
+    for n, r in read_jsonl(path):
+        if "key" not in r:
+            raise DataError(path, n, "missing", "key")
+        if r["key"] in done or (drop_failed and r.get("status") == "failed"):
+            if skipped is not None:
+                skipped["duplicate" if r["key"] in done else "failed"] += 1
+            continue
+        done.add(r["key"])
+        yield r
 
-        async def work(key, seed, j, messages):
-            try:
-                write(await _llm_row(key, seed, j, messages, cfg, tmpl, llm))
-            except BackendError as e:  # the run cannot go on: stop the other requests too
-                if not fatal:
-                    fatal.append(e)
-                    for t in tasks:
-                        if t is not asyncio.current_task():
-                            t.cancel()
-            finally:
-                slots.release()
 
-        try:
-            for n, (key, seed, j) in enumerate(items):
-                if fatal:
-                    break
-                if llm is None:
-                    write(_baseline_row(key, seed, j, cfg, tmpl))
-                    continue
-                messages = [{"role": "user", "content": render_prompt(seed, j, tmpl)}]
-                t0 = time.monotonic()
-                hit = llm.lookup(messages)
-                if hit is not None:  # answered from the cache: no task, no slot
-                    write(
-                        _row(
-                            key,
-                            seed,
-                            j,
-                            cfg,
-                            tmpl,
-                            parse_and_validate(hit.text, seed, cfg),
-                            hit.text,
-                            hit,
-                            t0=t0,
-                        )
+def load_synthesis(path: str | Path) -> list[dict]:
+    """Rows of a synthesis output, one per key (first kept), ignoring a cut last line: ``iter_synthesis`` as a list.
+
+    Read-only: the file is not repaired (``synthesize`` does that when it resumes).
+    """
+    return list(iter_synthesis(path))
+
+
+def prepare_output(path: Path, retry_failed: bool) -> set[str]:
+    """Make ``path`` a clean resume point; return the keys already done.
+
+    Drops a cut last line, duplicate keys and (with ``retry_failed``) failed rows, rewriting the
+    file atomically only when something changed, so a kill during this step loses nothing. The
+    file is read line by line (twice when it is rewritten): only the keys are held.
+    """
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return set()
+    skipped = collections.Counter()
+    done = {r["key"] for r in iter_synthesis(path, retry_failed, skipped)}
+    cut = ends_cut(path)
+    if cut or skipped:
+        n_rows = len(done) + sum(skipped.values())
+        log.info("%s: rewriting (%d rows kept of %d, cut last line: %s)", path, len(done), n_rows, cut)
+        write_jsonl(path, iter_synthesis(path, retry_failed))
+    return done
+
+
+# ---- merging shards ----------------------------------------------------------------------------
+
+
+@dataclass
+class MergeSummary:
+    out: str
+    rows: int
+    duplicates: int
+    conflicts: int
+    missing: list[str]
+    failed: int
+    unexpected: int
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and not self.failed
+
+
+def merge_shards(
+    paths: list[str | Path],
+    out: str | Path,
+    seeds: list[dict] | str | Path | None = None,
+    negative: str | None = None,
+    rng_seed: int = 0,
+    on_conflict: str = "keep-first",
+) -> MergeSummary:
+    """Join shard outputs into ``out`` (written atomically), one row per key.
+
+    Duplicates keep the first non-failed row; two different accepted reversals for one key are
+    counted as ``conflicts``. With ``seeds``, completeness is checked against the keys the
+    seeds imply (the policy ``negative`` defaults to ``all`` when keys carry ``#``, else the
+    seeds' own ``reference`` negative). ``on_conflict='error'`` raises ``DataError`` naming the
+    key and both files, before writing.
+    """
+    best: dict[str, dict] = {}
+    origin: dict[str, str] = {}
+    dups = conflicts = 0
+    for p in paths:
+        for r in load_synthesis(p):
+            k = r["key"]
+            if k not in best:
+                best[k], origin[k] = r, str(p)
+                continue
+            dups += 1
+            old = best[k]
+            if old.get("status") == "failed" and r.get("status") != "failed":
+                best[k] = r
+            elif old.get("status") == r.get("status") == "accepted" and old.get("reversal") != r.get(
+                "reversal"
+            ):
+                conflicts += 1
+                if on_conflict == "error":
+                    raise DataError(
+                        p,
+                        None,
+                        f"key {k!r} has another accepted reversal in {origin[k]}; nothing was written",
+                        "reversal",
                     )
-                    if n % 256 == 0:
-                        await asyncio.sleep(0)  # let in-flight requests progress
-                    continue
-                await slots.acquire()
-                if fatal:
-                    break
-                t = asyncio.create_task(work(key, seed, j, messages))
-                tasks.add(t)
-                t.add_done_callback(tasks.discard)
-            results = await asyncio.gather(*list(tasks), return_exceptions=True)
-            if fatal:
-                raise fatal[0]
-            for r in results:  # a bug in a task must not pass silently
-                if isinstance(r, Exception):
-                    raise r
-        finally:
-            fh.flush()
-            if sync is not None:
-                await sync.drain()
-            _show_counts(bar, counts)
-            bar.close()
-            summary.written = sum(counts[s] for s in STATUSES)
-            for s in STATUSES:
-                setattr(summary, s, counts[s])
-            summary.cached = counts["cached"]
-            summary.reject_reasons, summary.fail_reasons = dict(rejects), dict(fails)
+    missing, unexpected, order = [], 0, sorted(best)
+    if seeds is not None:
+        seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
+        policy = negative or ("all" if any("#" in k for k in best) else "reference")
+        expected = [k for k, _, _ in iter_plan(seeds, policy, rng_seed)]  # keys only, seeds streamed
+        missing = [k for k in expected if k not in best]
+        exp = set(expected)
+        unexpected = sum(1 for k in best if k not in exp)
+        order = [k for k in expected if k in best] + sorted(k for k in best if k not in exp)
+    rows = [best[k] for k in order]
+    atomic_write_text(Path(out), "".join(dumps(r) for r in rows))
+    return MergeSummary(
+        str(out),
+        len(rows),
+        dups,
+        conflicts,
+        missing,
+        sum(1 for r in rows if r.get("status") == "failed"),
+        unexpected,
+    )

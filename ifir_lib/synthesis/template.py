@@ -2,7 +2,7 @@
 
 An honest, naive reversal source for ablations (``--backend template``): it flips polarity words
 sentence by sentence and ignores N*, so other instruction negatives may become relevant too.
-Not handled here: LLM reversals (``synthesize``), checks (``reversal_checks``).
+Not handled here: LLM reversals (``synthesize``), checks (``checks``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
     documents are shown as A/B in an order drawn from the row key, against position bias.
 
 Rows that are not ``accepted`` get None in every column. Not handled here: producing reversals
-(``synthesize``), and filtering the training set by these columns (``trainsets``; the paper
+(``synthesize``), and filtering the training set by these columns (``training.trainsets``; the paper
 applied no filter).
 """
 
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..core.errors import DataError, RequestFailed
 from ..core.jsonl import atomic_write_text, dumps
+from ..core.models import encode, format_query, load_model
 from ..core.progress import progress
 from ..seeds.schema import load_seeds
 from .llm import run_sync
@@ -76,8 +77,6 @@ def flip_margins(
 
     Example: cosine scores s(q+I,P+)=.8, s(q+I,N*)=.5, s(q+I',N*)=.7, s(q+I',P+)=.6 -> (.3, .1).
     """
-    from ..core.models import encode, format_query
-
     m = len(queries)
     if not m:
         return []
@@ -155,9 +154,9 @@ def verify(
     """Return copies of ``rows`` with the ``verify_*`` columns filled in.
 
     Args:
-        rows: synthesis rows (``synthesis_io.load_synthesis``).
+        rows: synthesis rows (``run.load_synthesis``).
         seeds: the seeds they came from (rows or a path).
-        embedder: a SentenceTransformer, or a name for ``models.load_model`` (None skips (a)).
+        embedder: a SentenceTransformer, or a name for ``core.models.load_model`` (None skips (a)).
         judge: a ``SynthesisConfig`` with an LLM backend (openai / transformers) for check (b),
             or None to skip it. Its cache and retries apply.
     """
@@ -166,8 +165,6 @@ def verify(
     out = [{**r, **{c: r.get(c) for c in VERIFY_COLUMNS}} for r in rows]
     pairs = _pairs(out, seeds)
     if embedder is not None and pairs:
-        from ..core.models import load_model
-
         model = load_model(embedder) if isinstance(embedder, str) else embedder
         margins = flip_margins(
             model,

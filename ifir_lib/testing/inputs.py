@@ -137,24 +137,21 @@ def synthetic_followir(
     return FollowIRData(name, corpus, queries, qrels_og, qrels_changed, top_ranked, [])
 
 
-def write_example_inputs(root: str | Path, rng_seed: int = 0) -> dict[str, Path]:
-    """Write made-up inputs for every figure under ``root``: ``results.csv``, ``results_per_query.csv``,
-    ``runs/`` (train logs) and ``synthesis.jsonl``. The model is called ``synthetic-example`` so
-    a figure drawn from them says so; the numbers mean nothing.
-    """
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(rng_seed)
-    effect = {
-        "base": (-4, 40),
-        "ins-orig": (2, 45),
-        "ins-dv": (6, 44),
-        "all-orig": (1, 47),
-        "all-dv": (7, 47),
-    }
-    datasets = ("robust04", "news21", "core17")
+# mode -> (mean p-MRR, FollowIR Score) the made-up results scatter around
+_EXAMPLE_EFFECTS = {
+    "base": (-4, 40),
+    "ins-orig": (2, 45),
+    "ins-dv": (6, 44),
+    "all-orig": (1, 47),
+    "all-dv": (7, 47),
+}
+_EXAMPLE_DATASETS = ("robust04", "news21", "core17")
+
+
+def _example_results(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
+    """Rows of ``results.csv`` and ``results_per_query.csv``: two seeds per mode of ``_EXAMPLE_EFFECTS``."""
     res, pq = [], []
-    for mode, (pmrr, score) in effect.items():
+    for mode, (pmrr, score) in _EXAMPLE_EFFECTS.items():
         for s in (0, 1):
             run_id = f"example-{mode}-s{s}"
             common = {
@@ -165,7 +162,7 @@ def write_example_inputs(root: str | Path, rng_seed: int = 0) -> dict[str, Path]
                 "git_commit": "example",
                 "timestamp": "2026-01-01T00:00:00Z",
             }
-            for d in datasets:
+            for d in _EXAMPLE_DATASETS:
                 q = rng.normal(pmrr, 20, size=12).clip(-100, 100)
                 for i, v in enumerate(q):
                     pq.append(
@@ -201,23 +198,29 @@ def write_example_inputs(root: str | Path, rng_seed: int = 0) -> dict[str, Path]
                     "n_queries": 36,
                 }
             )
-    cols = RESULT_COLUMNS
-    pd.DataFrame(res)[cols].to_csv(root / "results.csv", index=False)
-    pd.DataFrame(pq).to_csv(root / "results_per_query.csv", index=False)
-    runs = root / "runs"
+    return res, pq
+
+
+def _write_example_run_config(d: Path, mode: str, s: int) -> None:
+    """``ifir_run.json`` of one made-up training run."""
+    (d / "ifir_run.json").write_text(
+        json.dumps(
+            {
+                "mode": mode,
+                "rng_seed": s,
+                "config": {"rng_seed": s, "base_model": "synthetic-example"},
+            }
+        )
+    )
+
+
+def _write_example_runs(runs: Path, rng: np.random.Generator) -> None:
+    """``runs/<mode>-s<seed>/``: a run config and a decaying train log per paper mode, seeds 0 and 1."""
     for mode in PAPER_MODES:
         for s in (0, 1):
             d = runs / f"{mode}-s{s}"
             d.mkdir(parents=True, exist_ok=True)
-            (d / "ifir_run.json").write_text(
-                json.dumps(
-                    {
-                        "mode": mode,
-                        "rng_seed": s,
-                        "config": {"rng_seed": s, "base_model": "synthetic-example"},
-                    }
-                )
-            )
+            _write_example_run_config(d, mode, s)
             start = 3.0 + rng.normal(0, 0.1)
             lines = [
                 {
@@ -229,8 +232,12 @@ def write_example_inputs(root: str | Path, rng_seed: int = 0) -> dict[str, Path]
                 for t in range(2, 42, 2)
             ]
             (d / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+
+
+def _write_example_synthesis(path: Path, rng: np.random.Generator) -> None:
+    """60 made-up synthesis rows, alternating backends, mostly accepted."""
     types = ("exclusion", "timeframe", "geography", "audience", "format")
-    with open(root / "synthesis.jsonl", "w") as fh:
+    with open(path, "w") as fh:
         for i in range(60):
             backend = ("template", "openai")[i % 2]
             status = rng.choice(["accepted", "declined", "rejected", "failed"], p=[0.7, 0.15, 0.1, 0.05])
@@ -253,6 +260,22 @@ def write_example_inputs(root: str | Path, rng_seed: int = 0) -> dict[str, Path]
                 )
                 + "\n"
             )
+
+
+def write_example_inputs(root: str | Path, rng_seed: int = 0) -> dict[str, Path]:
+    """Write made-up inputs for every figure under ``root``: ``results.csv``, ``results_per_query.csv``,
+    ``runs/`` (train logs) and ``synthesis.jsonl``. The model is called ``synthetic-example`` so
+    a figure drawn from them says so; the numbers mean nothing.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(rng_seed)  # one stream, drawn in this order: results, runs, synthesis
+    res, pq = _example_results(rng)
+    pd.DataFrame(res)[RESULT_COLUMNS].to_csv(root / "results.csv", index=False)
+    pd.DataFrame(pq).to_csv(root / "results_per_query.csv", index=False)
+    runs = root / "runs"
+    _write_example_runs(runs, rng)
+    _write_example_synthesis(root / "synthesis.jsonl", rng)
     return {
         "root": root,
         "results": root / "results.csv",
@@ -334,56 +357,3 @@ def write_beir(
         + "".join(f"{q}\t{d}\t{s}\n" for q, ds in qrels.items() for d, s in ds.items())
     )
     return folder
-
-
-class FakeEncoder:
-    """A stand-in for a SentenceTransformer with vectors known in advance; records what it encoded.
-
-    With a ``table`` (text -> vector) each text gets its vector, normalised, so every cosine score
-    is known; without one a text becomes ``(length, number of 'a's)``, unnormalised.
-    ``FakeEncoder().encode(["aa", "b"]) -> [[2, 2], [1, 0]]``.
-    """
-
-    prompts: dict = {}
-
-    def __init__(self, table: dict | None = None):
-        self.table, self.seen = table, []
-
-    def encode(self, texts, **kw):
-        self.seen += list(texts)
-        if self.table is None:
-            return np.array([[len(t), t.count("a")] for t in texts], dtype=np.float32)
-        v = np.array([self.table[t] for t in texts], dtype=float)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-def results_frame(rows: list[dict]) -> pd.DataFrame:
-    """A checked results table from partial rows (model ``m``, rng_seed 0, dataset ``d`` by default)."""
-    from ..reporting.results import check_results
-
-    base = {"model": "m", "rng_seed": 0, "dataset": "d", "ci_low": np.nan, "ci_high": np.nan}
-    return check_results(pd.DataFrame([{**base, **r} for r in rows]))
-
-
-def flip_encoder(seed: dict, reversal: str) -> FakeEncoder:
-    """A ``FakeEncoder`` under which P+ wins under I and N* (negative 0) wins under ``reversal``."""
-    from ..core.models import format_query
-
-    return FakeEncoder(
-        {
-            format_query(seed["query"], seed["instruction"]): [1, 0],
-            format_query(seed["query"], reversal): [0, 1],
-            seed["positive"]["text"]: [0.9, 0.1],
-            seed["instruction_negatives"][0]["text"]: [0.1, 0.9],
-        }
-    )
-
-
-def fake_result(dataset: str, values: list[float], metric: str = "p_mrr"):
-    """An ``EvalResult`` with per-query ``values`` (``q0, q1, ...``), their mean and a min-max "CI"."""
-    from ..evaluation.evaluator import EvalResult
-
-    pq = {metric: {f"q{i}": v for i, v in enumerate(values)}}
-    return EvalResult(
-        dataset, "m", {metric: sum(values) / len(values)}, {metric: (min(values), max(values))}, pq
-    )

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import sys
 import threading
 
 from aiohttp import web
@@ -200,11 +201,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-if (
-    __name__ == "__main__"
-):  # python -m ifir_lib.testing.openai_server [latency_s]: prints its URL, serves until killed
-    import sys
-
+# python -m ifir_lib.testing.openai_server [latency_s]: prints its URL, serves until killed
+if __name__ == "__main__":
     srv = FakeOpenAIServer(latency_s=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0).start()
     print(srv.url, flush=True)
     threading.Event().wait()

@@ -276,6 +276,31 @@ def _shell_vars(text: str) -> dict[str, str | None]:
 
 
 def _check_torchrun(rep: _Report, cfg, world_size: int | None) -> dict:
+    opts, rest = _torchrun_command(rep)
+    counts = {}
+    for flag in ("--nnodes", "--nproc-per-node"):
+        raw = opts.get(flag, "1")
+        if raw is None or not raw.isdigit():
+            rep.fail(
+                flag,
+                f"{raw!r}; needs a fixed number (a default like ${{NNODES:-2}}) to be checked",
+                flag.lstrip("-"),
+            )
+            counts[flag] = 1
+        else:
+            counts[flag] = int(raw)
+    procs = counts["--nnodes"] * counts["--nproc-per-node"]
+    _world(rep, "--nnodes x --nproc-per-node", procs, world_size, "torchrun")
+    if rest[:2] != ["ifir_lib", "train"] and not (
+        rest[:1] and rest[0].endswith("ifir") and rest[1:2] == ["train"]
+    ):
+        rep.fail("torchrun", f"runs {' '.join(rest[:2])!r}; expected `-m ifir_lib train` (or `ifir train`)")
+    preset = _check_train_flags(rep, cfg, rest)
+    return {"kind": "torchrun", "world_size": procs, "nodes": counts["--nnodes"], "preset": preset}
+
+
+def _torchrun_command(rep: _Report) -> tuple[dict[str, str | None], list[str]]:
+    """``(torchrun options with shell variables expanded (None: unknown), the words after them)``."""
     joined = re.sub(r"\\\n", " ", rep.text)
     cmd = next((ln for ln in joined.splitlines() if re.match(r"\s*(exec\s+)?torchrun\b", ln)), None)
     if cmd is None:
@@ -308,31 +333,32 @@ def _check_torchrun(rep: _Report, cfg, world_size: int | None) -> dict:
             val = args[i] if i < len(args) else ""
         opts[key.replace("_", "-")] = expand(val)
         i += 1
-    counts = {}
-    for flag in ("--nnodes", "--nproc-per-node"):
-        raw = opts.get(flag, "1")
-        if raw is None or not raw.isdigit():
-            rep.fail(
-                flag,
-                f"{raw!r}; needs a fixed number (a default like ${{NNODES:-2}}) to be checked",
-                flag.lstrip("-"),
-            )
-            counts[flag] = 1
-        else:
-            counts[flag] = int(raw)
-    procs = counts["--nnodes"] * counts["--nproc-per-node"]
-    _world(rep, "--nnodes x --nproc-per-node", procs, world_size, "torchrun")
-    if rest[:2] != ["ifir_lib", "train"] and not (
-        rest[:1] and rest[0].endswith("ifir") and rest[1:2] == ["train"]
-    ):
-        rep.fail("torchrun", f"runs {' '.join(rest[:2])!r}; expected `-m ifir_lib train` (or `ifir train`)")
+    return opts, rest
+
+
+_CHECKED_FIELDS = (
+    "batch_size",
+    "mini_batch_size",
+    "num_negatives",
+    "max_seq_length",
+    "bf16",
+    "max_steps",
+    "epochs",
+    "learning_rate",
+    "max_grad_norm",
+    "temperature",
+)
+
+
+def _check_train_flags(rep: _Report, cfg, rest: list[str]) -> str:
+    """Compare the config ``ifir train`` builds from the script's flags with ``cfg``; returns the preset."""
     flags: dict[str, str] = {}  # ``--flag value`` and ``--flag=value`` after ``train``
     for j, word in enumerate(rest[2:], 2):
         if word.startswith("--"):
             key, eq, val = word.partition("=")
             nxt = rest[j + 1] if j + 1 < len(rest) else ""
             flags[key] = val if eq else ("" if nxt.startswith("-") else nxt)
-    preset = flags.get("--preset", "paper")
+    preset = flags.get("--preset", "paper")  # what ``ifir train`` takes on a GPU node without --preset
     try:
         theirs = TrainConfig.preset(
             preset, **{f: typ(flags[k]) for k, (f, typ) in _TRAIN_FLAGS.items() if k in flags}
@@ -340,18 +366,7 @@ def _check_torchrun(rep: _Report, cfg, world_size: int | None) -> dict:
     except (ConfigError, ValueError) as e:
         rep.fail("--preset", str(e), "preset")
         theirs = cfg
-    for field in (
-        "batch_size",
-        "mini_batch_size",
-        "num_negatives",
-        "max_seq_length",
-        "bf16",
-        "max_steps",
-        "epochs",
-        "learning_rate",
-        "max_grad_norm",
-        "temperature",
-    ):
+    for field in _CHECKED_FIELDS:
         rep.checked.append(field)
         if getattr(theirs, field) != getattr(cfg, field):
             rep.fail(
@@ -360,4 +375,4 @@ def _check_torchrun(rep: _Report, cfg, world_size: int | None) -> dict:
                 f"but this dry run checks {getattr(cfg, field)!r}",
                 "train",
             )
-    return {"kind": "torchrun", "world_size": procs, "nodes": counts["--nnodes"], "preset": preset}
+    return preset

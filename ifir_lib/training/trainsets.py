@@ -269,10 +269,33 @@ def build_trainset(
     ids = seeds.column("id") if arrow else [s["id"] for s in seeds]
     reversals = _reversals_for(mode, seeds, ids, arrow, reversals)
     name, mode = mode, data_mode(mode)
-    curation = curation or {}
     counts = {"seeds": len(seeds)}
+    usable = _usable(mode, seeds, ids, arrow, reversals, curation or {}, counts)
+    chosen, budget = _choose(mode, ids, usable, budget, rng_seed, counts)
+    del usable
+    if arrow:
+        from .examples_arrow import ExampleWriter
+
+        writer = ExampleWriter(Path(out_dir) / f"trainset-{name}.arrow", num_negatives)
+        add, chosen_seeds = writer.add, iter(seeds.take(chosen))
+    else:
+        examples = []
+        add, chosen_seeds = examples.append, (seeds[n] for n in chosen)
+    tally = _add_examples(
+        mode, chosen_seeds, reversals, _pool(seeds, arrow), add, num_negatives, narrative_share, rng_seed
+    )
+    counts.update({"budget": budget, "seeds_used": len(chosen), **tally})
+    if not arrow:
+        return TrainSet(name, examples, counts, num_negatives)
+    ds, sha = writer.close()
+    return TrainSet(name, None, counts, num_negatives, writer.path, sha, ds)
+
+
+def _usable(mode, seeds, ids, arrow, reversals, curation, counts) -> list[int]:
+    """Positions of the seeds ``mode`` can use: a reversal (and, for the wording control, a
+    reworded instruction) and no curation rejection; ``counts`` tallies the others."""
     aug = seeds.column("aug_instruction") if arrow else [s.get("aug_instruction") for s in seeds]
-    usable = []  # positions in seeds
+    usable = []
     for n, sid in enumerate(ids):
         rev = reversals.get(sid)
         if mode == "ins-aug" and rev is not None and not aug[n]:
@@ -284,10 +307,13 @@ def build_trainset(
             counts["no_reversal"] = counts.get("no_reversal", 0) + 1
         else:
             usable.append(n)
-    del aug
-    rng = random.Random(rng_seed)
-    pool = _pool(seeds, arrow)
-    n_max = len(seeds) if mode == "ins-orig" else len(usable)
+    return usable
+
+
+def _choose(mode, ids, usable, budget, rng_seed, counts) -> tuple[list[int], int]:
+    """``(chosen positions, budget)``: the first seeds of one seeded order shared by every mode
+    (so smaller budgets are prefixes of larger ones); Ins-orig tops up with seeds without reversal."""
+    n_max = len(ids) if mode == "ins-orig" else len(usable)
     if budget is None:  # as much as the data allows
         budget = n_max * 2 if mode in ("ins-dv", "ins-aug") else n_max
     n_seeds = budget // 2 if mode in ("ins-dv", "ins-aug") else budget
@@ -297,7 +323,6 @@ def build_trainset(
             f"({counts.get('no_reversal', 0)} without an accepted reversal, {counts.get('curated_out', 0)} curated out)"
         )
 
-    # one seeded order shared by every mode, so smaller budgets are prefixes of larger ones
     def order(positions):
         return sorted(positions, key=lambda n: hashlib.sha256(f"{rng_seed}:{ids[n]}".encode()).digest())
 
@@ -305,16 +330,13 @@ def build_trainset(
     if mode == "ins-orig":
         taken = set(usable)
         rest = order(n for n in range(len(ids)) if n not in taken)
-    chosen = (order(usable) + rest)[:n_seeds]
-    del usable, rest
-    if arrow:
-        from .examples_arrow import ExampleWriter
+    return (order(usable) + rest)[:n_seeds], budget
 
-        writer = ExampleWriter(Path(out_dir) / f"trainset-{name}.arrow", num_negatives)
-        add, chosen_seeds = writer.add, iter(seeds.take(chosen))
-    else:
-        examples = []
-        add, chosen_seeds = examples.append, (seeds[n] for n in chosen)
+
+def _add_examples(mode, chosen_seeds, reversals, pool, add, num_negatives, narrative_share, rng_seed) -> dict:
+    """Each chosen seed's examples (its original view and the mode's second view) to ``add``;
+    returns the tallies of views and instruction forms."""
+    rng = random.Random(rng_seed)
     views = {v: 0 for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))}
     forms = {"short": 0, "narrative": 0}
     for s in chosen_seeds:
@@ -330,11 +352,7 @@ def build_trainset(
         for ex in pair:
             views[ex["view"]] += 1
             add(ex)
-    counts.update({"budget": budget, "seeds_used": len(chosen), "views": views, "forms": forms})
-    if not arrow:
-        return TrainSet(name, examples, counts, num_negatives)
-    ds, sha = writer.close()
-    return TrainSet(name, None, counts, num_negatives, writer.path, sha, ds)
+    return {"views": views, "forms": forms}
 
 
 def save_trainset(ts: TrainSet, path: str | Path) -> Path:
