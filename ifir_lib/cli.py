@@ -335,7 +335,6 @@ def _cmd_runs(a):
     return 0
 
 
-
 # ---- data ---------------------------------------------------------------------------------
 def _add_data(sub):
     p = add_parser(sub, "data", "bundled data: counts and validation")
@@ -455,7 +454,7 @@ def _llm_config(a, base):
 
 
 def _add_synthesize(sub):
-    from .synthesis.run import BACKENDS, NEGATIVE_POLICIES, SYNTHESIS_PRESETS, SynthesisConfig
+    from .synthesis.run import BACKENDS, NEGATIVE_POLICIES, SynthesisConfig
 
     d = SynthesisConfig()
     p = add_parser(
@@ -467,7 +466,7 @@ def _add_synthesize(sub):
     )
     p.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL")
     p.add_argument("--out", default=None, help="output JSONL (appended to; a rerun resumes); required")
-    p.add_argument("--preset", choices=list(SYNTHESIS_PRESETS), default="paper")
+    _preset_flag(p, "synthesis")
     p.add_argument("--backend", choices=BACKENDS, default=None, help=f"default: the preset's ({d.backend})")
     p.add_argument("--limit", type=int, default=None, help="first N seeds only")
     p.add_argument("--shard", default=None, metavar="I/N", help="this worker's share of the seeds, e.g. 0/4")
@@ -518,7 +517,7 @@ def _cmd_synthesize(a):
     }
     if a.no_progress:
         kw["progress"] = False
-    cfg = _llm_config(a, SynthesisConfig.preset(a.preset, **kw))
+    cfg = _llm_config(a, SynthesisConfig.preset(C.resolve_preset(a.preset, "synthesis"), **kw))
     if a.dry_run:
         from .synthesis.pricing import parse_price, price_synthesis
 

@@ -14,8 +14,8 @@ import pytest
 from ifir_lib.cli import main
 from ifir_lib.core.config import SEEDS_PATH
 from ifir_lib.core.locks import exclusive, lock_path
-from ifir_lib.evaluation.evaluator import EvalResult
 from ifir_lib.core.run_folder import RunFolder, data_sources
+from ifir_lib.evaluation.evaluator import EvalResult
 from ifir_lib.pipelines.registry import runs_records, runs_table
 from ifir_lib.reporting.results import save_result
 from ifir_lib.training.trainer import TrainConfig, train

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from .errors import ConfigError
@@ -105,12 +106,13 @@ def check_preset(name: str, kind: str) -> str:
 
 def resolve_preset(name: str | None, kind: str) -> str:
     """``check_preset(name)``, or ``default_preset()`` when ``name`` is None, printed so a user
-    sees which preset a command took: ``'training preset: cpu (default: no GPU)'``."""
+    sees which preset a command took: ``'training preset: cpu (default: no GPU)'`` (on stderr, so
+    ``--json`` output stays one object)."""
     if name is not None:
         return check_preset(name, kind)
     name = default_preset()
     why = {"smoke": "smoke mode", "paper": "a GPU is visible", "cpu": "no GPU"}[name]
-    print(f"{kind} preset: {name} (default: {why}; choose with --preset)")
+    print(f"{kind} preset: {name} (default: {why}; choose with --preset)", file=sys.stderr)
     return name
 
 

@@ -266,7 +266,5 @@ class RunFolder(os.PathLike):
         root = Path(root)
         if not root.exists():
             return []
-        runs = (
-            cls(p.parent) for p in root.rglob(RUN_FILE) if "checkpoints" not in p.relative_to(root).parts
-        )
+        runs = (cls(p.parent) for p in root.rglob(RUN_FILE) if "checkpoints" not in p.relative_to(root).parts)
         return sorted((r for r in runs if r.has_model() or not with_model), key=lambda r: r.path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.models import load_model
 from ..seeds.schema import load_seeds
 from ..synthesis.run import STATUSES, load_synthesis
 from .decisions import CurationStore
@@ -169,8 +170,6 @@ class Explorer:
         if not name:
             return None
         if name != self._loaded_name:
-            from ..core.models import load_model
-
             self._model_obj, self._loaded_name = load_model(name), name
         return self._model_obj
 

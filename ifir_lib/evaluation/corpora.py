@@ -116,7 +116,7 @@ def _read_queries(path: Path) -> dict[str, dict]:
     return queries
 
 
-def _read_top_ranked(path: Path) -> dict[str, list[str]]:
+def _read_top_ranked(path: Path) -> collections.defaultdict[str, list[str]]:
     """qid -> candidate ids in file order; ``pid`` may be one id or a list."""
     top = collections.defaultdict(list)
     for n, row in read_jsonl(path):

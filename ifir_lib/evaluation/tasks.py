@@ -10,9 +10,9 @@ The file, in reading order:
 1. **The paper's columns**: ``PAPER_TASKS``, ``PAPER_COLUMNS``, the hub repos and revisions, and
    ``get_paper_task(name, root)``, the task object for a name, reading local copies under ``root``.
 2. **Shared by the wrapped tasks** (and by ``mteb_glue``'s local-folder tasks):
-   ``instruction_task_metadata`` (a renamed copy of a real mteb task's metadata), ``task_instance``
-   (metadata set on a subclass), ``default_test_split`` (mteb 2.x's ``task.dataset`` layout) and
-   ``og_changed_queries`` (mteb 2.x's FollowIR query schema).
+   ``task_metadata`` / ``instruction_task_metadata`` (a renamed copy of a real mteb task's
+   metadata), ``task_instance`` (that metadata set on a subclass), ``default_test_split`` (mteb
+   2.x's ``task.dataset`` layout) and ``og_changed_queries`` (mteb 2.x's FollowIR query schema).
 3. **InfoSearch** (Zhou et al. 2024, arXiv 2410.23841): ``infosearch_task``, whose docstring says how
    the data is read and scored, as InfoSearch's own code does.
 4. **MAIR** (Sun et al., EMNLP 2024, arXiv 2410.10127): ``mair_task``, likewise.

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.config import PAPER_MODES
+from ..core.run_folder import RunFolder
 from ..evaluation.corpora import FollowIRData
 from ..reporting.results import RESULT_COLUMNS
 
@@ -202,15 +203,9 @@ def _example_results(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
 
 
 def _write_example_run_config(d: Path, mode: str, s: int) -> None:
-    """``ifir_run.json`` of one made-up training run."""
-    (d / "ifir_run.json").write_text(
-        json.dumps(
-            {
-                "mode": mode,
-                "rng_seed": s,
-                "config": {"rng_seed": s, "base_model": "synthetic-example"},
-            }
-        )
+    """The run record of one made-up training run (mode, rng seed, config)."""
+    RunFolder(d).write(
+        {"mode": mode, "rng_seed": s, "config": {"rng_seed": s, "base_model": "synthetic-example"}}
     )
 
 
@@ -231,7 +226,7 @@ def _write_example_runs(runs: Path, rng: np.random.Generator) -> None:
                 }
                 for t in range(2, 42, 2)
             ]
-            (d / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+            RunFolder(d).train_log.write_text("".join(json.dumps(r) + "\n" for r in lines))
 
 
 def _write_example_synthesis(path: Path, rng: np.random.Generator) -> None:
