@@ -27,19 +27,29 @@ from .seeds.forms import NARRATIVE_SHARE
 _FMT = argparse.ArgumentDefaultsHelpFormatter
 
 
+DESCRIPTIONS = {  # the longer text ``ifir <command> --help`` shows under its usage line
+    "evaluate": "Evaluate a model on FollowIR-format folders (our code), named mteb tasks "
+    "('followir' = Robust04, News21, Core17) and BEIR-style folders. Numbers are x100.",
+    "table": "Print the tidy results table in the paper's layout (ifir_lib/reporting/tables.py: columns, "
+    "averaging over runs, best-value marks).",
+    "figures": "Rebuild every figure whose inputs are given; figures whose inputs are "
+    "absent are skipped with a note.",
+    "runs": "One line per run: mode, backbone, rng_seed, data, reversals, budget, steps, git "
+    "commit, status (done, running, stopped, failed) and p-MRR / Score per evaluation set.",
+    "synthesize": "Write one complementary instruction per seed (per seed and negative with "
+    "--negative all). Rerun the same command to resume after a kill.",
+}
+
+
 def add_parser(sub, name: str, help: str, **kw) -> argparse.ArgumentParser:
-    """One subcommand, its defaults shown in ``--help``."""
-    return sub.add_parser(name, help=help, formatter_class=_FMT, **kw)
+    """One subcommand, its defaults shown in ``--help``, its description from ``DESCRIPTIONS``."""
+    return sub.add_parser(name, help=help, description=DESCRIPTIONS.get(name), formatter_class=_FMT, **kw)
 
 
 # ---- evaluation ----------------------------------------------------------------------------
 def add_evaluate(sub):
     p = add_parser(
-        sub,
-        "evaluate",
-        "FollowIR p-MRR / Score and nDCG@10 with 95%% intervals; appends to a results CSV",
-        description="Evaluate a model on FollowIR-format folders (our code), named mteb tasks "
-        "('followir' = Robust04, News21, Core17) and BEIR-style folders. Numbers are x100.",
+        sub, "evaluate", "FollowIR p-MRR / Score and nDCG@10 with 95%% intervals; appends to a results CSV"
     )
     p.add_argument("--model", required=True, help="'minilm', a SentenceTransformer folder, or a hub name")
     p.add_argument(
@@ -120,11 +130,7 @@ def _cmd_evaluate(a):
 # ---- the paper's tables ----------------------------------------------------------------------
 def add_table(sub):
     p = add_parser(
-        sub,
-        "table",
-        "results as the paper's Tables 1-2: one row per mode, one column per benchmark",
-        description="Print the tidy results table in the paper's layout (ifir_lib/reporting/tables.py: columns, "
-        "averaging over runs, best-value marks).",
+        sub, "table", "results as the paper's Tables 1-2: one row per mode, one column per benchmark"
     )
     p.add_argument("--results", required=True, help="tidy results CSV")
     p.add_argument("--format", choices=["latex", "markdown", "csv"], default="markdown")
@@ -153,13 +159,7 @@ def _cmd_table(a):
 
 # ---- figures and the demo -------------------------------------------------------------------
 def add_figures(sub):
-    p = add_parser(
-        sub,
-        "figures",
-        "paper figures (PNG, SVG, HTML) from a results table",
-        description="Rebuild every figure whose inputs are given; figures whose inputs are "
-        "absent are skipped with a note.",
-    )
+    p = add_parser(sub, "figures", "paper figures (PNG, SVG, HTML) from a results table")
     p.add_argument(
         "--results",
         required=True,
@@ -211,6 +211,11 @@ def _run_parser(sub, name: str, help: str, out: str):
     p.add_argument("--budget", type=int, default=None, help="Ins-* examples per run")
     p.add_argument("--rng-seeds", default=None, help="comma-separated random seeds, e.g. 0,1,2")
     return p
+
+
+def _seeds_flag(p, help: str = "seed JSONL") -> None:
+    """``--seeds``, the seed file, named alike in every command (default: the bundled seeds)."""
+    p.add_argument("--seeds", default=str(C.SEEDS_PATH), help=help)
 
 
 def _preset_flag(p, kind: str) -> None:
@@ -316,11 +321,7 @@ def _cmd_experiment(a):
 # ---- the registry of runs --------------------------------------------------------------------
 def add_runs(sub):
     p = add_parser(
-        sub,
-        "runs",
-        "list every training run and evaluation under a folder, with status and headline metrics",
-        description="One line per run: mode, backbone, rng_seed, data, reversals, budget, steps, git "
-        "commit, status (done, running, stopped, failed) and p-MRR / Score per evaluation set.",
+        sub, "runs", "list every training run and evaluation under a folder, with status and headline metrics"
     )
     p.add_argument("--root", default="out", help="folder to search for run folders and results tables")
     p.add_argument("--json", action="store_true", help="print a JSON list of runs (all columns)")
@@ -339,7 +340,7 @@ def _cmd_runs(a):
 def _add_data(sub):
     p = add_parser(sub, "data", "bundled data: counts and validation")
     p.add_argument("action", choices=["stats", "validate"])
-    p.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL")
+    _seeds_flag(p, "seed JSONL")
     p.add_argument("--followir", default=str(C.FOLLOWIR_DIR), help="FollowIR-format folder")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.set_defaults(func=_cmd_data)
@@ -367,10 +368,8 @@ def _add_mine(sub):
     from .seeds.mining import MiningConfig
 
     d = MiningConfig()
-    p = add_parser(
-        sub, "mine-negatives", "hard negatives per seed, mined from the pooled corpus with an embedder"
-    )
-    p.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL (hard_negatives may be missing)")
+    p = add_parser(sub, "mine-negatives", "hard negatives per seed, mined from the pooled corpus")
+    _seeds_flag(p, "seed JSONL (hard_negatives may be missing)")
     p.add_argument("--out", required=True, help="output seed JSONL (written atomically)")
     p.add_argument("--k", type=int, default=d.k, help="hard negatives per seed")
     p.add_argument("--embedder", default=d.embedder, help="SentenceTransformer alias or path")
@@ -457,14 +456,8 @@ def _add_synthesize(sub):
     from .synthesis.run import BACKENDS, NEGATIVE_POLICIES, SynthesisConfig
 
     d = SynthesisConfig()
-    p = add_parser(
-        sub,
-        "synthesize",
-        "polarity-reversal synthesis (arXiv 2604.18845): seeds -> reversals JSONL",
-        description="Write one complementary instruction per seed (per seed and negative with "
-        "--negative all). Rerun the same command to resume after a kill.",
-    )
-    p.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL")
+    p = add_parser(sub, "synthesize", "polarity-reversal synthesis (arXiv 2604.18845): seeds -> reversals")
+    _seeds_flag(p, "seed JSONL")
     p.add_argument("--out", default=None, help="output JSONL (appended to; a rerun resumes); required")
     _preset_flag(p, "synthesis")
     p.add_argument("--backend", choices=BACKENDS, default=None, help=f"default: the preset's ({d.backend})")
@@ -495,7 +488,7 @@ def _add_synthesize(sub):
     m = add_parser(sub, "synthesize-merge", "join shard outputs, de-duplicate, check completeness")
     m.add_argument("shards", nargs="+", help="shard output JSONL files")
     m.add_argument("--out", required=True)
-    m.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL to check completeness against")
+    _seeds_flag(m, "seed JSONL to check completeness against")
     m.add_argument(
         "--negative",
         choices=NEGATIVE_POLICIES,
@@ -570,7 +563,7 @@ def _add_verify(sub):
         required=True,
         help="synthesis JSONL ('--in': its older name)",
     )
-    v.add_argument("--seeds", default=str(C.SEEDS_PATH), help="seed JSONL")
+    _seeds_flag(v, "seed JSONL")
     v.add_argument("--out", default=None, help="output JSONL (default: rewrite --in atomically)")
     v.add_argument("--embedder", default="minilm", help="SentenceTransformer alias/path for the flip check")
     v.add_argument("--no-embedder", action="store_true", help="skip the flip check")

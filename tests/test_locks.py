@@ -50,7 +50,7 @@ def test_second_synthesis_on_one_output_fails_fast_first_finishes(server, tmp_pa
     write_seeds(tmp_path / "seeds.jsonl", n)
     server.latency_s = 2.0  # 40 s for the first run unless sped up: the second fails well inside it
     out = tmp_path / "o.jsonl"
-    cmd = [sys.executable, "-m", "ifir_lib", "synthesize", "--seeds", str(tmp_path / "seeds.jsonl")]
+    cmd = [sys.executable, "-m", "ifir_lib", "synthesize", "--preset", "paper", "--seeds", str(tmp_path / "seeds.jsonl")]
     cmd += ["--out", str(out), "--backend", "openai", "--model", DEFAULT_MODEL, "--base-url", server.url]
     cmd += ["--concurrency", "1", "--no-progress"]
     first = subprocess.Popen(

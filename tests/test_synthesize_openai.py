@@ -48,7 +48,7 @@ def _synth_args(tmp_path, model, url, out=None, *extra):
     """``ifir synthesize`` arguments for the seeds under ``tmp_path`` against ``url``, then ``extra``."""
     seeds, out = str(tmp_path / "seeds.jsonl"), str(out or tmp_path / "o.jsonl")
     flags = ["--seeds", seeds, "--out", out, "--backend", "openai", "--model", model, "--base-url", url]
-    return ["synthesize", *flags, *extra]
+    return ["synthesize", "--preset", "paper", *flags, *extra]
 
 
 def test_rows_schema_usage_and_template_version(server, tmp_path):

@@ -296,14 +296,10 @@ def infosearch_task(name: str, path: str | None = None):
     """
     repo, rev = INFOSEARCH_DATASETS[name]
     dim = repo.split("/")[1].split("-")[0]
+    about = f"InfoSearch {dim} dimension ({repo}): p-MRR of full-corpus retrieval"
+    where = dict(path=str(path or repo), revision=rev, reference="https://github.com/EIT-NLP/InfoSearch")
     md = instruction_task_metadata(
-        "Robust04InstructionRetrieval",
-        name=name,
-        description=f"InfoSearch {dim} dimension ({repo}): p-MRR of full-corpus retrieval",
-        reference="https://github.com/EIT-NLP/InfoSearch",
-        path=str(path or repo),
-        revision=rev,
-        main_score="p-MRR",
+        "Robust04InstructionRetrieval", name=name, description=about, main_score="p-MRR", **where
     )
     return task_instance(_infosearch_task_class(), f"InfoSearch_{name}", md)
 
@@ -399,15 +395,13 @@ def mair_task(name: str, queries_path: str | None = None, docs_path: str | None 
     does not change nDCG@10).
     """
     config = MAIR_TASKS[name]
-    md = instruction_task_metadata(
-        "SciFact",
-        name=name,
-        description=f"MAIR task {config} ({MAIR_QUERIES} + {MAIR_DOCS}, config {config})",
-        reference="https://github.com/sunnweiwei/MAIR",
+    about = f"MAIR task {config} ({MAIR_QUERIES} + {MAIR_DOCS}, config {config})"
+    where = dict(
         path=str(queries_path or MAIR_QUERIES),
         revision=MAIR_REVISION,
-        main_score="ndcg_at_10",
+        reference="https://github.com/sunnweiwei/MAIR",
     )
+    md = instruction_task_metadata("SciFact", name=name, description=about, main_score="ndcg_at_10", **where)
     attrs = {"docs_path": str(docs_path or MAIR_DOCS), "mair_config": config}
     return task_instance(_mair_task_class(), f"MAIR_{config}", md, **attrs)
 

@@ -30,23 +30,14 @@ from ..core.errors import DataError
 
 PASSAGES_FILE, SEEDS_FILE, META_FILE = "passages.arrow", "seeds.arrow", "meta.json"
 PASSAGES_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
+_TEXT_COLUMNS = "id query instruction instruction_type domain reference_reversal".split()
+_NARRATIVE_COLUMNS = "aug_instruction narrative reversal_narrative aug_narrative".split()
 SEEDS_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("query", pa.string()),
-        ("instruction", pa.string()),
-        ("instruction_type", pa.string()),
-        ("domain", pa.string()),
-        ("reference_reversal", pa.string()),
-        ("reference_negative_index", pa.int64()),
-        ("aug_instruction", pa.string()),
-        ("narrative", pa.string()),
-        ("reversal_narrative", pa.string()),
-        ("aug_narrative", pa.string()),
-        ("positive", pa.int64()),
-        ("instruction_negatives", pa.list_(pa.int64())),
-        ("hard_negatives", pa.list_(pa.int64())),
-    ]
+    [(c, pa.string()) for c in _TEXT_COLUMNS]
+    + [("reference_negative_index", pa.int64())]
+    + [(c, pa.string()) for c in _NARRATIVE_COLUMNS]
+    + [("positive", pa.int64())]
+    + [(c, pa.list_(pa.int64())) for c in ("instruction_negatives", "hard_negatives")]
 )
 # left out of a seed when null
 _OPTIONAL = (

@@ -42,15 +42,9 @@ from .arrow import (
 )
 
 _PASSAGE = pa.struct([("docid", pa.string()), ("text", pa.string()), ("title", pa.string())])
-_LABELLED = pa.struct(
-    [
-        ("docid", pa.string()),
-        ("explanation", pa.string()),
-        ("followir_score", pa.float64()),
-        ("joint_id", pa.string()),
-        ("text", pa.string()),
-        ("title", pa.string()),
-    ]
+_LABELLED = pa.struct(  # a passage with the labels Promptriever's instruction negatives carry
+    [("docid", pa.string()), ("explanation", pa.string()), ("followir_score", pa.float64())]
+    + [(c, pa.string()) for c in ("joint_id", "text", "title")]
 )
 # The hub dataset's features, from its dataset card
 # (https://huggingface.co/datasets/samaya-ai/msmarco-w-instructions, 980,250 train rows).
