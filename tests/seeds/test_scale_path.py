@@ -22,8 +22,8 @@ from ifir_lib.testing.promptriever import write_fake_promptriever
 from ifir_lib.training.trainer import TrainConfig, train
 from ifir_lib.training.trainsets import build_trainset
 
-FIXTURES = Path(__file__).parent / "fixtures"
-REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = SynthesisConfig(backend="template", progress=False, use_cache=False, fsync=False)
 
 

@@ -16,7 +16,7 @@ from ifir_lib.seeds.schema import load_seeds
 from ifir_lib.testing.inputs import make_seed
 from ifir_lib.training.trainsets import build_trainset
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _write(tmp_path, rows):

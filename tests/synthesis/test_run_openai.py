@@ -22,7 +22,7 @@ from ifir_lib.synthesis import run as syn
 from ifir_lib.testing.inputs import make_seed, write_seeds
 from ifir_lib.testing.openai_server import DEFAULT_MODEL, free_port
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cfg(server, **kw):

@@ -18,7 +18,7 @@ from ifir_lib.testing.inputs import write_seeds
 from ifir_lib.testing.openai_server import DEFAULT_MODEL
 from ifir_lib.training.trainer import TrainConfig, train
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _env(tmp_path):
@@ -50,7 +50,8 @@ def test_second_synthesis_on_one_output_fails_fast_first_finishes(server, tmp_pa
     write_seeds(tmp_path / "seeds.jsonl", n)
     server.latency_s = 2.0  # 40 s for the first run unless sped up: the second fails well inside it
     out = tmp_path / "o.jsonl"
-    cmd = [sys.executable, "-m", "ifir_lib", "synthesize", "--preset", "paper", "--seeds", str(tmp_path / "seeds.jsonl")]
+    cmd = [sys.executable, "-m", "ifir_lib", "synthesize", "--preset", "paper"]
+    cmd += ["--seeds", str(tmp_path / "seeds.jsonl")]
     cmd += ["--out", str(out), "--backend", "openai", "--model", DEFAULT_MODEL, "--base-url", server.url]
     cmd += ["--concurrency", "1", "--no-progress"]
     first = subprocess.Popen(

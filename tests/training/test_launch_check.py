@@ -12,7 +12,7 @@ from ifir_lib.core.errors import ConfigError, DataError
 from ifir_lib.training.launch_check import check_launch_file
 from ifir_lib.training.trainer import TrainConfig
 
-LAUNCH = Path(__file__).resolve().parents[1] / "launch"
+LAUNCH = Path(__file__).resolve().parents[2] / "launch"
 DDP, ZERO2, DS, TORCHRUN = (
     LAUNCH / "accelerate_ddp_8gpu.yaml",
     LAUNCH / "accelerate_zero2_8gpu.yaml",
