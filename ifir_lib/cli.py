@@ -472,7 +472,14 @@ def _add_evaluate(sub):
     p.add_argument(
         "--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (0: none)"
     )
-    p.add_argument("--bootstrap-seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument(
+        "--bootstrap-rng-seed",
+        "--bootstrap-seed",
+        dest="bootstrap_rng_seed",
+        type=int,
+        default=0,
+        help="rng_seed of the bootstrap resampling (--bootstrap-seed: its older name)",
+    )
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     p.set_defaults(func=_cmd_evaluate)
 
@@ -485,7 +492,7 @@ def _cmd_evaluate(a):
     run_id = a.run_id or make_run_id(a.model, mode, rng_seed)
     followir = a.followir or ([] if (a.tasks or a.beir) else [str(C.FOLLOWIR_DIR)])
     sets = dict(followir=followir, beir=a.beir or [], tasks=a.tasks or [], data_dir=a.data_dir)
-    options = dict(batch_size=a.batch_size, bootstrap=a.bootstrap, bootstrap_seed=a.bootstrap_seed)
+    options = dict(batch_size=a.batch_size, bootstrap=a.bootstrap, bootstrap_rng_seed=a.bootstrap_rng_seed)
     labels = dict(results_csv=a.out, mode=mode, rng_seed=rng_seed, run_id=run_id)
     found = evaluate_models(
         [a.model], engine=a.engine, cache=not a.no_cache, style="table", **sets, **options, **labels

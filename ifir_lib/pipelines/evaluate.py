@@ -46,7 +46,7 @@ def evaluate_models(
     run_id: str | None = None,
     batch_size: int = 32,
     bootstrap: int = 1000,
-    bootstrap_seed: int | None = None,
+    bootstrap_rng_seed: int | None = None,
     cache: bool = True,
     skip_done: bool = False,
     style: str | None = "line",
@@ -55,7 +55,7 @@ def evaluate_models(
 
     ``models`` maps a label (the table's ``model`` column) to a name or path; a plain list uses
     each name as its label. ``mode``/``rng_seed`` label every model (default: its run record's).
-    ``bootstrap_seed`` seeds the bootstrap intervals (default: the model's ``rng_seed``).
+    ``bootstrap_rng_seed`` draws the bootstrap resamples (default: the model's ``rng_seed``).
     ``style``: ``'line'`` prints one line per result, ``'table'`` every metric with its interval,
     None nothing.
     """
@@ -70,7 +70,7 @@ def evaluate_models(
     out = {}
     for label, path in models.items():
         labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
-        seed = bootstrap_seed if bootstrap_seed is not None else labels["rng_seed"]
+        seed = bootstrap_rng_seed if bootstrap_rng_seed is not None else labels["rng_seed"]
         options = dict(batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed)
         todo = [
             f
