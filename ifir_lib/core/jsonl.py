@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -89,6 +90,14 @@ def _parse(path: Path, n: int, line: bytes) -> dict:
     return obj
 
 
+def _parses(line: bytes) -> bool:
+    """True when ``line`` is one whole JSON object (a last line that only lacks its newline)."""
+    try:
+        return isinstance(json.loads(line.removeprefix(_BOM)), dict)
+    except ValueError:
+        return False
+
+
 def dumps(row: dict) -> str:
     """One JSONL line, newline included; non-ASCII text stays readable."""
     return json.dumps(row, ensure_ascii=False) + "\n"
@@ -123,10 +132,61 @@ def write_jsonl(path: str | Path, rows: Iterable[dict], fsync: bool = True) -> P
     return Path(path)
 
 
+def set_aside_cut_tail(path: str | Path, is_whole=None) -> Path | None:
+    """Before an append: move a cut last line (text after the last newline) out of ``path``.
+
+    ``is_whole(tail: bytes) -> bool`` may say that the last line is complete and only lacks its
+    newline (a JSONL object that parses, written by another tool): it then gets its newline and
+    stays. Otherwise the fragment goes to a side file ``<path>.cut-<UTC time>-<pid>`` and ``path`` is truncated
+    after its last whole line, so the next appended row can never be glued onto it; a warning
+    names both files. Returns the side file, or None when the file is absent, empty or whole.
+    Text files of any kind (JSONL, CSV). The caller holds the file's writer lock.
+
+    Example: ``'a\nb\nc'`` -> the file keeps ``'a\nb\n'``, the side file holds ``'c'``.
+    """
+    path = Path(path)
+    if not path.exists() or not ends_cut(path):
+        return None
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1  # 0 when the file holds no whole line at all
+    if is_whole is not None and is_whole(data[keep:]):
+        with open(path, "ab") as fh:
+            fh.write(b"\n")
+        return None
+    side = _side_file(path)
+    with open(side, "wb") as fh:
+        fh.write(data[keep:])
+        fh.flush()
+        os.fsync(fh.fileno())
+    with open(path, "r+b") as fh:
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    log.warning(
+        "%s: its last line was cut (%d bytes); set aside in %s before appending", path, len(data) - keep, side
+    )
+    return side
+
+
+def _side_file(path: Path) -> Path:
+    """A new, unused ``<path>.cut-<UTC time>-<pid>[-<n>]``: two set-asides never share a file."""
+    stamp = f"{path.name}.cut-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+    for n in range(1000):
+        side = path.with_name(stamp + (f"-{n}" if n else ""))
+        try:
+            side.touch(exist_ok=False)
+            return side
+        except FileExistsError:
+            continue
+    raise OSError(f"{path}: cannot name a side file for its cut last line")
+
+
 def append_jsonl(path: str | Path, rows: Iterable[dict], fsync: bool = True) -> None:
-    """Append ``rows`` in one write (a reader never sees half a batch of short rows), then fsync."""
+    """Append ``rows`` in one write (a reader never sees half a batch of short rows), then fsync.
+    A cut last line already in the file is set aside first (``set_aside_cut_tail``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    set_aside_cut_tail(path, is_whole=_parses)
     with path.open("a", encoding="utf-8") as fh:
         fh.write("".join(dumps(r) for r in rows))
         fh.flush()
