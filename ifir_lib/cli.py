@@ -222,6 +222,12 @@ def _add_synthesize(sub):
         help=f"prompt template: a name in ifir_lib/synthesis/templates or a path ({d.template})",
     )
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--extend",
+        action="store_true",
+        help="add rows to an --out written with another backend, model, --negative or --template "
+        "(refused otherwise; keys already there are kept, not redone)",
+    )
     _llm_flags(p)
     # --dry-run: count and price the run, send nothing (synthesis_pricing); --price and --concurrency apply
     p.add_argument("--dry-run", action="store_true", help="count requests and tokens, price it; send nothing")
@@ -254,6 +260,8 @@ def _synthesis_config(a):
     kw = {f: getattr(a, f) for f in fields if getattr(a, f) is not None}
     if a.no_progress:
         kw["progress"] = False
+    if a.extend:
+        kw["extend"] = True
     return _llm_config(a, SynthesisConfig.preset(C.resolve_preset(a.preset, "synthesis"), **kw))
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .config import ABLATIONS
 from .errors import DataError
-from .jsonl import read_jsonl
+from .jsonl import read_jsonl, write_jsonl
 from .locks import lock_path
 
 RUN_FILE = "ifir_run.json"
@@ -166,7 +166,7 @@ class RunFolder(os.PathLike):
         path = self.train_log if which == "train" else self.heldout_log
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [row for _, row in read_jsonl(path)]  # a cut last line (a killed run) is dropped
 
     def last_step(self) -> int | None:
         """The last step the training log reached, or None (no log yet)."""
@@ -176,11 +176,11 @@ class RunFolder(os.PathLike):
         return max(steps) if steps else None
 
     def trim_logs(self, step: int) -> None:
-        """Drop log lines after ``step``: a run resumed from that checkpoint logs them again."""
+        """Drop log lines after ``step``: a run resumed from that checkpoint logs them again.
+        The log is replaced atomically, so a kill during the rewrite loses nothing."""
         for which, path in (("train", self.train_log), ("heldout", self.heldout_log)):
             if path.exists():
-                kept = [r for r in self.read_log(which) if r["step"] <= step]
-                path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+                write_jsonl(path, [r for r in self.read_log(which) if r["step"] <= step])
 
     def checkpoints(self) -> list[Path]:
         """``checkpoints/checkpoint-<step>`` folders, oldest step first."""

@@ -11,7 +11,9 @@ Problems that mteb tolerates (qrels naming unknown documents, a query without a 
 instruction, an empty candidate list, a query without og or changed qrels) are collected in
 ``FollowIRData.problems`` with counts, logged as warnings, and the affected queries are dropped,
 never scored as zero; candidates missing from the corpus are reported and ignored. A malformed
-line raises ``DataError`` naming file and line.
+line raises ``DataError`` naming file, line and field, and so do data that no choice of ours
+could score rightly: an ``_id`` given twice in corpus.jsonl or queries.jsonl, a document with
+neither text nor title, a (query, document) pair judged twice with different scores.
 ``SCORE_METRIC`` says which metric is each FollowIR dataset's Score (the paper's Table 1).
 Not handled here: encoding or scoring (``evaluator``), synthetic sets for tests (``testing.inputs``).
 """
@@ -81,33 +83,55 @@ def _need(row, keys, path, n):
 
 def _load_qrels(path: Path) -> Qrels:
     qrels: Qrels = collections.defaultdict(dict)
+    first: dict[tuple[str, str], int] = {}
     for n, row in read_jsonl(path):
         _need(row, ("query-id", "corpus-id", "score"), path, n)
         try:
             score = int(float(row["score"]))
         except (TypeError, ValueError):
             raise DataError(path, n, f"not a number: {row['score']!r}", "score") from None
-        qrels[str(row["query-id"])][str(row["corpus-id"])] = score
+        q, d = str(row["query-id"]), str(row["corpus-id"])
+        if d in qrels[q] and qrels[q][d] != score:
+            raise DataError(
+                path,
+                n,
+                f"{score} conflicts with {qrels[q][d]} on line {first[q, d]} for query {q!r}, document {d!r}",
+                "score",
+            )
+        first.setdefault((q, d), n)
+        qrels[q][d] = score
     return dict(qrels)
 
 
+def _unique(seen: dict[str, int], key: str, path: Path, n: int) -> None:
+    """Record that ``key`` is on line ``n``; an id given twice is a ``DataError`` naming both lines."""
+    if key in seen:
+        raise DataError(path, n, f"duplicate id {key!r} (first on line {seen[key]})", "_id")
+    seen[key] = n
+
+
 def _read_corpus(path: Path) -> dict[str, dict]:
-    corpus = {}
+    corpus, seen = {}, {}
     for n, row in read_jsonl(path):
         _need(row, ("_id", "text"), path, n)
         if not isinstance(row["text"], str):
             raise DataError(path, n, "must be a string", "text")
-        corpus[str(row["_id"])] = {"title": row.get("title") or "", "text": row["text"]}
+        _unique(seen, str(row["_id"]), path, n)
+        title = row.get("title") or ""
+        if not row["text"].strip() and not str(title).strip():
+            raise DataError(path, n, f"document {str(row['_id'])!r} is empty (no text, no title)", "text")
+        corpus[str(row["_id"])] = {"title": title, "text": row["text"]}
     return corpus
 
 
 def _read_queries(path: Path) -> dict[str, dict]:
-    queries = {}
+    queries, seen = {}, {}
     for n, row in read_jsonl(path):
         _need(row, ("_id", "text", "instruction_og"), path, n)
         for k in ("text", "instruction_og"):
             if not isinstance(row[k], str):
                 raise DataError(path, n, "must be a string", k)
+        _unique(seen, str(row["_id"]), path, n)
         queries[str(row["_id"])] = {
             "text": row["text"],
             "instruction_og": row["instruction_og"],

@@ -10,7 +10,10 @@ tasks) it runs our evaluator or mteb's (``engine``), and appends one row per met
     evaluate_models({"minilm": "minilm"}, followir=[C.FOLLOWIR_DIR], results_csv="out/r.csv")
     -> {"minilm": [EvalResult(dataset='followir_mini', metrics={'p_mrr': -5.03, ...})]}
 
-Every named set is checked before any model loads, so a missing one fails in milliseconds.
+Before any model loads, every output and input is checked, so a bad one fails in one line
+within seconds: the results CSV and its per-query sibling can be written (``check_writable``),
+every named set exists, every FollowIR folder loads and passes ``corpora.load_followir``'s
+checks (it is then scored from that load, not read twice).
 With ``skip_done``, a (model, mode, rng_seed, folder) already in the table is not evaluated
 again: a rerun of the demo or the experiment resumes. Not handled here: the metrics
 (``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
@@ -22,12 +25,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..core import config as C
-from ..core.errors import DataError
+from ..core.errors import ConfigError, DataError
 from ..core.models import load_model
 from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
+from ..evaluation.corpora import load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
-from ..reporting.results import load_results, make_run_id, save_result
+from ..reporting.results import check_writable, load_results, make_run_id, save_result
 
 ENGINES = ("ours", "mteb")
 
@@ -62,11 +66,16 @@ def evaluate_models(
     if engine not in ENGINES:
         raise DataError(engine, None, f"unknown engine; choose from {', '.join(ENGINES)}")
     models = dict(models) if isinstance(models, Mapping) else {str(m): m for m in models}
+    if rng_seed is not None and not str(rng_seed).strip().removeprefix("-").isdigit():
+        raise ConfigError(f"rng_seed: the table's random-seed label must be an integer, not {rng_seed!r}")
+    if results_csv is not None:  # an output that cannot be written fails before any work
+        check_writable(results_csv)
     named = [mteb_glue.get_task(n, data_dir) for n in mteb_glue.expand_task_names(list(tasks))]
     mteb_glue.check_available(named)  # one line per missing dataset
     for folder in (*followir, *beir):  # bad paths fail before any model loads
         if not Path(folder).is_dir():
             raise DataError(folder, None, "not a directory (expected a FollowIR- or BEIR-format folder)")
+    loaded = {f: load_followir(f) for f in followir}  # bad data fails before any model loads, too
     out = {}
     for label, path in models.items():
         labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
@@ -81,7 +90,8 @@ def evaluate_models(
             print(f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: already in {Path(results_csv).name}")
         if not (todo or beir or named):
             continue
-        results = _evaluate_one(str(path), todo, beir, named, engine, cache, options)
+        sets = [f if engine == "mteb" else loaded[f] for f in todo]  # mteb's task records the folder
+        results = _evaluate_one(str(path), sets, beir, named, engine, cache, options)
         rid = run_id or make_run_id(label, labels["mode"], labels["rng_seed"])
         for r in results:
             if results_csv is not None:

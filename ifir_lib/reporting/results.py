@@ -7,7 +7,10 @@ One row per run x dataset x metric, values x100 as the evaluation writes them::
 ``mode`` is the data configuration a model was trained on (``base`` for an untrained model);
 per-query scores go to a sibling ``<stem>_per_query.csv`` (``run_id, dataset, metric, query_id,
 value``). The table is only ever appended to, one run's rows in one locked write, so two
-evaluations appending at once never interleave. Tables written before the vocabulary settled
+evaluations appending at once never interleave. Before each append, a cut last row (a crash or
+a partial copy: no final newline, fewer fields than the header) is moved to a side file with a
+warning, so a new row is never glued onto it; a value that is not a number in a number column is
+refused on write and named (file, line, column) on read, while an empty cell reads as missing. Tables written before the vocabulary settled
 (``config``/``seed`` columns) are read with those columns renamed.
 
 Used by evaluation (writing), figures and notebooks (reading and summarising). Not handled here:
@@ -18,6 +21,13 @@ from __future__ import annotations
 
 import csv
 import datetime
+import io
+import logging
+import math
+import numbers
+import os
+import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +36,7 @@ import pandas as pd
 
 from ..core.config import BASE_MODE, MODES, PUBLISHED_RESULTS_PATH, REPO_DIR, git_commit
 from ..core.errors import DataError
-from ..core.jsonl import read_jsonl
+from ..core.jsonl import read_jsonl, set_aside_cut_tail
 from ..core.locks import shared_append
 from ..core.run_folder import RunFolder
 from ..synthesis.run import load_synthesis
@@ -50,6 +60,11 @@ PER_QUERY_COLUMNS = ["run_id", "dataset", "metric", "query_id", "value"]
 _OLD_NAMES = {"config": "mode", "seed": "rng_seed"}
 # dataset names that already hold an average over the FollowIR collections
 AGGREGATE_DATASETS = {"all", "mean", "average", "overall", "followir"}
+# columns that must hold numbers (an empty cell is a deliberate "missing"); rng_seed must be an integer
+NUMERIC_COLUMNS = ("value", "ci_low", "ci_high")
+INTEGER_COLUMNS = ("n_queries", "rng_seed")
+
+log = logging.getLogger(__name__)
 
 
 def mode_order(modes) -> list[str]:
@@ -63,10 +78,21 @@ def mode_order(modes) -> list[str]:
 # Writing
 
 
+_last_stamp: list[datetime.datetime] = []  # the last time make_run_id used, in this process
+_stamp_lock = threading.Lock()
+
+
 def make_run_id(model: str, mode: str, rng_seed: int | str) -> str:
-    """``make_run_id('runs/ins-dv', 'ins-dv', 1) -> 'ins-dv-ins-dv-s1-20260101T120000'`` (model folder name + time)."""
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return f"{Path(str(model)).name}-{mode}-s{rng_seed}-{stamp}"
+    """``make_run_id('runs/ins-dv', 'ins-dv', 1) -> 'ins-dv-ins-dv-s1-20260101T120000.123456'``: the
+    model folder name, then the UTC time to the microsecond (ISO 8601 basic format). Two calls in
+    one process never share a time (the second is moved on by a microsecond), so two evaluations
+    started within one second get different ids."""
+    with _stamp_lock:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        if _last_stamp and now <= _last_stamp[0]:
+            now = _last_stamp[0] + datetime.timedelta(microseconds=1)
+        _last_stamp[:] = [now]
+    return f"{Path(str(model)).name}-{mode}-s{rng_seed}-{now.strftime('%Y%m%dT%H%M%S.%f')}"
 
 
 def result_rows(
@@ -124,46 +150,136 @@ def per_query_path(path: str | Path) -> Path:
     return path.with_name(f"{path.stem}_per_query{path.suffix or '.csv'}")
 
 
+def _fields(line: bytes) -> list[str] | None:
+    """The CSV fields of one line, or None when it does not parse (an unclosed quote)."""
+    try:
+        return next(csv.reader([line.decode("utf-8").rstrip("\r\n")], strict=True), [])
+    except (csv.Error, UnicodeDecodeError):
+        return None
+
+
+def _check_header(path: Path, columns: list[str]) -> None:
+    """Refuse to append to a file whose header is not ``columns`` (a cut header is left to heal)."""
+    with path.open("rb") as fh:
+        first = fh.readline()
+    if not first.strip():
+        return
+    header = _fields(first.removeprefix(b"\xef\xbb\xbf"))
+    if header == columns:
+        return
+    if not first.endswith(b"\n") and ",".join(columns).encode().startswith(first.strip()):
+        return  # the header itself was cut: set aside, then written again
+    raise DataError(
+        path,
+        1,
+        f"header {header} does not match the expected columns {columns}; "
+        "refusing to append (write to a new file)",
+    )
+
+
+def _cell(value, column: str, path: Path, where: str):
+    """``value`` as it goes in the CSV: None and NaN become an empty cell (missing); a value that
+    is not a number in a number column is a ``DataError`` naming the column."""
+    if value is None or (isinstance(value, numbers.Real) and value != value):
+        return ""
+    if column in NUMERIC_COLUMNS or column in INTEGER_COLUMNS:
+        ok = _is_number(value, integer=column in INTEGER_COLUMNS)
+        if not ok:
+            kind = "an integer" if column in INTEGER_COLUMNS else "a finite number"
+            raise DataError(path, None, f"not {kind}: {value!r} ({where}); nothing written", column)
+    return value
+
+
+def _is_number(value, integer: bool) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        try:
+            value = int(value.strip()) if integer else float(value)
+        except ValueError:
+            return False
+    if not isinstance(value, numbers.Real) or not math.isfinite(value):
+        return False
+    return not integer or float(value).is_integer()
+
+
+def _row_name(r: dict) -> str:
+    if "query_id" in r:
+        return f"run {r.get('run_id')}, {r.get('dataset')}/{r.get('metric')}, query {r.get('query_id')}"
+    return f"run {r.get('run_id')}, {r.get('dataset')}/{r.get('metric')}"
+
+
 def _append_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
+    """Append ``rows`` to ``path`` (the caller holds its lock). A cut last row (no final newline,
+    fewer fields than the header) is set aside first (``set_aside_cut_tail``), so it is never glued
+    to the next row; every value is checked before anything is written."""
+    cells = [{c: _cell(r.get(c), c, path, _row_name(r)) for c in columns} for r in rows]
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        _check_header(path, columns)
+        set_aside_cut_tail(path, is_whole=lambda tail: len(_fields(tail) or ()) == len(columns))
     new = not path.exists() or path.stat().st_size == 0
-    if not new:
-        with path.open(encoding="utf-8", newline="") as fh:
-            header = next(csv.reader(fh), [])
-        if header != columns:
-            raise DataError(
-                path,
-                1,
-                f"header {header} does not match the expected columns {columns}; "
-                "refusing to append (write to a new file)",
-            )
     with path.open("a", encoding="utf-8", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=columns, extrasaction="raise")
         if new:
             w.writeheader()
-        for r in rows:
-            w.writerow(
-                {
-                    c: ("" if r.get(c) is None or (isinstance(r.get(c), float) and r[c] != r[c]) else r[c])
-                    for c in columns
-                }
-            )
+        w.writerows(cells)
 
 
 def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | None = None) -> Path:
     """Append ``rows`` (``RESULT_COLUMNS``) to the results CSV, creating it with a header.
 
-    Never overwrites: an existing file with other columns is an error. ``per_query`` rows go to
+    Never overwrites: an existing file with other columns is an error, and so is a value that is
+    not a number in a number column (nothing is written then). A cut last row left by a crash is
+    set aside in a side file, with a warning, before the append. ``per_query`` rows go to
     ``per_query_path(path)``. Returns ``path``.
     """
     path = Path(path)
     missing = [c for c in RESULT_COLUMNS if any(c not in r for r in rows)]
     if missing:
         raise ValueError(f"result rows lack columns {missing}")
+    pq_path = per_query_path(path)
+    for r in per_query or []:  # checked before either file is touched
+        _cell(r.get("value"), "value", pq_path, _row_name(r))
     with shared_append(path):  # two evaluations appending at once take turns, whole runs at a time
+        if per_query and pq_path.is_file():  # refused before the results file is touched
+            _check_header(pq_path, PER_QUERY_COLUMNS)
         _append_csv(path, RESULT_COLUMNS, rows)
         if per_query:
-            _append_csv(per_query_path(path), PER_QUERY_COLUMNS, per_query)
+            _append_csv(pq_path, PER_QUERY_COLUMNS, per_query)
+    return path
+
+
+def check_writable(path: str | Path) -> Path:
+    """Fail now, in one line (``DataError``), when the results CSV ``path`` or its per-query sibling
+    could not be appended to later: a folder that cannot be created (a parent is a file), a path
+    that is a folder, a folder or file without write permission, a lock that cannot be taken, a
+    header of other columns. Creates the folder; writes nothing else. Returns ``path``."""
+    path = Path(path)
+    for p in (path, per_query_path(path)):
+        if p.is_dir():
+            raise DataError(p, None, "is a folder, not a results CSV file; pass a file path to --out")
+        blocker = next((a for a in p.parents if a.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise DataError(
+                p, None, f"cannot be written: {blocker} is a file, not a folder; nothing was evaluated"
+            )
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if p.exists():
+                with p.open("ab"):
+                    pass
+                _check_header(p, RESULT_COLUMNS if p == path else PER_QUERY_COLUMNS)
+            else:
+                fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".probe")
+                os.close(fd)
+                os.unlink(tmp)
+            if p == path:
+                with shared_append(p):
+                    pass
+        except OSError as e:
+            why = e.strerror or str(e)
+            raise DataError(p, None, f"cannot be written ({why}); nothing was evaluated") from None
     return path
 
 
@@ -194,29 +310,79 @@ def load_results(path: str | Path) -> pd.DataFrame:
     """Read the tidy results CSV; a missing column raises ``DataError`` naming it.
 
     ``value``/``ci_*`` become floats, ``timestamp`` a UTC datetime; the optional columns are
-    added empty when absent; ``config``/``seed`` columns of older tables are renamed.
+    added empty when absent; ``config``/``seed`` columns of older tables are renamed. An empty
+    cell is a missing value (NaN); a cell that is not a number in a number column (``value``,
+    ``ci_low``, ``ci_high``, ``n_queries``, ``rng_seed``) is a ``DataError`` naming file, line and
+    column: coerced to NaN it would vanish from every mean, table and figure without a word. A
+    cut last row (no final newline, too few fields: a crashed append) is dropped with a warning.
     """
     path = Path(path)
+    df = _read_csv(
+        path,
+        "results file not found",
+        {c: str for c in ("run_id", "model", "mode", "config", "rng_seed", "seed", "dataset", "metric")}
+        | {"git_commit": str},
+    )
+    return check_results(df, path)
+
+
+def _read_csv(path: Path, not_found: str, dtype: dict) -> pd.DataFrame:
+    """``pd.read_csv`` with one-line errors, and a cut last row dropped with a warning."""
     if not path.exists():
-        raise DataError(path, None, "results file not found")
+        raise DataError(path, None, not_found)
+    if path.is_dir():
+        raise DataError(path, None, "is a folder, not a CSV file")
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep and data[keep:].strip():  # a last line without its newline: whole, or cut by a crash?
+        header = _fields(data[: data.find(b"\n")]) or ()
+        if len(_fields(data[keep:]) or ()) != len(header):
+            n = data[:keep].count(b"\n") + 1
+            log.warning(
+                "%s:%d: dropping a cut last row (%d bytes) left by an interrupted write; the next "
+                "append sets it aside",
+                path,
+                n,
+                len(data) - keep,
+            )
+            data = data[:keep]
     try:
-        df = pd.read_csv(
-            path,
-            dtype={
-                "run_id": str,
-                "model": str,
-                "mode": str,
-                "config": str,
-                "rng_seed": str,
-                "seed": str,
-                "dataset": str,
-                "metric": str,
-                "git_commit": str,
-            },
-        )
+        return pd.read_csv(io.BytesIO(data), dtype=dtype)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise DataError(path, None, f"not a readable CSV ({str(e).strip().splitlines()[-1]})") from None
-    return check_results(df, path)
+
+
+def _file_line(path, row: int) -> int | None:
+    """The line of ``path`` that holds data row ``row`` (0-based, as pandas counts: blank lines
+    skipped), or None when ``path`` is not a file."""
+    if not Path(path).is_file():
+        return None
+    with Path(path).open(encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        seen = -2  # the header is row -1
+        for fields in reader:
+            if any(f.strip() for f in fields):
+                seen += 1
+                if seen == row:
+                    return reader.line_num
+    return None
+
+
+def _numbers(df: pd.DataFrame, column: str, path, integer: bool = False) -> pd.Series:
+    """``df[column]`` as numbers; an empty cell is NaN, any other non-number a ``DataError``."""
+    raw = df[column]
+    num = pd.to_numeric(raw, errors="coerce")
+    bad = raw.notna() & (num.isna() | ~np.isfinite(num.astype(float)))
+    if integer:
+        bad |= num.notna() & np.isfinite(num.astype(float)) & (num.astype(float) % 1 != 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        line = _file_line(path, i)
+        where = f" (row {i + 1})" if line is None else ""
+        kind = "an integer" if integer else "a finite number"
+        more = f"; {int(bad.sum()) - 1} more bad cell(s) in this column" if bad.sum() > 1 else ""
+        raise DataError(path, line, f"not {kind}: {raw.iloc[i]!r}{where}{more}", column)
+    return num
 
 
 def check_results(df: pd.DataFrame, path: str | Path = "<results>") -> pd.DataFrame:
@@ -232,11 +398,12 @@ def check_results(df: pd.DataFrame, path: str | Path = "<results>") -> pd.DataFr
         if c not in df.columns:
             df[c] = np.nan
     df["mode"] = df["mode"].astype(str).str.lower()
+    _numbers(df, "rng_seed", path, integer=True)
     df["rng_seed"] = df["rng_seed"].astype(str)
-    for c in ("value", "ci_low", "ci_high"):
-        df[c] = pd.to_numeric(df[c], errors="coerce")
+    for c in NUMERIC_COLUMNS:
+        df[c] = _numbers(df, c, path)
     df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True, errors="coerce", format="mixed")
-    df["n_queries"] = pd.to_numeric(df["n_queries"], errors="coerce").astype("Int64")
+    df["n_queries"] = _numbers(df, "n_queries", path, integer=True).astype("Int64")
     return df
 
 
@@ -274,16 +441,19 @@ def add_backbone(results: pd.DataFrame, runs_dir: str | Path | None = None) -> p
 
 
 def load_per_query(path: str | Path) -> pd.DataFrame:
-    """The per-query sibling (pass the results path or the per-query path itself) as a DataFrame."""
+    """The per-query sibling (pass the results path or the per-query path itself) as a DataFrame.
+    A ``value`` that is not a number is a ``DataError`` naming file, line and column; an empty one
+    is NaN; a cut last row is dropped with a warning (``load_results``)."""
     path = Path(path)
     if not path.stem.endswith("_per_query"):
         path = per_query_path(path)
-    if not path.exists():
-        raise DataError(path, None, "per-query file not found")
-    df = pd.read_csv(path, dtype={"run_id": str, "dataset": str, "metric": str, "query_id": str})
+    df = _read_csv(
+        path, "per-query file not found", {"run_id": str, "dataset": str, "metric": str, "query_id": str}
+    )
     missing = [c for c in PER_QUERY_COLUMNS if c not in df.columns]
     if missing:
         raise DataError(path, 1, f"missing column(s) {', '.join(missing)}")
+    df["value"] = _numbers(df, "value", path)
     return df
 
 

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from ..core.errors import BackendError, RequestFailed
+from ..core.secrets import RedactingFilter, redact, redact_url, url_secrets
 from .llm import _Transient, cache_key, retry_after_seconds
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,10 @@ class OpenAIBackend:
                 raise BackendError(f"no API key: set ${api_key_env} (or pass --base-url for a local server)")
             key = "EMPTY"  # vLLM / llama.cpp accept any key; a server that wants one answers 401
         self._secret, self._timeout_s, self._client = key, timeout_s, None
+        # the request uses ``where``; every message shows ``shown`` and scrubs ``_secrets``
+        self.shown = redact_url(self.where)
+        self._secrets = [key if key != "EMPTY" else None, *url_secrets(self.where)]
+        self._log_filter, self._filtered = RedactingFilter(self._secrets), []
 
     @property
     def client(self):
@@ -77,10 +82,20 @@ class OpenAIBackend:
             self._client = openai.AsyncOpenAI(
                 api_key=self._secret, base_url=self.where, max_retries=0, timeout=self._timeout_s
             )
+            self._filter_http_logs()
         return self._client
 
+    def _filter_http_logs(self) -> None:
+        """The HTTP libraries log each request's URL (``-v``) and more at debug: scrub their
+        records. A logger's filter sees only its own records, so every one of theirs gets it."""
+        names = [n for n in logging.root.manager.loggerDict if n.split(".")[0].startswith(_HTTP_LOGGERS)]
+        for name in {*names, *_HTTP_LOGGERS}:
+            logging.getLogger(name).addFilter(self._log_filter)
+            self._filtered.append(name)
+
     def redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret and self._secret != "EMPTY" else text
+        """``text`` without the API key, the URL's credentials or any URL's credentials."""
+        return redact(text, self._secrets)
 
     async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int]:
         import openai
@@ -92,21 +107,21 @@ class OpenAIBackend:
         except openai.APIConnectionError as e:
             names = _cause_names(e)
             if "gaierror" in names:
-                raise _Transient(f"cannot resolve host of {self.where}", connect=True) from None
+                raise _Transient(f"cannot resolve host of {self.shown}", connect=True) from None
             if "ConnectError" in names or "ConnectionRefusedError" in names:
-                raise _Transient(f"cannot connect to {self.where}", connect=True) from None
+                raise _Transient(f"cannot connect to {self.shown}", connect=True) from None
             raise _Transient("connection dropped") from None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
             raise BackendError(
                 self.redact(
-                    f"{self.where} refused the API key from ${self.api_key_env} "
+                    f"{self.shown} refused the API key from ${self.api_key_env} "
                     f"(HTTP {e.status_code}: {_api_message(e)})"
                 )
             ) from None
         except openai.NotFoundError as e:
             raise BackendError(
                 self.redact(
-                    f"HTTP 404 from {self.where} for model {self.model!r}: {_api_message(e)} "
+                    f"HTTP 404 from {self.shown} for model {self.model!r}: {_api_message(e)} "
                     "(unknown model, or wrong --base-url)"
                 )
             ) from None
@@ -116,7 +131,7 @@ class OpenAIBackend:
                 raise BackendError(self._not_an_api(f"HTTP {code}")) from None
             if code == 429 and "insufficient_quota" in str(getattr(e, "body", "")):  # billing, not load
                 raise BackendError(
-                    self.redact(f"{self.where}: quota exhausted ({_api_message(e)})")
+                    self.redact(f"{self.shown}: quota exhausted ({_api_message(e)})")
                 ) from None
             if code == 429 or code >= 500 or code == 408:
                 raise _Transient(
@@ -133,13 +148,19 @@ class OpenAIBackend:
 
     def _not_an_api(self, status: str) -> str:
         return self.redact(
-            f"{self.where} answered {status} with an HTML page, not the OpenAI chat API; "
+            f"{self.shown} answered {status} with an HTML page, not the OpenAI chat API; "
             "check --base-url (it usually ends in /v1)"
         )
 
     async def aclose(self):
         if self._client is not None:
             await self._client.close()
+        for name in self._filtered:
+            logging.getLogger(name).removeFilter(self._log_filter)
+        self._filtered = []
+
+
+_HTTP_LOGGERS = ("httpx", "httpcore", "openai", "h11", "urllib3")  # prefixes: httpx2 too
 
 
 def _is_html(response) -> bool:

@@ -35,15 +35,19 @@ writes:
      "raw", "template", "template_version", "usage": {"prompt_tokens", "completion_tokens"},
      "cost_usd", "instruction_type", "attempts", "cached", "elapsed_s"}
 
-- ``<out stem>.config.json``: the ``SynthesisConfig`` (``to_dict``), the template's name and
-  version, and where the seeds came from;
+- ``<out stem>.config.json``: the ``SynthesisConfig`` (``to_dict``, its URL without
+  credentials), the template's name and version, where the seeds came from, the output's
+  *identity* (``output_identity``: backend, model, negative policy, template name and version)
+  and ``runs``, every option set that wrote rows. A rerun under another identity is refused
+  before anything is touched (``check_identity``) unless ``extend`` (``--extend``) adds its rows
+  deliberately (keys already in the file are kept, not redone);
 - ``<out>.lock``, held while a run writes ``out``: a second writer fails at once (``core.locks``);
 - the LLM response cache (``<cache dir>/llm``), one answer per model, prompt and decoding.
 
 The run is resumable and shardable: a row that cost a request is flushed at once and fsync'd
-right after, off the event loop; a restart repairs a line cut by a kill, drops duplicate keys
-and (``retry_failed``) failed rows, skips the keys already written and tries the rest; cached
-answers make a rerun send no request. Shards split the seeds by a stable hash of their id.
+right after, off the event loop; a restart sets aside a line cut by a kill (a side file named in
+a warning), drops duplicate keys and (``retry_failed``) failed rows, skips the keys already
+written and tries the rest; cached answers make a rerun send no request. Shards split the seeds by a stable hash of their id.
 
 Not handled here: the prompt (``prompts``); HTTP, retries and the cache (``llm``, ``backends``);
 parsing and checks (``checks``); the template baseline (``template``); the dry run and its price
@@ -64,6 +68,7 @@ import logging
 import os
 import random
 import re
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -71,9 +76,10 @@ from pathlib import Path
 
 from ..core import config as _config
 from ..core.errors import BackendError, ConfigError, DataError, RequestFailed
-from ..core.jsonl import atomic_write_text, dumps, ends_cut, read_jsonl, write_jsonl
+from ..core.jsonl import atomic_write_text, dumps, read_jsonl, set_aside_cut_tail, write_jsonl
 from ..core.locks import exclusive
 from ..core.progress import progress
+from ..core.secrets import redact_url
 from ..seeds.schema import load_seeds
 from .backends import OpenAIBackend, TransformersBackend
 from .checks import Parsed, parse_and_validate
@@ -160,6 +166,7 @@ class SynthesisConfig:
     use_cache: bool = True
     cache_dir: str | None = None  # None: config.cache_dir()/llm (IFIR_CACHE overrides)
     retry_failed: bool = True  # on resume, drop failed rows and try them again
+    extend: bool = False  # add rows under other identity options (output_identity) to an existing output
     fsync: bool = True
     progress: bool = True
     device: str | None = None  # transformers backend; None: cuda if available
@@ -215,6 +222,7 @@ class SynthesisConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["prices"] = {k: list(v) for k, v in self.prices.items()}
+        d["base_url"] = redact_url(d["base_url"])  # the request uses the real one; no copy keeps a key
         return d
 
 
@@ -311,8 +319,10 @@ def synthesize(
         out: the output JSONL; its config goes next to it as ``<out stem>.config.json``.
         config: a ``SynthesisConfig``; ``overrides`` replace its fields (``limit=10``).
 
-    Raises ``DataError`` for bad seeds or a corrupt output file and ``BackendError`` when the run
-    cannot go on (bad key, unknown model, unreachable server); rows written so far are kept.
+    Raises ``DataError`` for bad seeds or a corrupt output file, ``ConfigError`` before any work
+    when ``out`` cannot be written or holds rows of other identity options (``check_identity``;
+    ``extend=True`` adds to it deliberately), and ``BackendError`` when the run cannot go on (bad
+    key, unknown model, unreachable server); rows written so far are kept.
 
     Example: 3 seeds, ``negative='all'``, 2 negatives each -> 6 rows keyed ``s1#0, s1#1, ...``;
     run it again -> 0 rows written, 0 requests.
@@ -326,8 +336,9 @@ def synthesize(
         if hasattr(seeds, "iter_batches")
         else list(seeds)[: cfg.limit]
     )
-    tmpl = load_template(cfg.template)
     out = Path(out)
+    check_out_path(out)
+    tmpl = load_template(cfg.template)
     items = (plan if isinstance(seed_rows, list) else iter_plan)(
         seed_rows, cfg.negative_policy(), cfg.rng_seed, cfg.shard
     )
@@ -346,6 +357,8 @@ def _pending(items, done: set[str], summary: SynthesisSummary):
 
 
 def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float) -> SynthesisSummary:
+    ident = output_identity(cfg, tmpl)
+    runs = check_identity(out, ident, cfg.extend)  # before the file is touched
     done = prepare_output(out, cfg.retry_failed)
     model, tname, tversion = row_identity(cfg, tmpl)
     summary = SynthesisSummary(
@@ -356,19 +369,8 @@ def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float)
         template=tname,
         template_version=tversion,
     )
-    atomic_write_text(
-        out.with_name(out.stem + ".config.json"),
-        json.dumps(
-            {
-                "config": cfg.to_dict(),
-                "template": tname,
-                "template_version": tversion,
-                "seeds": str(seeds) if isinstance(seeds, (str, Path)) else f"<{len(seed_rows)} rows>",
-            },
-            indent=2,
-        ),
-        fsync=False,
-    )
+    where = str(seeds) if isinstance(seeds, (str, Path)) else f"<{len(seed_rows)} rows>"
+    write_sidecar(out, cfg, ident, runs, where)
     pending = _pending(items, done, summary)  # keys and skipped are counted as the items pass
     if isinstance(items, list):
         pending = list(pending)  # a list run knows its total for the progress bar
@@ -398,6 +400,124 @@ def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float)
             summary.retry_reasons = dict(st.retry_reasons)
         summary.elapsed_s = time.monotonic() - t0
     return summary
+
+
+# ---- the output's identity, its sidecar, the output path ---------------------------------------
+# The options that change what a row means. A rerun with other ones would mix rows of two meanings
+# in one file (or count the old rows as done), so it is refused unless ``extend`` says so.
+IDENTITY_FIELDS = ("backend", "model", "negative", "rng_seed", "template", "template_version")
+
+
+def output_identity(cfg, tmpl: PromptTemplate) -> dict:
+    """The options that make a row what it is: backend, model, negative policy (and its random seed
+    under ``random``), prompt template name and version. Concurrency, timeouts, ``limit``,
+    ``shard`` and progress are not part of it."""
+    model, tname, tversion = row_identity(cfg, tmpl)
+    ident = {"backend": cfg.backend, "model": model, "negative": cfg.negative_policy()}
+    if cfg.negative_policy() == "random":
+        ident["rng_seed"] = cfg.rng_seed
+    return {**ident, "template": tname, "template_version": tversion}
+
+
+def sidecar_path(out: str | Path) -> Path:
+    """``<out stem>.config.json``, next to the output."""
+    out = Path(out)
+    return out.with_name(out.stem + ".config.json")
+
+
+def recorded_runs(out: str | Path) -> list[dict]:
+    """The option sets that wrote rows to ``out``, oldest first, from its sidecar: one dict per
+    identity, ``{"identity", "config", "seeds"}``; ``[]`` without a sidecar. A sidecar of the
+    older format (one ``config``) counts as one run. Raises ``DataError`` for an unreadable one."""
+    side = sidecar_path(out)
+    if not side.exists():
+        return []
+    try:
+        doc = json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        msg = f"unreadable ({e}); move it away to record this run's options anew"
+        raise DataError(side, None, msg) from None
+    if not isinstance(doc, dict):
+        raise DataError(side, None, "expected a JSON object")
+    if isinstance(doc.get("runs"), list):
+        return [r for r in doc["runs"] if isinstance(r, dict) and isinstance(r.get("identity"), dict)]
+    c = doc.get("config")
+    if not isinstance(c, dict) or "backend" not in c:
+        return []
+    backend = c["backend"]
+    policy = "reference" if backend == "reference" else c.get("negative", "first")
+    ident = {
+        "backend": backend,
+        "model": backend if backend in ("template", "reference") else c.get("model"),
+        "negative": policy,
+        **({"rng_seed": c.get("rng_seed", 0)} if policy == "random" else {}),
+        "template": doc.get("template"),
+        "template_version": doc.get("template_version"),
+    }
+    return [{"identity": ident, "config": c, "seeds": doc.get("seeds")}]
+
+
+def check_identity(out: Path, ident: dict, extend: bool = False) -> list[dict]:
+    """The runs recorded for ``out`` (``recorded_runs``); ``[]`` when ``out`` holds no row yet.
+
+    Raises ``ConfigError`` (nothing touched) when ``out`` holds rows written under other identity
+    options and ``extend`` is off; the message lists old -> new for each differing option.
+    """
+    if not out.exists() or out.stat().st_size == 0:
+        return []
+    runs = recorded_runs(out)
+    if not runs or extend or any(r["identity"] == ident for r in runs):
+        return runs
+    old = runs[-1]["identity"]
+    diffs = [
+        f"{k} {old.get(k)!r} -> {ident.get(k)!r}"
+        for k in IDENTITY_FIELDS
+        if k in old or k in ident
+        if old.get(k) != ident.get(k)
+    ]
+    raise ConfigError(
+        f"{out} holds rows written with other options ({', '.join(diffs)}); "
+        "write to another --out, or pass --extend to add rows under the new options"
+    )
+
+
+def write_sidecar(out: Path, cfg, ident: dict, runs: list[dict], seeds: str) -> None:
+    """Write ``<out stem>.config.json``: this run's config (``config``, ``template``,
+    ``template_version``, ``identity``, ``seeds``) and ``runs``, every option set that wrote rows
+    (one entry per identity, its latest config). No secret: ``to_dict`` redacts the URL."""
+    run = {"identity": ident, "config": cfg.to_dict(), "seeds": seeds}
+    runs = [r for r in runs if r["identity"] != ident] + [run]
+    doc = {
+        "config": run["config"],
+        "template": ident["template"],
+        "template_version": ident["template_version"],
+        "seeds": seeds,
+        "identity": ident,
+        "runs": runs,
+    }
+    atomic_write_text(sidecar_path(out), json.dumps(doc, indent=2), fsync=False)
+
+
+def check_out_path(out: Path) -> None:
+    """Raise ``ConfigError`` (one line) before any work when ``out`` cannot be written: it is a
+    folder, a parent is a file, or the nearest existing folder refuses a new file."""
+    if out.is_dir():
+        raise ConfigError(f"cannot write the output {out}: it is a folder; name a file")
+    for parent in out.parents:
+        if parent.is_dir():
+            break
+        if parent.exists() or parent.is_symlink():
+            raise ConfigError(f"cannot write the output {out}: {parent} is a file, not a folder")
+    else:
+        return
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".ifir-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ConfigError(f"cannot write the output {out}: {parent} is not writable ({e.strerror})") from None
+    if out.exists() and not os.access(out, os.W_OK):
+        raise ConfigError(f"cannot write the output {out}: the file is not writable")
 
 
 @dataclass
@@ -783,21 +903,33 @@ def load_synthesis(path: str | Path) -> list[dict]:
 def prepare_output(path: Path, retry_failed: bool) -> set[str]:
     """Make ``path`` a clean resume point; return the keys already done.
 
-    Drops a cut last line, duplicate keys and (with ``retry_failed``) failed rows, rewriting the
-    file atomically only when something changed, so a kill during this step loses nothing. The
-    file is read line by line (twice when it is rewritten): only the keys are held.
+    A cut last line is set aside first (``core.jsonl.set_aside_cut_tail``: the fragment goes to
+    ``<path>.cut-<time>-<pid>``, named in a warning; a whole row that only lacks its newline gets
+    it), so no appended row is ever glued to it. Then duplicate keys and (with ``retry_failed``)
+    failed rows are dropped, rewriting the file atomically only when something changed, so a
+    kill during this step loses nothing. The file is read line by line (twice when it is
+    rewritten): only the keys are held.
     """
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         return set()
+    set_aside_cut_tail(path, is_whole=_whole_row)  # a fragment goes to a side file, with a warning
     skipped = collections.Counter()
     done = {r["key"] for r in iter_synthesis(path, retry_failed, skipped)}
-    cut = ends_cut(path)
-    if cut or skipped:
+    if skipped:
         n_rows = len(done) + sum(skipped.values())
-        log.info("%s: rewriting (%d rows kept of %d, cut last line: %s)", path, len(done), n_rows, cut)
+        log.info("%s: rewriting (%d rows kept of %d)", path, len(done), n_rows)
         write_jsonl(path, iter_synthesis(path, retry_failed))
     return done
+
+
+def _whole_row(tail: bytes) -> bool:
+    """True when a last line without its newline is a whole row (it parses and has a key)."""
+    try:
+        row = json.loads(tail.decode("utf-8-sig"))
+    except ValueError:
+        return False
+    return isinstance(row, dict) and "key" in row
 
 
 # ---- merging shards ----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from ..core.errors import ConfigError
+from ..core.jsonl import append_jsonl
 
 TRACKERS = ("tensorboard", "wandb", "mlflow")
 REPORT_TO_CHOICES = ("auto", "none", *TRACKERS)  # --report-to also takes a comma-separated list
@@ -101,8 +102,10 @@ class JsonlLog(TrainerCallback):
 
     @staticmethod
     def _append(path: Path, row: dict) -> None:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        """One line; a cut last line a killed run left is set aside first (``append_jsonl``), so
+        the new line is never glued onto it. Not fsync'd: a log line lost to a crash is logged again
+        on resume (``RunFolder.trim_logs``)."""
+        append_jsonl(path, [row], fsync=False)
 
 
 class TensorBoardLog(TrainerCallback):

@@ -1,0 +1,36 @@
+"""RunFolder: the run record, logs and the search for runs, on hand-made folders."""
+
+import json
+
+from ifir_lib.core.run_folder import RunFolder
+
+
+def test_trim_logs_survives_a_cut_last_line(tmp_path):
+    """A run killed mid-write leaves a cut log line; resuming trims the log without a traceback."""
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+    lines = [json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in (1, 2, 3)]
+    run.train_log.write_text("".join(lines) + '{"step": 4, "lo')
+    run.trim_logs(2)
+    assert [r["step"] for r in run.read_log()] == [1, 2]
+    assert run.train_log.read_text().endswith("\n")
+
+
+def test_find_sees_runs_not_checkpoints_and_filters_by_saved_model(tmp_path):
+    for name in ("a", "b", "a/checkpoints/checkpoint-1"):
+        RunFolder(tmp_path / name).path.mkdir(parents=True, exist_ok=True)
+        RunFolder(tmp_path / name).write({"mode": "ins-dv", "status": "running"})
+    (tmp_path / "b" / "modules.json").write_text("[]")
+    assert [r.path.name for r in RunFolder.find(tmp_path)] == ["a", "b"]
+    assert [r.path.name for r in RunFolder.find(tmp_path, with_model=True)] == ["b"]
+    assert RunFolder(tmp_path / "a").info()["mode"] == "ins-dv" and RunFolder(tmp_path / "none").info() == {}
+
+
+def test_record_failure_marks_only_a_running_run(tmp_path):
+    run = RunFolder(tmp_path)
+    run.write({"status": "running"})
+    run.record_failure(ValueError("bad thing\nmore"))
+    assert run.status() == ("failed", "failed: ValueError: bad thing")
+    run.write({"status": "finished"})
+    run.record_failure(KeyboardInterrupt())
+    assert run.info()["status"] == "finished"
