@@ -88,8 +88,9 @@ import sys
 from ifir_lib.reporting.results import append_results
 path, tag = sys.argv[1], sys.argv[2]
 cols = {cols!r}
+numbers = {{"rng_seed": 0, "value": 1.5, "ci_low": 1.0, "ci_high": 2.0, "n_queries": 5}}  # refused if not numbers
 for i in range(150):
-    row = {{c: f"{{tag}}-{{i}}-{{c}}" for c in cols}}
+    row = {{c: numbers.get(c, f"{{tag}}-{{i}}-{{c}}") for c in cols}}
     pq = [{{"run_id": f"{{tag}}-{{i}}", "dataset": "d", "metric": "m", "query_id": f"q{{k}}", "value": k}} for k in range(5)]
     append_results(path, [row, row], pq)
 """
