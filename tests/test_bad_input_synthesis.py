@@ -223,7 +223,7 @@ def test_out_under_a_regular_file_fails_before_any_request(planted, tmp_path, ca
     out = blocker / "sub" / "o.jsonl"
     assert _synth(tmp_path, *_llm(planted.url), out=out) == 2
     assert _one_line(capsys.readouterr().err) == (
-        f"ifir synthesize: error: cannot write the output {out}: {blocker} is a file, not a folder"
+        f"ifir synthesize: error: {out}: cannot be written: {blocker} is a file, not a folder"
     )
     assert planted.requests == 0 and blocker.read_text() == "not a folder"
 
@@ -231,7 +231,7 @@ def test_out_under_a_regular_file_fails_before_any_request(planted, tmp_path, ca
 def test_out_that_is_a_folder_fails(planted, tmp_path, capsys):
     assert _synth(tmp_path, *_llm(planted.url), out=tmp_path) == 2
     assert _one_line(capsys.readouterr().err) == (
-        f"ifir synthesize: error: cannot write the output {tmp_path}: it is a folder; name a file"
+        f"ifir synthesize: error: {tmp_path}: cannot be written: it is a folder; name a file"
     )
     assert planted.requests == 0
 
@@ -240,7 +240,7 @@ def test_out_in_a_folder_nobody_may_write_fails(planted, tmp_path, capsys):
     out = Path("/proc/ifir-no-such-folder/o.jsonl")  # not writable, even for root
     assert _synth(tmp_path, *_llm(planted.url), out=out) == 2
     line = _one_line(capsys.readouterr().err)
-    assert line.startswith(f"ifir synthesize: error: cannot write the output {out}: /proc is not writable (")
+    assert line.startswith(f"ifir synthesize: error: {out}: cannot be written: /proc is not writable (")
     assert planted.requests == 0
 
 
@@ -252,7 +252,7 @@ def test_out_in_a_read_only_folder_fails(planted, tmp_path, capsys):
     try:
         assert _synth(tmp_path, *_llm(planted.url), out=folder / "o.jsonl") == 2
         line = _one_line(capsys.readouterr().err)
-        assert f"cannot write the output {folder / 'o.jsonl'}: {folder} is not writable (" in line
+        assert f"{folder / 'o.jsonl'}: cannot be written: {folder} is not writable (" in line
         assert planted.requests == 0 and not list(folder.iterdir())
     finally:
         folder.chmod(0o755)

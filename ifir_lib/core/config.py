@@ -59,7 +59,6 @@ MODES = (*PAPER_MODES, "ins-aug", *ABLATIONS)
 # finishes in seconds (CI, notebooks in smoke mode). ``default_preset()`` picks among them.
 PRESET_NAMES = ("paper", "cpu", "smoke")
 PRESET_ALIASES = {"cpu-smoke": "smoke", "default": "cpu"}  # the names before presets were unified
-TRAIN_PRESET_NAMES = PRESET_NAMES
 
 
 def data_mode(mode: str) -> str:

@@ -4,6 +4,7 @@
 output, a training run folder): a second process fails at once with ``OutputLocked``, naming
 the holder's pid, host and start time. ``shared_append(path)`` waits its turn instead, for short
 writes that many processes make (the results table, the curation log, the embedding cache).
+``check_writable(path)`` says before any work, in one line, when ``path`` could not be written.
 The kernel drops a lock when its process exits, so a ``kill -9`` never leaves a stale lock;
 the ``.lock`` file itself stays behind, empty, and is harmless. Not handled here: NFS, where
 ``flock`` may not be enforced across hosts.
@@ -15,11 +16,42 @@ import contextlib
 import fcntl
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import OutputLocked
+from .errors import DataError, OutputLocked
+
+
+def check_writable(path: str | Path) -> Path:
+    """Raise a one-line ``DataError`` now when the file ``path`` could not be written later: it is a
+    folder, a parent is a file, or the nearest existing folder (the file, when it exists) refuses
+    writes. Creates nothing (a probe file is made and removed). Returns ``path``.
+
+    Example: ``check_writable('notes.txt/out.csv')`` with ``notes.txt`` a file ->
+    ``DataError('notes.txt/out.csv: cannot be written: notes.txt is a file, not a folder')``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(path, None, "cannot be written: it is a folder; name a file")
+    parent = next(p for p in path.parents if p.exists() or p.is_symlink())  # "/" always exists
+    if not parent.is_dir():
+        raise DataError(path, None, f"cannot be written: {parent} is a file, not a folder")
+    try:
+        if path.exists():
+            with path.open("ab"):
+                pass
+        else:
+            fd, probe = tempfile.mkstemp(dir=parent, prefix=".ifir-write-check-")
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        blocked = path if path.exists() else parent
+        raise DataError(
+            path, None, f"cannot be written: {blocked} is not writable ({e.strerror or e})"
+        ) from None
+    return path
 
 
 def lock_path(path: str | Path) -> Path:

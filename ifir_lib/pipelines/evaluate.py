@@ -11,7 +11,7 @@ tasks) it runs our evaluator or mteb's (``engine``), and appends one row per met
     -> {"minilm": [EvalResult(dataset='followir_mini', metrics={'p_mrr': -5.03, ...})]}
 
 Before any model loads, every output and input is checked, so a bad one fails in one line
-within seconds: the results CSV and its per-query sibling can be written (``check_writable``),
+within seconds: the results CSV and its per-query sibling can be written (``results.check_outputs``),
 every named set exists, every FollowIR folder loads and passes ``corpora.load_followir``'s
 checks (it is then scored from that load, not read twice).
 With ``skip_done``, a (model, mode, rng_seed, folder) already in the table is not evaluated
@@ -31,7 +31,7 @@ from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
 from ..evaluation.corpora import load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
-from ..reporting.results import check_writable, load_results, make_run_id, save_result
+from ..reporting.results import check_outputs, load_results, make_run_id, save_result
 
 ENGINES = ("ours", "mteb")
 
@@ -64,28 +64,26 @@ def evaluate_models(
     None nothing.
     """
     if engine not in ENGINES:
-        raise DataError(engine, None, f"unknown engine; choose from {', '.join(ENGINES)}")
+        raise ConfigError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     models = dict(models) if isinstance(models, Mapping) else {str(m): m for m in models}
     if rng_seed is not None and not str(rng_seed).strip().removeprefix("-").isdigit():
         raise ConfigError(f"rng_seed: the table's random-seed label must be an integer, not {rng_seed!r}")
     if results_csv is not None:  # an output that cannot be written fails before any work
-        check_writable(results_csv)
+        check_outputs(results_csv)
     named = [mteb_glue.get_task(n, data_dir) for n in mteb_glue.expand_task_names(list(tasks))]
     mteb_glue.check_available(named)  # one line per missing dataset
     for folder in (*followir, *beir):  # bad paths fail before any model loads
         if not Path(folder).is_dir():
             raise DataError(folder, None, "not a directory (expected a FollowIR- or BEIR-format folder)")
     loaded = {f: load_followir(f) for f in followir}  # bad data fails before any model loads, too
+    done = _evaluated(results_csv) if skip_done else set()  # the table is read once, not per model
     out = {}
     for label, path in models.items():
         labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
         seed = bootstrap_rng_seed if bootstrap_rng_seed is not None else labels["rng_seed"]
         options = dict(batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed)
-        todo = [
-            f
-            for f in followir
-            if not (skip_done and _in_table(results_csv, label, labels["mode"], labels["rng_seed"], f))
-        ]
+        key = (str(label), labels["mode"], str(labels["rng_seed"]))
+        todo = [f for f in followir if (*key, Path(f).name) not in done]
         if len(todo) < len(followir) and style:
             print(f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: already in {Path(results_csv).name}")
         if not (todo or beir or named):
@@ -106,9 +104,8 @@ def labels_of(model: str | Path, mode: str | None = None, rng_seed=None) -> tupl
     """``(mode, rng_seed)`` that label ``model`` in the table: the given ones, else its run
     record's (``RunFolder``), else ``('base', 0)``."""
     info = RunFolder(model).info()
-    return mode or info.get("mode") or C.BASE_MODE, rng_seed if rng_seed is not None else info.get(
-        "rng_seed", 0
-    )
+    mode = mode or info.get("mode") or C.BASE_MODE
+    return mode, rng_seed if rng_seed is not None else info.get("rng_seed", 0)
 
 
 def json_summary(results: list[EvalResult], **labels) -> dict:
@@ -144,18 +141,12 @@ def _evaluate_one(path, followir, beir, named, engine, cache, options) -> list[E
     return results
 
 
-def _in_table(results_csv, model: str, mode: str, rng_seed: int, folder) -> bool:
-    """True when the table already has ``model`` (as labelled) on the set in ``folder``."""
+def _evaluated(results_csv) -> set[tuple[str, str, str, str]]:
+    """``{(model, mode, rng_seed, dataset)}`` already in the table (empty when there is none)."""
     if results_csv is None or not Path(results_csv).exists():
-        return False
-    df = load_results(results_csv)
-    hit = (
-        (df["model"].astype(str) == model)
-        & (df["mode"].astype(str) == mode)
-        & (df["rng_seed"].astype(str) == str(rng_seed))
-        & (df["dataset"].astype(str) == Path(folder).name)
-    )
-    return bool(hit.any())
+        return set()
+    cols = ["model", "mode", "rng_seed", "dataset"]
+    return set(load_results(results_csv)[cols].astype(str).itertuples(index=False, name=None))
 
 
 def format_result(r: EvalResult, *, style: str = "line", mode: str = "", rng_seed: int = 0) -> str:

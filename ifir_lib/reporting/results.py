@@ -25,8 +25,6 @@ import io
 import logging
 import math
 import numbers
-import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,7 +35,7 @@ import pandas as pd
 from ..core.config import BASE_MODE, MODES, PUBLISHED_RESULTS_PATH, REPO_DIR, git_commit
 from ..core.errors import DataError
 from ..core.jsonl import read_jsonl, set_aside_cut_tail
-from ..core.locks import shared_append
+from ..core.locks import check_writable, shared_append
 from ..core.run_folder import RunFolder
 from ..synthesis.run import load_synthesis
 
@@ -250,36 +248,15 @@ def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | N
     return path
 
 
-def check_writable(path: str | Path) -> Path:
+def check_outputs(path: str | Path) -> Path:
     """Fail now, in one line (``DataError``), when the results CSV ``path`` or its per-query sibling
-    could not be appended to later: a folder that cannot be created (a parent is a file), a path
-    that is a folder, a folder or file without write permission, a lock that cannot be taken, a
-    header of other columns. Creates the folder; writes nothing else. Returns ``path``."""
+    could not be appended to later: either file cannot be written (``locks.check_writable``) or its
+    header holds other columns. Writes nothing. Returns ``path``."""
     path = Path(path)
-    for p in (path, per_query_path(path)):
-        if p.is_dir():
-            raise DataError(p, None, "is a folder, not a results CSV file; pass a file path to --out")
-        blocker = next((a for a in p.parents if a.exists()), None)
-        if blocker is not None and not blocker.is_dir():
-            raise DataError(
-                p, None, f"cannot be written: {blocker} is a file, not a folder; nothing was evaluated"
-            )
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            if p.exists():
-                with p.open("ab"):
-                    pass
-                _check_header(p, RESULT_COLUMNS if p == path else PER_QUERY_COLUMNS)
-            else:
-                fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".probe")
-                os.close(fd)
-                os.unlink(tmp)
-            if p == path:
-                with shared_append(p):
-                    pass
-        except OSError as e:
-            why = e.strerror or str(e)
-            raise DataError(p, None, f"cannot be written ({why}); nothing was evaluated") from None
+    for p, columns in ((path, RESULT_COLUMNS), (per_query_path(path), PER_QUERY_COLUMNS)):
+        check_writable(p)
+        if p.exists():
+            _check_header(p, columns)
     return path
 
 

@@ -68,7 +68,6 @@ import logging
 import os
 import random
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,7 +76,7 @@ from pathlib import Path
 from ..core import config as _config
 from ..core.errors import BackendError, ConfigError, DataError, RequestFailed
 from ..core.jsonl import atomic_write_text, dumps, read_jsonl, set_aside_cut_tail, write_jsonl
-from ..core.locks import exclusive
+from ..core.locks import check_writable, exclusive
 from ..core.progress import progress
 from ..core.secrets import redact_url
 from ..seeds.schema import load_seeds
@@ -337,7 +336,7 @@ def synthesize(
         else list(seeds)[: cfg.limit]
     )
     out = Path(out)
-    check_out_path(out)
+    check_writable(out)  # before any template, lock or request
     tmpl = load_template(cfg.template)
     items = (plan if isinstance(seed_rows, list) else iter_plan)(
         seed_rows, cfg.negative_policy(), cfg.rng_seed, cfg.shard
@@ -496,28 +495,6 @@ def write_sidecar(out: Path, cfg, ident: dict, runs: list[dict], seeds: str) -> 
         "runs": runs,
     }
     atomic_write_text(sidecar_path(out), json.dumps(doc, indent=2), fsync=False)
-
-
-def check_out_path(out: Path) -> None:
-    """Raise ``ConfigError`` (one line) before any work when ``out`` cannot be written: it is a
-    folder, a parent is a file, or the nearest existing folder refuses a new file."""
-    if out.is_dir():
-        raise ConfigError(f"cannot write the output {out}: it is a folder; name a file")
-    for parent in out.parents:
-        if parent.is_dir():
-            break
-        if parent.exists() or parent.is_symlink():
-            raise ConfigError(f"cannot write the output {out}: {parent} is a file, not a folder")
-    else:
-        return
-    try:
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".ifir-write-check-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise ConfigError(f"cannot write the output {out}: {parent} is not writable ({e.strerror})") from None
-    if out.exists() and not os.access(out, os.W_OK):
-        raise ConfigError(f"cannot write the output {out}: the file is not writable")
 
 
 @dataclass

@@ -142,43 +142,21 @@ def test_torchrun_script_world_size_and_flags(tmp_path, monkeypatch):
         check_launch_file(script, PAPER, 32)
 
 
+def _dry_run(world_size: int) -> list[str]:
+    """``ifir train --dry-run`` of the paper preset against the DDP launch file."""
+    return ["train", "--dry-run", "--preset", "paper", "--world-size", str(world_size)] + [
+        "--launch-config",
+        str(DDP),
+        "--out",
+        "unused",
+    ]
+
+
 def test_cli_dry_run_checks_the_launch_file(capsys):
-    assert (
-        main(
-            [
-                "train",
-                "--dry-run",
-                "--preset",
-                "paper",
-                "--world-size",
-                "8",
-                "--launch-config",
-                str(DDP),
-                "--out",
-                "unused",
-            ]
-        )
-        == 0
-    )
+    assert main(_dry_run(8)) == 0
     est = json.loads(capsys.readouterr().out)
     assert est["world_size"] == 8 and est["effective_batch"] == 8 * 256 and est["launch"]["file"] == str(DDP)
-    assert (
-        main(
-            [
-                "train",
-                "--dry-run",
-                "--preset",
-                "paper",
-                "--world-size",
-                "4",
-                "--launch-config",
-                str(DDP),
-                "--out",
-                "unused",
-            ]
-        )
-        == 2
-    )
+    assert main(_dry_run(4)) == 2
     assert f"{DDP}:" in capsys.readouterr().err
     assert main(["train", "--launch-config", str(DDP), "--out", "unused"]) == 2
     assert "read by --dry-run only" in capsys.readouterr().err
