@@ -1,7 +1,7 @@
 """The ``ifir`` command line (also ``python -m ifir_lib``): one subcommand per pipeline stage.
 
 Subcommands are registered in pipeline order (``COMMANDS``: data, mine-negatives, synthesize,
-verify, train, evaluate, table, figures, demo, experiment, runs). Each handler parses its flags
+verify, train, evaluate, table, compare, figures, demo, experiment, runs). Each handler parses its flags
 and calls one library function, the one the notebooks call (training: ``pipelines.train``;
 evaluation: ``pipelines.evaluate``), so no logic lives here. The same file has the same flag in
 every command (``--seeds``, ``--reversals``, ``--out``); presets are ``paper``, ``cpu`` and
@@ -489,6 +489,14 @@ def _add_evaluate(sub):
         help="rng_seed of the bootstrap resampling (--bootstrap-seed: its older name)",
     )
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    p.add_argument(
+        "--prompts",
+        choices=["model", "benchmark"],
+        default="model",
+        help="model (default): the model's stored query/document prompts on every task; benchmark: "
+        "each benchmark's own scripts (FollowIR as mteb, MAIR: the instruction as query prompt and no "
+        "document prompt, InfoSearch: none; docs/method.md §5); recorded in the table's prompts column",
+    )
     p.set_defaults(func=_cmd_evaluate)
 
 
@@ -503,7 +511,14 @@ def _cmd_evaluate(a):
     options = dict(batch_size=a.batch_size, bootstrap=a.bootstrap, bootstrap_rng_seed=a.bootstrap_rng_seed)
     labels = dict(results_csv=a.out, mode=mode, rng_seed=rng_seed, run_id=run_id)
     found = evaluate_models(
-        [a.model], engine=a.engine, cache=not a.no_cache, style="table", **sets, **options, **labels
+        [a.model],
+        engine=a.engine,
+        cache=not a.no_cache,
+        style="table",
+        prompts=a.prompts,
+        **sets,
+        **options,
+        **labels,
     )
     if a.out:
         print(f"appended run {run_id} ({mode}, rng_seed {rng_seed}) to {a.out}")
@@ -539,6 +554,36 @@ def _cmd_table(a):
         + "; best per block in bold."
     )
     print(render(table, a.format, caption), end="")
+    return 0
+
+
+def _add_compare(sub):
+    p = add_parser(
+        sub,
+        "compare",
+        "mode A against mode B per set: interval over runs and queries, exact run-level test",
+    )
+    p.add_argument("results", help="tidy results CSV; its <stem>_per_query.csv must sit next to it")
+    p.add_argument("--a", required=True, metavar="MODE", help="mode A, e.g. ins-dv")
+    p.add_argument("--b", required=True, metavar="MODE", help="mode B, e.g. base")
+    p.add_argument("--metric", default="p_mrr", help="metric name as in the table")
+    p.add_argument(
+        "--set", dest="dataset", default=None, metavar="NAME", help="evaluation set (None: every set)"
+    )
+    p.add_argument("--n-boot", type=int, default=2000, help="two-stage bootstrap replicates")
+    p.add_argument("--rng-seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    p.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(a):
+    from .reporting.comparisons import comparison_records, comparison_table, format_comparisons, load_tables
+
+    results, per_query = load_tables(a.results)
+    sets = None if a.dataset is None else [a.dataset]
+    options = dict(metrics=[a.metric], datasets=sets, n_boot=a.n_boot, rng_seed=a.rng_seed)
+    df = comparison_table(results, per_query, [(a.a, a.b)], **options)
+    print(json.dumps(comparison_records(df)) if a.json else format_comparisons(df))
     return 0
 
 
@@ -624,11 +669,48 @@ def _add_experiment(sub):
     p = _run_parser(
         sub,
         "experiment",
-        "Ins-DV against Ins-orig, ins-aug and All-* over several rng_seeds; tests and figures",
-        "writes results.csv, summary.md, models/rng<k>/<mode>/, figures/",
+        "Ins-DV against its controls over several rng_seeds, on your data, with a plan, tests and figures",
+        "the experiment folder: experiment.toml (the plan), models/rng<k>/<mode>/, results.csv, summary.md",
     )
+    p.add_argument("--plan", default=None, help="a plan file (experiment.toml); flags change its fields")
+    p.add_argument("--seeds", default=None, help="seed JSONL (default: the bundled seeds)")
+    p.add_argument("--reversals", default=None, help="synthesized or curated reversals (default: reference)")
+    p.add_argument("--curation", default=None, help="curation decisions (notebook 02)")
+    p.add_argument("--base-model", default=None, help="hub name or path (default: the train preset's)")
     p.add_argument("--modes", default=None, help="comma-separated modes trained for every rng_seed")
     p.add_argument("--extra-modes", default=None, help="comma-separated modes for the first rng_seed only")
+    p.add_argument(
+        "--eval",
+        default=None,
+        help="comma-separated: v1, v2, FollowIR-format folders, mteb task names, paper",
+    )
+    p.add_argument(
+        "--prompts",
+        choices=["model", "benchmark"],
+        default=None,
+        help="model: the models' stored prompts on every task (default); benchmark: each benchmark's own",
+    )
+    p.add_argument("--primary", default=None, help="the primary comparison: A,B[,METRIC[,SET]]")
+    _experiment_training_flags(p)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--print-runs", action="store_true", help="print one command per training run, and stop")
+    how.add_argument("--run", default=None, metavar="rng<k>/<mode>", help="train this one planned run")
+    how.add_argument("--collect", action="store_true", help="evaluate the finished runs; write tables")
+    how.add_argument("--show-plan", action="store_true", help="print the plan as TOML, and stop")
+    p.add_argument("--launcher", choices=["plain", "torchrun", "accelerate"], default="plain")
+    p.add_argument(
+        "--launch-config", default=None, help="accelerate YAML for --launcher accelerate (launch/)"
+    )
+    p.add_argument("--nproc", type=int, default=None, help="processes per run for --launcher torchrun")
+    p.add_argument(
+        "--new-experiment",
+        action="store_true",
+        help="OUT holds another plan: move its outputs to OUT/superseded/<hash>/ and start this one",
+    )
+    p.set_defaults(func=_cmd_experiment)
+
+
+def _experiment_training_flags(p) -> None:
     p.add_argument("--learning-rate", type=float, default=None, help="every run's learning rate")
     p.add_argument("--temperature", type=float, default=None, help="every run's InfoNCE temperature")
     p.add_argument("--num-negatives", type=int, default=None, help="negatives per query in every run")
@@ -644,28 +726,76 @@ def _add_experiment(sub):
         default=None,
         help="every run counts other seeds' in-batch documents as negatives (the seed's own are masked)",
     )
-    p.set_defaults(func=_cmd_experiment)
 
 
-def _cmd_experiment(a):
-    from .pipelines.experiment import ExperimentConfig, run_experiment
+def _primary(text: str | None) -> dict:
+    """``'ins-dv,ins-orig,p_mrr,v1'`` -> the plan's primary_* fields (unset parts stay unset)."""
+    if text is None:
+        return {}
+    parts = [x.strip() for x in text.split(",")]
+    if len(parts) < 2 or len(parts) > 4:
+        raise ConfigError(f"--primary {text!r}: expected A,B[,METRIC[,SET]]")
+    return dict(zip(("primary_a", "primary_b", "primary_metric", "primary_set"), parts))
 
-    cfg = _preset(
-        ExperimentConfig,
-        a,
-        "experiment",
+
+def _experiment_config(a):
+    """The plan: ``--plan``'s file, else the one stored in ``--out``, else ``--preset``'s; then the flags."""
+    from .pipelines.experiment import ExperimentConfig
+    from .pipelines.plan import read_plan, stored_plan
+
+    flags = dict(
+        seeds=a.seeds,
+        reversals=a.reversals,
+        curation=a.curation,
+        base_model=a.base_model,
         rng_seeds=_names(a.rng_seeds, int),
         budget=a.budget,
         modes=_names(a.modes),
         extra_modes=_names(a.extra_modes),
+        eval=_names(a.eval),
+        prompts=a.prompts,
         learning_rate=a.learning_rate,
         temperature=a.temperature,
         num_negatives=a.num_negatives,
         in_batch_negatives=a.in_batch_negatives,
         co_batch_views=False if a.no_co_batch else None,
         narrative_share=a.narrative_share,
+        **_primary(a.primary),
     )
-    run_experiment(a.out, cfg)
+    flags = {k: v for k, v in flags.items() if v is not None}
+    base, where = None, None
+    if a.plan:
+        base, where = read_plan(a.plan), a.plan
+    elif a.preset is None and not a.new_experiment:
+        base, where = stored_plan(a.out), f"{a.out}/experiment.toml"
+    if base is None:
+        return _preset(ExperimentConfig, a, "experiment", **flags)
+    return ExperimentConfig.from_plan({**base, **flags}, where)
+
+
+def _cmd_experiment(a):
+    from .pipelines import experiment as E
+
+    cfg = _experiment_config(a)
+    if a.show_plan:
+        from .pipelines.plan import to_toml
+
+        print(to_toml(cfg.plan()), end="")
+        return 0
+    if a.run:
+        plan_hash = E.start(a.out, cfg)
+        E.train_run(a.out, cfg, *E._parse_run(cfg, a.run), plan_hash)
+        return 0
+    if a.print_runs:
+        E.start(a.out, cfg, new=a.new_experiment)
+        for line in E.run_commands(a.out, cfg, a.launcher, nproc=a.nproc, launch_config=a.launch_config):
+            print(line)
+        print(f"# then: ifir experiment --out {a.out} --collect", file=sys.stderr)
+        return 0
+    if a.collect:
+        print(E.collect(a.out, cfg, E.start(a.out, cfg, new=a.new_experiment)).read_text())
+        return 0
+    E.run_experiment(a.out, cfg, new=a.new_experiment)
     return 0
 
 
@@ -695,6 +825,7 @@ COMMANDS = (
     _add_train,
     _add_evaluate,
     _add_table,
+    _add_compare,
     _add_figures,
     _add_demo,
     _add_experiment,

@@ -53,6 +53,9 @@ ABLATIONS = {
     "ins-dv-inbatch": {"in_batch_negatives": True},  # in-batch negatives on (the seed's own masked)
 }
 MODES = (*PAPER_MODES, "ins-aug", *ABLATIONS)
+# All-* seeds per Ins-* example (arXiv 2604.18845, Tables 1-2: 440k instruction samples, each with a
+# second view, against Ins-*'s 480k): at budget B, All-* take round(B * 440/480) seeds, 2 views each.
+ALL_SEED_RATIO = 440 / 480
 # The names of ``train.TRAIN_PRESETS``, here so that the command line parses without torch.
 # One preset set for every config (synthesis, training, demo, experiment): ``paper`` is the
 # paper-scale run (the dataclass defaults), ``cpu`` fits two cores in under an hour, ``smoke``

@@ -5,12 +5,15 @@
 
 Query format (docs/method.md §3): ``prompts["query"] + query + " " + instruction``; documents
 are ``prompts["document"] + title + " " + text``. The prompts are stored in each trained model
-folder, so whoever loads it (our code, mteb 2.x) formats text the same way. Not handled here:
+folder, so whoever loads it (our code, mteb 2.x) formats text the same way. ``using_prompts``
+swaps them for the length of one evaluation (``ifir evaluate --prompts benchmark``: which
+prompts each benchmark's own scripts apply is ``evaluation.tasks``' business). Not handled here:
 training (``train``) and scoring (``evaluate``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -78,6 +81,34 @@ def prompt_name(model, kind: str) -> str | None:
     """The stored prompt name for ``kind`` in ``{'query', 'document'}``, if the model has one."""
     name = QUERY_PROMPT_NAME if kind == "query" else DOCUMENT_PROMPT_NAME
     return name if name in (getattr(model, "prompts", None) or {}) else None
+
+
+def plain_prompt(model) -> str:
+    """The prompt ``model.encode(texts)`` prepends when given none: sentence-transformers' default
+    prompt (``default_prompt_name``) if the model names one, else ``''``. A script that passes no
+    prompt (InfoSearch's, MAIR's documents) gets this."""
+    name = getattr(model, "default_prompt_name", None)
+    return ((getattr(model, "prompts", None) or {}).get(name) or "") if name else ""
+
+
+@contextlib.contextmanager
+def using_prompts(model, prompts: dict[str, str] | None):
+    """Encode with exactly ``prompts`` (``{"query": q, "document": d}``) inside the block, then
+    restore the model's own (``None``: change nothing). Everything that encodes through the model
+    (``encode``, mteb 2.x) reads ``model.prompts``, and ``model_fingerprint`` hashes them, so the
+    embedding cache keys on the prompts actually used. Not thread-safe: one evaluation at a time.
+
+    ``with using_prompts(m, {"query": "", "document": ""}): encode(m, ["x"], "document")`` encodes ``'x'``.
+    """
+    if prompts is None:
+        yield model
+        return
+    saved = (model.prompts, getattr(model, "default_prompt_name", None))
+    model.prompts, model.default_prompt_name = dict(prompts), None
+    try:
+        yield model
+    finally:
+        model.prompts, model.default_prompt_name = saved
 
 
 def encode(model, texts: list[str], kind: str, batch_size: int = 64, show_progress_bar: bool | None = None):

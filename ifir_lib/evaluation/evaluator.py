@@ -11,7 +11,12 @@ One result type (``EvalResult``, metrics x100 with 95% bootstrap intervals and p
    two qrels swapped, so never take "changed" qrels for it).
 2. ``evaluate_beir(model, folder)``: full-corpus dense retrieval nDCG@10 on a BEIR folder.
 
-Every unique text is encoded once per model and cached on disk (``embed_cache``).
+``prompts='model'`` (default) encodes with the model's stored query / document prompts;
+``'benchmark'`` with the prompts the benchmark's own scripts apply (``tasks.PROMPT_RULES``:
+FollowIR as mteb 2.x does it, which for our models' ``query`` / ``document`` prompts is the same;
+a BEIR folder is not placed and falls back to the stored prompts). Every unique text is encoded
+once per model and prompts, and cached on disk (``embed_cache``: the fingerprint covers the
+prompts in use).
 ``ranking_table`` is the notebook's ranking explorer.
 
 Not handled here: metric formulas (``metrics``), statistics (``stats``), named mteb tasks
@@ -29,11 +34,12 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import DataError
-from ..core.models import format_document, format_query, load_model, model_fingerprint
+from ..core.models import format_document, format_query, load_model, model_fingerprint, using_prompts
 from . import metrics as M
 from .corpora import FollowIRData, load_beir, load_followir, score_metric_for
 from .embed_cache import encode_cached
 from .stats import bootstrap_ci
+from .tasks import FOLLOWIR_TASK_TYPE, prompts_for
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +67,7 @@ class EvalResult:
     score_metric: str | None = None
     data: FollowIRData | None = field(default=None, repr=False)
     qrels: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    prompts: str = "model"  # ``--prompts``: "model" or "benchmark" (``tasks.prompts_for``)
 
     @property
     def n_queries(self) -> dict[str, int]:
@@ -68,7 +75,7 @@ class EvalResult:
 
     def summary(self) -> dict:
         """Flat JSON-able dict: ``{"dataset", "model", "p_mrr", "p_mrr_ci_low", "p_mrr_ci_high", ...}``."""
-        out = {"dataset": self.dataset, "model": self.model, "source": self.source}
+        out = {"dataset": self.dataset, "model": self.model, "source": self.source, "prompts": self.prompts}
         for m, v in self.metrics.items():
             lo, hi = self.ci.get(m, (float("nan"), float("nan")))
             out.update(
@@ -207,6 +214,7 @@ def evaluate_followir(
     score_metric: str | None = None,
     top_k: int = 1000,
     name: str | None = None,
+    prompts: str = "model",
 ) -> EvalResult:
     """Evaluate ``model`` (name, path or SentenceTransformer) on a FollowIR-format folder.
 
@@ -215,6 +223,7 @@ def evaluate_followir(
     nDCG@5 for News21-like names, MAP@1000 otherwise (override with ``score_metric``).
     ``folder`` may also be a loaded ``FollowIRData``. Problems in the data (see
     ``corpora.load_followir``) are warned about and listed in ``result.problems``.
+    ``prompts``: ``'model'`` or ``'benchmark'`` (module docstring).
     """
     t0 = time.perf_counter()
     data = folder if isinstance(folder, FollowIRData) else load_followir(folder)
@@ -223,10 +232,12 @@ def evaluate_followir(
             getattr(folder, "name", folder), None, "no evaluable queries left " + "; ".join(data.problems)
         )
     model, name = _resolve_model(model, name)
-    fp = model_fingerprint(model)
-    og, ch, timings = rerank_followir(
-        model, data, batch_size=batch_size, cache=cache, top_k=top_k, fingerprint=fp
-    )
+    used = prompts_for(model, "followir", prompts, task_name=data.name, task_type=FOLLOWIR_TASK_TYPE)
+    with using_prompts(model, used):
+        fp = model_fingerprint(model)
+        og, ch, timings = rerank_followir(
+            model, data, batch_size=batch_size, cache=cache, top_k=top_k, fingerprint=fp
+        )
     sm = score_metric or score_metric_for(data.name)
     pq = followir_per_query(og, ch, data.qrels_og, data.qrel_diff, sm)
     if not pq["p_mrr"]:
@@ -244,6 +255,7 @@ def evaluate_followir(
         score_metric=sm,
         data=data,
         qrels=data.qrels_og,
+        prompts=prompts,
     )
     _with_ci(res, bootstrap, rng_seed)
     res.timings = {**timings, "total_s": time.perf_counter() - t0}
@@ -303,14 +315,17 @@ def dense_retrieve(
 
 
 # what ``evaluate_beir`` takes besides ``split``: the same options as ``evaluate_followir``
-BEIR_OPTIONS = dict(batch_size=32, cache=True, bootstrap=1000, rng_seed=0, top_k=1000, name=None)
+BEIR_OPTIONS = dict(
+    batch_size=32, cache=True, bootstrap=1000, rng_seed=0, top_k=1000, name=None, prompts="model"
+)
 
 
 def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResult:
     """nDCG@10 (x100, pytrec_eval ``ndcg_cut_10``, as mteb) of full-corpus dense retrieval on a BEIR folder.
 
     ``options`` (``BEIR_OPTIONS``): ``batch_size``, ``cache``, ``bootstrap``, ``rng_seed``,
-    ``top_k``, ``name``, as for ``evaluate_followir``.
+    ``top_k``, ``name``, ``prompts``, as for ``evaluate_followir`` (a BEIR folder has no placed
+    benchmark rule: ``'benchmark'`` falls back to the stored prompts, with a warning).
     """
     unknown = set(options) - set(BEIR_OPTIONS)
     if unknown:
@@ -319,10 +334,17 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
     t0 = time.perf_counter()
     corpus, queries, qrels = load_beir(folder, split)
     model, name = _resolve_model(model, o["name"])
-    fp = model_fingerprint(model)
-    run = dense_retrieve(
-        model, corpus, queries, top_k=o["top_k"], batch_size=o["batch_size"], cache=o["cache"], fingerprint=fp
-    )
+    with using_prompts(model, prompts_for(model, "beir-folder", o["prompts"], task_name=Path(folder).name)):
+        fp = model_fingerprint(model)
+        run = dense_retrieve(
+            model,
+            corpus,
+            queries,
+            top_k=o["top_k"],
+            batch_size=o["batch_size"],
+            cache=o["cache"],
+            fingerprint=fp,
+        )
     pq = {
         "ndcg_at_10": {
             q: 100 * v for q, v in M.trec_per_query(run, qrels, ["ndcg_at_10"])["ndcg_at_10"].items()
@@ -337,6 +359,7 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
         {"run": run},
         fingerprint=fp,
         qrels=qrels,
+        prompts=o["prompts"],
     )
     _with_ci(res, o["bootstrap"], o["rng_seed"])
     res.timings = {"total_s": time.perf_counter() - t0}

@@ -13,7 +13,10 @@ whole FollowIR code path (data schema, prompts, reranking, scoring) without the 
 
 ``evaluate_mteb(model, names)`` runs named tasks (``followir`` = Robust04, News21, Core17)
 through ``mteb.evaluate``: the numbers are mteb's own, the intervals come from per-query scores
-of mteb's run. Task names, local copies and offline checks come from ``tasks``. This module
+of mteb's run. ``prompts='benchmark'`` runs each task with the prompts its benchmark's own scripts
+apply (``tasks.prompts_for``: InfoSearch none, MAIR the instruction and no document prompt),
+set on the model for the length of the run (``models.using_prompts``); ``'model'`` (default)
+leaves the model's stored prompts to mteb. Task names, local copies and offline checks come from ``tasks``. This module
 depends on ``evaluator`` (the result type), never the reverse.
 
 Not handled here: our own evaluation (``evaluator``) and metric definitions (``metrics``).
@@ -30,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import DataError
+from ..core.models import using_prompts
 from ..core.progress import progress, progress_enabled
 from . import metrics as M
 from .corpora import FOLLOWIR_TASKS, FollowIRData, load_beir, load_followir, score_metric_for
@@ -41,6 +45,8 @@ from .tasks import (
     default_test_split,
     get_paper_task,
     og_changed_queries,
+    prompts_for,
+    task_family,
     task_instance,
     task_metadata,
 )
@@ -105,6 +111,7 @@ def _task_classes():
         """FollowIR folder in mteb 2.x's schema; subclasses set ``metadata`` and ``source``."""
 
         source = None
+        prompt_family = "followir"
 
         def load_data(self, num_proc=None, **kwargs):
             if self.data_loaded:
@@ -127,6 +134,7 @@ def _task_classes():
         """BEIR-style folder (full-corpus retrieval); subclasses set ``metadata`` and ``source``."""
 
         source = None
+        prompt_family = "beir-folder"
 
         def load_data(self, num_proc=None, **kwargs):
             if self.data_loaded:
@@ -190,14 +198,17 @@ def get_task(name: str, data_dir: str | Path | None = None):
         raise DataError(name, None, f"not an mteb task name ({str(e).strip(chr(39))[:200]})") from None
 
 
-def run_mteb(model, task, *, batch_size: int = 32, show_progress_bar: bool = False) -> dict:
+def run_mteb(
+    model, task, *, batch_size: int = 32, show_progress_bar: bool = False, prompts: str = "model"
+) -> dict:
     """Run one mteb task with mteb 2.x's ``mteb.evaluate``; return ``{"scores", "run", "qrels"}``.
 
     ``scores`` is mteb's score dict for the test split / default subset as mteb reports it
     (fractions, MAP/nDCG rounded to 5 decimals by mteb). ``run`` and ``qrels`` are what mteb
     scored, captured from ``task_specific_scores`` so per-query statistics use mteb's own run.
     mteb's result cache is bypassed (``cache=None``): a local task's name says nothing about
-    its data, and a stale cached score must never be reported.
+    its data, and a stale cached score must never be reported. ``prompts``: ``'model'`` or
+    ``'benchmark'`` (``tasks.prompts_for`` for the task's family, ``tasks.task_family``).
     """
     import mteb
 
@@ -208,8 +219,10 @@ def run_mteb(model, task, *, batch_size: int = 32, show_progress_bar: bool = Fal
         captured.update(run=results, qrels=qrels, split=hf_split, subset=hf_subset)
         return orig(scores, qrels, results, hf_split=hf_split, hf_subset=hf_subset)
 
+    md = task.metadata
+    used = prompts_for(model, task_family(task), prompts, task_name=md.name, task_type=md.type)
     task.task_specific_scores = capture
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), using_prompts(model, used):
         # mteb 2.26 calls a sentence-transformers method that 6.x renamed; the FutureWarning is noise
         warnings.filterwarnings("ignore", category=FutureWarning)
         try:
@@ -251,48 +264,54 @@ def _qrel_diff_of(task) -> dict[str, list[str]]:
     return {row["query-id"]: row["corpus-ids"] for row in ds}
 
 
+def _followir_result(task, mname: str, s: dict, run, qrels) -> EvalResult:
+    """A FollowIR-type task's result from mteb's scores ``s`` and its ``-og`` / ``-changed`` run."""
+    tname = task.metadata.name
+    sm = score_metric_for(tname)
+    reported = {
+        "p_mrr": 100 * float(s["p-MRR"]),
+        "map_at_1000": 100 * s["og"]["map_at_1000"],
+        "ndcg_at_5": 100 * s["og"]["ndcg_at_5"],
+    }
+    reported["score"] = reported[sm]
+    og, ch = _split_suffix(run)
+    qrels_og, _ = _split_suffix(qrels)
+    diff = _qrel_diff_of(task)
+    pq = followir_per_query(og, ch, qrels_og, diff, sm)
+    runs = {"og": og, "changed": ch}
+    return EvalResult(
+        tname, mname, reported, {}, pq, runs, source="mteb", qrel_diff=diff, score_metric=sm, qrels=qrels_og
+    )
+
+
 def evaluate_mteb_task(
-    model, task, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0, name: str | None = None
+    model,
+    task,
+    *,
+    batch_size: int = 32,
+    bootstrap: int = 1000,
+    rng_seed: int = 0,
+    name: str | None = None,
+    prompts: str = "model",
 ) -> EvalResult:
     """Run one mteb task (name or task object) through ``mteb.evaluate``; mteb's numbers, our CIs.
 
     FollowIR-type tasks (p-MRR in mteb's scores) report p_mrr, map_at_1000, ndcg_at_5 (og run vs
     og qrels) and score; retrieval tasks report ndcg_at_10; other tasks their main score
     (no interval). Per-query values are recomputed by ``metrics`` on mteb's own run and must
-    agree with mteb's means (to mteb's 5-decimal rounding) or a warning says so.
+    agree with mteb's means (to mteb's 5-decimal rounding) or a warning says so. ``prompts``:
+    ``'model'`` or ``'benchmark'`` (``run_mteb``).
     """
     t0 = time.perf_counter()
     if isinstance(task, str):
         task = get_task(task)
         check_task_available(task)
     model, mname = _resolve_model(model, name)
-    out = run_mteb(model, task, batch_size=batch_size, show_progress_bar=progress_enabled())
+    out = run_mteb(model, task, batch_size=batch_size, show_progress_bar=progress_enabled(), prompts=prompts)
     s, run, qrels = out["scores"], out["run"], out["qrels"]
     tname = task.metadata.name
     if "p-MRR" in s:
-        sm = score_metric_for(tname)
-        reported = {
-            "p_mrr": 100 * float(s["p-MRR"]),
-            "map_at_1000": 100 * s["og"]["map_at_1000"],
-            "ndcg_at_5": 100 * s["og"]["ndcg_at_5"],
-        }
-        reported["score"] = reported[sm]
-        og, ch = _split_suffix(run)
-        qrels_og, _ = _split_suffix(qrels)
-        diff = _qrel_diff_of(task)
-        pq = followir_per_query(og, ch, qrels_og, diff, sm)
-        res = EvalResult(
-            tname,
-            mname,
-            reported,
-            {},
-            pq,
-            {"og": og, "changed": ch},
-            source="mteb",
-            qrel_diff=diff,
-            score_metric=sm,
-            qrels=qrels_og,
-        )
+        res = _followir_result(task, mname, s, run, qrels)
     elif run is not None and "ndcg_at_10" in s:
         pq = {
             "ndcg_at_10": {
@@ -323,7 +342,7 @@ def evaluate_mteb_task(
                 M.mean(pqm),
             )
     _with_ci(res, bootstrap, rng_seed)
-    res.timings = {"total_s": time.perf_counter() - t0}
+    res.timings, res.prompts = {"total_s": time.perf_counter() - t0}, prompts
     return res
 
 
@@ -346,6 +365,7 @@ def aggregate_followir(
         pq,
         source=results[0].source,
         problems=[p for r in results for p in r.problems],
+        prompts=results[0].prompts,
     )
     for m, d in pq.items():
         if d and abs(stratified_mean(list(d.values()), [q.split("/")[0] for q in d]) - metrics[m]) > 1e-3:
@@ -354,9 +374,18 @@ def aggregate_followir(
 
 
 def evaluate_mteb(
-    model, names, *, batch_size: int = 32, bootstrap: int = 1000, rng_seed: int = 0, name=None, data_dir=None
+    model,
+    names,
+    *,
+    batch_size: int = 32,
+    bootstrap: int = 1000,
+    rng_seed: int = 0,
+    name=None,
+    data_dir=None,
+    prompts: str = "model",
 ) -> list[EvalResult]:
     """Evaluate named mteb tasks (``'followir'``, ``'paper'`` expand) or task objects; adds the FollowIR aggregate.
+    ``prompts``: ``'model'`` or ``'benchmark'``, per task (``run_mteb``).
 
     Every task's dataset is checked first, so missing ones fail in milliseconds with one line each
     (``DatasetUnavailable``) before any model time is spent.
@@ -366,7 +395,7 @@ def evaluate_mteb(
     tasks += [t for t in names if not isinstance(t, str)]
     check_available(tasks)
     model, mname = _resolve_model(model, name)
-    kw = dict(batch_size=batch_size, bootstrap=bootstrap, rng_seed=rng_seed, name=mname)
+    kw = dict(batch_size=batch_size, bootstrap=bootstrap, rng_seed=rng_seed, name=mname, prompts=prompts)
     out = [evaluate_mteb_task(model, t, **kw) for t in progress(tasks, desc="mteb tasks", unit="task")]
     fir = [r for r in out if r.dataset in FOLLOWIR_TASKS]
     if len(fir) == len(FOLLOWIR_TASKS):

@@ -11,13 +11,29 @@ evaluation", who recommend the paired randomization test). All randomness is see
 means and resamples within strata: that is how the FollowIR aggregate (mean over Robust04,
 News21, Core17) is formed, so its interval respects the three collections' sizes.
 
-Not handled here: computing per-query scores (``metrics``, ``evaluate``) and file I/O.
+A trained mode has a second source of variation: its runs (one model per training
+``rng_seed``) differ, and every run is scored on the same queries (a crossed runs x queries
+design). ``two_stage_bootstrap`` resamples both: runs within each mode and, independently,
+queries (the same query draw for both modes, so the comparison stays paired by query). This is
+the two-stage bootstrap for hierarchical data (Davison & Hinkley 1997, *Bootstrap Methods and
+their Application*, §3.8) in its crossed form, the "pigeonhole" bootstrap (Owen 2007, *Annals of
+Applied Statistics* 1(2)), which is mildly conservative; training-seed variance is what
+Bouthillier et al. 2021 ("Accounting for variance in machine learning benchmarks", MLSys) show
+single-run comparisons miss. A mode with one run (the untrained base model) enters once, never
+copied to pair with the other mode's runs (that copying made the (rng_seed, query) pairs look
+like independent draws). ``run_level_test`` is the matching test: an exact permutation test on
+run means, whose smallest reachable p-value the design fixes (3 paired runs: 0.25).
+
+Not handled here: computing per-query scores (``metrics``, ``evaluate``), file I/O, and reading
+runs out of the results table (``reporting.comparisons``).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -240,3 +256,261 @@ def results_table(
 
     df["display"] = df.apply(show, axis=1) if len(df) else []
     return df.reset_index(drop=True)
+
+
+# ---- runs x queries: the two-stage bootstrap and the run-level test ---------------------------
+
+Runs = Mapping[str, Mapping[str, float]]  # {run_id: {query_id: value}}: one mode's runs on one set
+
+
+@dataclass(frozen=True)
+class TwoStageCI:
+    """``two_stage_bootstrap``'s answer: the estimate (mean of a, or a - b), its interval, the design.
+
+    ``run_means_a/b`` are each run's (stratified) mean over the shared queries, in the order of
+    the input's runs; ``run_sd_a/b`` their sd (NaN for one run); ``runs_b`` is 0 without ``b``.
+    ``note`` is empty when every side has 2+ runs, else says which variation the interval lacks.
+    """
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    runs_a: int
+    runs_b: int
+    n_queries: int
+    run_sd_a: float
+    run_sd_b: float
+    note: str = ""
+    mean_a: float = float("nan")
+    mean_b: float = float("nan")
+    run_means_a: tuple[float, ...] = ()
+    run_means_b: tuple[float, ...] = ()
+
+
+def _shared_queries(sides: Sequence[Runs]) -> list[str]:
+    """The queries every run of every side scores (sorted); the others are left out with a warning."""
+    if any(not side for side in sides):
+        raise ValueError("two-stage bootstrap: a mode has no runs")
+    runs = [r for side in sides for r in side.values()]
+    common = set.intersection(*(set(r) for r in runs))
+    union = set().union(*runs)
+    if len(union) > len(common):
+        log.warning(
+            "two-stage bootstrap: %d queries are not scored by every run and are left out (%d used)",
+            len(union) - len(common),
+            len(common),
+        )
+    if not common:
+        raise ValueError("two-stage bootstrap: the runs share no queries")
+    return sorted(common)
+
+
+def _draw_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, n): how often each of ``n`` items is drawn in each of ``n_boot`` draws of ``n`` with
+    replacement (a multinomial, counted with one ``bincount``: far faster than ``rng.multinomial``)."""
+    draw = rng.integers(0, n, size=(n_boot, n)) + n * np.arange(n_boot)[:, None]  # (n_boot, n) flat ids
+    return np.bincount(draw.ravel(), minlength=n_boot * n).reshape(n_boot, n)
+
+
+def _query_weights(groups: list[np.ndarray], n_q: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, n_q) weights: a stratum's resampled counts / (its size x number of strata).
+
+    One row dotted with a query vector is one replicate of the stratified mean.
+    """
+    w = np.zeros((n_boot, n_q))
+    for ix in groups:
+        w[:, ix] = _draw_counts(len(ix), n_boot, rng) / (len(ix) * len(groups))  # (n_boot, n_stratum)
+    return w
+
+
+def _mean_weights(groups: list[np.ndarray], n_q: int) -> np.ndarray:
+    """(n_q,) weights whose dot product with a query vector is its stratified mean."""
+    w = np.zeros(n_q)
+    for ix in groups:
+        w[ix] = 1 / (len(ix) * len(groups))
+    return w
+
+
+def _run_weights(n_runs: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_boot, n_runs): resampled run counts / n_runs. One run always weighs 1: it enters once."""
+    return _draw_counts(n_runs, n_boot, rng) / n_runs
+
+
+def _sd(x: np.ndarray) -> float:
+    return float(np.std(x, ddof=1)) if len(x) > 1 else float("nan")
+
+
+def _design_note(names: Sequence[str], counts: Sequence[int]) -> str:
+    """What the interval leaves out when a side has one run (empty when none has)."""
+    single = [n for n, k in zip(names, counts) if k == 1]
+    if not single:
+        return ""
+    if len(single) == len(counts):
+        who = " and of ".join(single)
+        return f"1 run of {who}: interval over queries only; run-to-run variation unknown"
+    other = next(n for n, k in zip(names, counts) if k != 1)
+    return (
+        f"1 run of {single[0]}: interval over queries and {other}'s runs only; "
+        f"{single[0]}'s run-to-run variation unknown"
+    )
+
+
+def two_stage_bootstrap(
+    runs_a: Runs,
+    runs_b: Runs | None = None,
+    *,
+    n_boot: int = 2000,
+    rng_seed: int = 0,
+    alpha: float = 0.05,
+    strata: Mapping[str, str] | None = None,
+    names: tuple[str, str] = ("a", "b"),
+) -> TwoStageCI:
+    """Percentile interval of mode a's mean (or of a - b) over runs *and* queries.
+
+    Each replicate draws, with replacement, runs within each mode and (independently) queries
+    (within ``strata``: ``{query_id: label}``), one query draw shared by both modes; it computes
+    the mean over the drawn runs of the (stratified) mean over the drawn queries, and a - b.
+    Queries not scored by every run are left out (warning). A mode with one run enters once.
+    ``names`` label the modes in ``note``. Example: a's runs ``{r0: {q1: 1, q2: 3}, r1: {q1: 3,
+    q2: 5}}`` -> estimate (2 + 4) / 2 = 3, run_sd_a = sd(2, 4) = 1.41, note ''. ``n_boot=0``:
+    NaN interval.
+    """
+    sides = [runs_a] if runs_b is None else [runs_a, runs_b]
+    queries = _shared_queries(sides)
+    if strata is not None and any(q not in strata for q in queries):
+        raise ValueError(f"strata has no label for query {next(q for q in queries if q not in strata)!r}")
+    labels = None if strata is None else [strata[q] for q in queries]
+    groups = _strata_index(labels, len(queries))
+    mats = [np.array([[r[q] for q in queries] for r in s.values()], dtype=float) for s in sides]  # (runs, Q)
+    run_means = [m @ _mean_weights(groups, len(queries)) for m in mats]  # (runs,) per side
+    means = [float(rm.mean()) for rm in run_means]
+    estimate = means[0] - (means[1] if len(means) > 1 else 0.0)
+    lo = hi = float("nan")
+    if n_boot > 0:
+        rng = np.random.default_rng(rng_seed)
+        qw = _query_weights(groups, len(queries), n_boot, rng)  # (n_boot, Q), shared by both modes
+        reps = [((_run_weights(len(m), n_boot, rng) @ m) * qw).sum(axis=1) for m in mats]  # (n_boot,)
+        diff = reps[0] - (reps[1] if len(reps) > 1 else 0.0)
+        lo, hi = (float(x) for x in np.quantile(diff, [alpha / 2, 1 - alpha / 2]))
+    counts = [len(m) for m in mats]
+    return TwoStageCI(
+        estimate=estimate,
+        ci_low=lo,
+        ci_high=hi,
+        runs_a=counts[0],
+        runs_b=counts[1] if len(counts) > 1 else 0,
+        n_queries=len(queries),
+        run_sd_a=_sd(run_means[0]),
+        run_sd_b=_sd(run_means[1]) if len(run_means) > 1 else float("nan"),
+        note=_design_note(names[: len(counts)], counts),
+        mean_a=means[0],
+        mean_b=means[1] if len(means) > 1 else float("nan"),
+        run_means_a=tuple(float(x) for x in run_means[0]),
+        run_means_b=tuple(float(x) for x in run_means[1]) if len(run_means) > 1 else (),
+    )
+
+
+@dataclass(frozen=True)
+class RunLevelTest:
+    """``run_level_test``'s answer. ``p`` is NaN (and ``reason`` says why) when no test is possible;
+    ``min_p`` is the smallest p the design can reach, whatever the data (3 paired runs: 0.25), so a
+    table can say that 3 runs cannot reach p < 0.05. ``exact``: every permutation was enumerated.
+    ``method``: ``paired sign-flip``, ``one-sample sign-flip``, ``label permutation`` or ``none``."""
+
+    p: float
+    min_p: float
+    method: str
+    diff: float
+    runs_a: int
+    runs_b: int
+    exact: bool = True
+    reason: str = ""
+
+
+def _as_runs(values: Mapping[str, float] | Sequence[float]) -> dict[str, float]:
+    items = values.items() if isinstance(values, Mapping) else enumerate(values)
+    return {str(k): float(v) for k, v in items}
+
+
+def _pairs(a: dict, b: dict, paired_by: Mapping[str, Hashable] | None) -> np.ndarray | None:
+    """``a - b`` run by run when every run has a pairing label, unique within its mode, and both modes
+    have the same labels (ordered by label); else None."""
+    if paired_by is None or any(k not in paired_by for k in (*a, *b)):
+        return None
+    la, lb = ({paired_by[k]: v for k, v in side.items()} for side in (a, b))
+    if len(la) != len(a) or len(lb) != len(b) or set(la) != set(lb):
+        return None
+    order = sorted(la, key=str)
+    return np.array([la[k] - lb[k] for k in order])
+
+
+def _tol(x: float) -> float:
+    """Slack for 'at least as extreme': a mirrored permutation sums in another order."""
+    return 1e-9 * (1.0 + abs(x))
+
+
+def _sign_flip(d: np.ndarray, max_exact: int, n_perm: int, rng_seed: int) -> tuple[float, bool]:
+    """Two-sided sign-flip p-value of mean(d): every pattern when 2^n <= max_exact, else ``n_perm``."""
+    n = len(d)
+    obs = abs(d.mean())
+    if 2**n <= max_exact:
+        signs = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2.0 - 1.0  # (2^n, n)
+        return float(np.mean(np.abs(signs @ d) / n >= obs - _tol(obs))), True
+    signs = np.random.default_rng(rng_seed).choice([-1.0, 1.0], size=(n_perm, n))
+    hits = np.sum(np.abs(signs @ d) / n >= obs - _tol(obs))
+    return float((hits + 1) / (n_perm + 1)), False
+
+
+def _label_permutation(a: np.ndarray, b: np.ndarray, max_exact: int, n_perm: int, rng_seed: int):
+    """Two-sided p of mean(a) - mean(b) over relabellings of the pooled runs (exact when few)."""
+    pool, na, nb = np.concatenate([a, b]), len(a), len(b)
+    obs = abs(a.mean() - b.mean())
+    if math.comb(na + nb, na) <= max_exact:
+        idx, exact = np.array(list(itertools.combinations(range(na + nb), na))), True  # (C, na)
+    else:
+        rng = np.random.default_rng(rng_seed)
+        idx, exact = np.argsort(rng.random((n_perm, na + nb)), axis=1)[:, :na], False
+    sum_a = pool[idx].sum(axis=1)
+    stat = np.abs(sum_a / na - (pool.sum() - sum_a) / nb)
+    hits = np.sum(stat >= obs - _tol(obs))
+    return (float(hits / len(idx)) if exact else float((hits + 1) / (n_perm + 1))), exact
+
+
+def run_level_test(
+    a_run_means: Mapping[str, float] | Sequence[float],
+    b_run_means: Mapping[str, float] | Sequence[float],
+    paired_by: Mapping[str, Hashable] | None = None,
+    *,
+    max_exact: int = 2**20,
+    n_perm: int = 100_000,
+    rng_seed: int = 0,
+) -> RunLevelTest:
+    """Exact two-sided permutation test of mode a against mode b with runs as the unit.
+
+    ``a_run_means``/``b_run_means``: one value per run (``{run_id: mean}`` or a list).
+    ``paired_by`` (``{run_id: rng_seed}``): when both modes have the same rng_seeds, a paired
+    sign-flip over their differences; otherwise exact label permutation; against a mode with a
+    single run, a one-sample sign-flip of the other mode's differences from it. One run on each
+    side (or one pair) allows no test: p NaN, ``reason`` says so. Designs too large to enumerate
+    (> ``max_exact``) use ``n_perm`` random permutations. Example: paired differences 1, 2, -0.5
+    -> of the 8 sign patterns 4 reach |sum| >= 2.5, p = 0.5, min_p = 2/8 = 0.25.
+    """
+    a, b = _as_runs(a_run_means), _as_runs(b_run_means)
+    if not a or not b:
+        raise ValueError("run-level test: a mode has no runs")
+    va, vb = np.array(list(a.values())), np.array(list(b.values()))
+    diff, na, nb = float(va.mean() - vb.mean()), len(a), len(b)
+    d = _pairs(a, b, paired_by)
+    if d is None and min(na, nb) == 1:
+        d, method = (va - vb[0]) if nb == 1 else (va[0] - vb), "one-sample sign-flip"
+    else:
+        method = "paired sign-flip"
+    if d is not None and len(d) < 2:  # one run on each side (paired or not): nothing to permute
+        reason = "1 run of each mode: no run-level test possible"
+        return RunLevelTest(float("nan"), 1.0, "none", diff, na, nb, reason=reason)
+    if d is not None:
+        p, exact = _sign_flip(d, max_exact, n_perm, rng_seed)
+        return RunLevelTest(p, 2.0 ** (1 - len(d)), method, diff, na, nb, exact)
+    p, exact = _label_permutation(va, vb, max_exact, n_perm, rng_seed)
+    min_p = (2 if na == nb else 1) / math.comb(na + nb, na)
+    return RunLevelTest(p, min_p, "label permutation", diff, na, nb, exact)

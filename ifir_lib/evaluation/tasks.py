@@ -17,6 +17,9 @@ The file, in reading order:
    the data is read and scored, as InfoSearch's own code does.
 4. **MAIR** (Sun et al., EMNLP 2024, arXiv 2410.10127): ``mair_task``, likewise.
 5. **Availability**: ``missing_datasets``, ``check_available``, ``prefetch``.
+6. **Prompts** (``ifir evaluate --prompts model|benchmark``): ``PROMPT_RULES``, the one table of
+   which prompts each benchmark family's own scripts encode with, ``task_family`` and
+   ``prompts_for`` (the ``{"query", "document"}`` prompts one task is encoded with).
 
 **Where the data comes from.** By default the hub repo through the ``datasets`` cache (``HF_HOME``).
 With a data directory (``--data-dir DIR`` or ``IFIR_DATA_DIR=DIR``), a repo ``owner/name`` found at
@@ -37,13 +40,18 @@ its WISE / SICR metrics (the paper reports p-MRR only) and its other four dimens
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..core.errors import DataError, DatasetUnavailable
+from ..core.errors import ConfigError, DataError, DatasetUnavailable
+from ..core.models import plain_prompt
 from .corpora import FOLLOWIR_TASKS, Qrels
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # 1. the paper's columns
@@ -243,6 +251,8 @@ def _infosearch_task_class():
     class InfoSearchTask(AbsTaskRetrieval):
         """One InfoSearch dimension; subclasses set ``metadata`` (its ``dataset`` path may be a local copy)."""
 
+        prompt_family = "infosearch"
+
         def load_data(self, num_proc=None, **kwargs):
             if self.data_loaded:
                 return
@@ -344,6 +354,8 @@ def _mair_task_class():
 
     class MAIRTask(AbsTaskRetrieval):
         """One MAIR task; subclasses set ``metadata`` (queries repo), ``docs_path`` and ``mair_config``."""
+
+        prompt_family = "mair"
 
         docs_path = MAIR_DOCS
         mair_config = None
@@ -511,3 +523,109 @@ def check_available(tasks) -> None:
     if lines:
         first, rest = lines[0].split(": ", 1)
         raise DatasetUnavailable(first, None, rest + "".join("\n" + ln for ln in lines[1:]))
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. prompts: what each benchmark's own scripts encode with (docs/method.md §5)
+
+PROMPT_CHOICES = ("model", "benchmark")
+FOLLOWIR_TASK_TYPE = "InstructionReranking"  # mteb 2.x's type of the FollowIR tasks (prompt lookup)
+# how one side (query or document) gets its prompt under ``--prompts benchmark``
+MTEB = "mteb"  # mteb 2.x's lookup in the model's stored prompts (``mteb_prompt``)
+NONE = "none"  # no prompt passed: only sentence-transformers' default prompt, if the model names one
+INSTRUCTION = "instruction"  # the instruction is the prompt: already in front of the query text, nothing else
+
+
+@dataclass(frozen=True)
+class PromptRule:
+    """Which prompt the query and the document side get, and the public code that says so."""
+
+    query: str
+    document: str
+    source: str
+    placed: bool = True  # False: no benchmark script is known; the rule is a stated fallback
+
+
+# THE table: benchmark family -> how its own scripts encode (repo + path of each script)
+PROMPT_RULES = {
+    "followir": PromptRule(
+        MTEB,
+        MTEB,
+        "FollowIR's tasks are mteb's (Robust04/News21/Core17InstructionRetrieval); mteb 2.x joins query "
+        "and instruction and looks prompts up by task/type/side (mteb/models/abs_encoder.py get_prompt_name)",
+    ),
+    "mteb": PromptRule(MTEB, MTEB, "other mteb tasks: mteb is their scorer (mteb/models/abs_encoder.py)"),
+    "infosearch": PromptRule(
+        NONE,
+        NONE,
+        "EIT-NLP/InfoSearch mteb_infosearch/mteb/evaluation/evaluators/RetrievalEvaluator.py: DRESModel "
+        "encodes query + ' ' + instruction and title + ' ' + text with model.encode(texts), no prompt",
+    ),
+    "mair": PromptRule(
+        INSTRUCTION,
+        NONE,
+        "sunnweiwei/MAIR mair.py eval_embedding: model.encode(query, prompt=instruction), model.encode(docs)",
+    ),
+    "beir-folder": PromptRule(
+        MTEB,
+        MTEB,
+        "not placed: a BEIR-format folder names no benchmark, so no authors' script; falls back to the "
+        "model's stored prompts (mteb's convention, = --prompts model)",
+        placed=False,
+    ),
+}
+UNPLACED = PromptRule(MTEB, MTEB, "not placed: unknown family; the model's stored prompts", placed=False)
+
+
+def task_family(task) -> str:
+    """The ``PROMPT_RULES`` family of an mteb task object: its ``prompt_family``, else by name
+    (the FollowIR tasks, InfoSearch, MAIR), else ``'mteb'``. ``task_family(mteb.get_task('SciFact')) -> 'mteb'``"""
+    family = getattr(task, "prompt_family", None)
+    if family:
+        return family
+    name = task.metadata.name
+    if name in FOLLOWIR_TASKS:
+        return "followir"
+    return "infosearch" if name in INFOSEARCH_DATASETS else "mair" if name in MAIR_TASKS else "mteb"
+
+
+def mteb_prompt(prompts: dict, kind: str, task_name: str = "", task_type: str = "") -> str | None:
+    """The stored prompt mteb 2.x + sentence-transformers apply to ``kind`` (``'query'``/``'document'``):
+    mteb's order (``<task>-<kind>``, ``<task>``, ``<type>-<kind>``, ``<type>``, ``<kind>``), then
+    ``encode_document``'s ``passage`` / ``corpus``; None when neither finds one.
+    ``mteb_prompt({'query': 'q: ', 'T-query': 't: '}, 'query', 'T') -> 't: '``"""
+    keys = [k for name in (task_name, task_type) if name for k in (f"{name}-{kind}", name)]
+    keys += [kind, *(("passage", "corpus") if kind == "document" else ())]
+    return next((prompts[k] for k in keys if prompts.get(k) is not None), None)
+
+
+def _side(model, how: str, kind: str, task_name: str, task_type: str) -> str:
+    if how == INSTRUCTION:
+        return ""
+    if how == MTEB:
+        found = mteb_prompt(getattr(model, "prompts", None) or {}, kind, task_name, task_type)
+        return plain_prompt(model) if found is None else found
+    return plain_prompt(model)
+
+
+def prompts_for(model, family: str, choice: str = "model", *, task_name: str = "", task_type: str = ""):
+    """The prompts ``{"query": q, "document": d}`` one task of ``family`` is encoded with under
+    ``choice`` (``'model'``: None, the model's stored prompts, unchanged); give it to
+    ``models.using_prompts``. A family without a placed rule falls back to the model's stored
+    prompts, with a warning.
+
+    MiniLM with prompts ``{"query": "q: ", "document": "d: "}``: ``prompts_for(m, "mair", "benchmark")
+    -> {"query": "", "document": ""}``; ``prompts_for(m, "followir", "benchmark") -> {"query": "q: ",
+    "document": "d: "}``.
+    """
+    if choice not in PROMPT_CHOICES:
+        raise ConfigError(f"prompts: unknown choice {choice!r}; choose from {', '.join(PROMPT_CHOICES)}")
+    if choice == "model":
+        return None
+    rule = PROMPT_RULES.get(family, UNPLACED)
+    if not rule.placed:
+        log.warning("--prompts benchmark: %s (%s)", family, rule.source)
+    return {
+        "query": _side(model, rule.query, "query", task_name, task_type),
+        "document": _side(model, rule.document, "document", task_name, task_type),
+    }

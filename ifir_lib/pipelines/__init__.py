@@ -4,8 +4,9 @@ nothing else drives training or evaluation.
 - ``train``: ``train_modes``, the one driver of training (one run per mode, resumable).
 - ``evaluate``: ``evaluate_models``, the one driver of evaluation (models x sets -> results table).
 - ``demo``: ``run_demo``, every stage on the bundled data (``make demo``).
-- ``experiment``: ``run_experiment``, Ins-DV against its controls over several rng_seeds, with
-  paired tests and a summary (``make experiment``).
+- ``experiment``: ``run_experiment`` (or ``run_commands``/``collect`` for a scheduler), Ins-DV
+  against its controls over several rng_seeds, on any inputs (``make experiment``);
+  ``plan``: the experiment's plan file and its hash; ``experiment_report``: its summary.
 - ``registry``: ``runs_table``, every run and evaluation under a folder (``ifir runs``).
 - ``bundle``: statistics and validation of the bundled data (``ifir data stats|validate``).
 
@@ -21,7 +22,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "train_modes": "train",
         "evaluate_models": "evaluate",
         **dict.fromkeys(["DemoConfig", "run_demo"], "demo"),
-        **dict.fromkeys(["ExperimentConfig", "run_experiment", "paired_tests"], "experiment"),
+        **dict.fromkeys(["ExperimentConfig", "run_experiment", "collect", "run_commands"], "experiment"),
         **dict.fromkeys(["runs_table", "format_runs"], "registry"),
         **dict.fromkeys(["data_stats", "validate_bundle"], "bundle"),
     },

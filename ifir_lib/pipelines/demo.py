@@ -29,12 +29,17 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DemoConfig:
     """What the demo runs. Defaults are the paper-scale run (a GPU); ``preset('cpu')`` finishes in
-    minutes on 2 CPU cores, ``preset('smoke')`` in seconds."""
+    minutes on 2 CPU cores, ``preset('smoke')`` in seconds.
+
+    ``budget`` is the Ins-* budget B, passed as it is to every mode, as ``ifir experiment`` does:
+    All-* build their larger sets from it (``training.trainsets``: B x 440/480 seeds, two views
+    each). Example: ``preset('cpu')`` (B = 80) -> Ins-orig 80 examples, Ins-DV 40 seeds x 2,
+    All-orig and All-DV 73 seeds x 2 = 146 examples."""
 
     train_preset: str = "paper"  # the TrainConfig preset
     base_model: str | None = None  # None = the preset's (MiniLM for 'cpu')
     modes: tuple[str, ...] = C.PAPER_MODES
-    budget: int | None = None  # Ins-* examples (All-* hold twice as many), matched per pair; None = all
+    budget: int | None = None  # the Ins-* budget B (All-* take B x 440/480 seeds x 2 views); None = all
     rng_seeds: tuple[int, ...] = (0,)
     backend: str = "reference"  # synthesis backend for the reversals
     max_steps: int | None = None

@@ -5,7 +5,10 @@ the results to a results table.
 (a label and a name or path) and each set (FollowIR-format folders, BEIR folders, named mteb
 tasks) it runs our evaluator or mteb's (``engine``), and appends one row per metric to
 ``results_csv`` (``reporting.results``). Labels default to what the run folder records
-(``RunFolder``: mode, rng_seed), else ``base`` and 0. Example::
+(``RunFolder``: mode, rng_seed), else ``base`` and 0. Every row also records ``prompts``
+(``'model'``: the model's stored query / document prompts on every set; ``'benchmark'``: each
+benchmark's own rule, ``evaluation.tasks.PROMPT_RULES``) and ``plan`` (the experiment plan hash
+the run belongs to, ``''`` outside an experiment). Example::
 
     evaluate_models({"minilm": "minilm"}, followir=[C.FOLLOWIR_DIR], results_csv="out/r.csv")
     -> {"minilm": [EvalResult(dataset='followir_mini', metrics={'p_mrr': -5.03, ...})]}
@@ -14,7 +17,7 @@ Before any model loads, every output and input is checked, so a bad one fails in
 within seconds: the results CSV and its per-query sibling can be written (``results.check_outputs``),
 every named set exists, every FollowIR folder loads and passes ``corpora.load_followir``'s
 checks (it is then scored from that load, not read twice).
-With ``skip_done``, a (model, mode, rng_seed, folder) already in the table is not evaluated
+With ``skip_done``, a (model, mode, rng_seed, prompts, folder) already in the table is not evaluated
 again: a rerun of the demo or the experiment resumes. Not handled here: the metrics
 (``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
 """
@@ -31,6 +34,7 @@ from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
 from ..evaluation.corpora import load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
+from ..evaluation.tasks import PROMPT_CHOICES
 from ..reporting.results import check_outputs, load_results, make_run_id, save_result
 
 ENGINES = ("ours", "mteb")
@@ -54,6 +58,8 @@ def evaluate_models(
     cache: bool = True,
     skip_done: bool = False,
     style: str | None = "line",
+    prompts: str = "model",
+    plan: str = "",
 ) -> dict[str, list[EvalResult]]:
     """Evaluate every model on every set; returns ``{label: [EvalResult, ...]}``.
 
@@ -61,15 +67,17 @@ def evaluate_models(
     each name as its label. ``mode``/``rng_seed`` label every model (default: its run record's).
     ``bootstrap_rng_seed`` draws the bootstrap resamples (default: the model's ``rng_seed``).
     ``style``: ``'line'`` prints one line per result, ``'table'`` every metric with its interval,
-    None nothing.
+    None nothing. ``prompts`` (``'model'`` | ``'benchmark'``) and ``plan`` label every row (module docstring).
     """
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    if prompts not in PROMPT_CHOICES:
+        raise ConfigError(f"prompts: unknown choice {prompts!r}; choose from {', '.join(PROMPT_CHOICES)}")
     models = dict(models) if isinstance(models, Mapping) else {str(m): m for m in models}
     if rng_seed is not None and not str(rng_seed).strip().removeprefix("-").isdigit():
         raise ConfigError(f"rng_seed: the table's random-seed label must be an integer, not {rng_seed!r}")
     if results_csv is not None:  # an output that cannot be written fails before any work
-        check_outputs(results_csv)
+        check_outputs(results_csv, prompts=prompts, plan=plan)
     named = [mteb_glue.get_task(n, data_dir) for n in mteb_glue.expand_task_names(list(tasks))]
     mteb_glue.check_available(named)  # one line per missing dataset
     for folder in (*followir, *beir):  # bad paths fail before any model loads
@@ -81,8 +89,8 @@ def evaluate_models(
     for label, path in models.items():
         labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
         seed = bootstrap_rng_seed if bootstrap_rng_seed is not None else labels["rng_seed"]
-        options = dict(batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed)
-        key = (str(label), labels["mode"], str(labels["rng_seed"]))
+        options = dict(batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed, prompts=prompts)
+        key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts)
         todo = [f for f in followir if (*key, Path(f).name) not in done]
         if len(todo) < len(followir) and style:
             print(f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: already in {Path(results_csv).name}")
@@ -93,7 +101,7 @@ def evaluate_models(
         rid = run_id or make_run_id(label, labels["mode"], labels["rng_seed"])
         for r in results:
             if results_csv is not None:
-                save_result(r, results_csv, run_id=rid, model=label, **labels)
+                save_result(r, results_csv, run_id=rid, model=label, prompts=prompts, plan=plan, **labels)
             if style:
                 print(format_result(r, style=style, **labels))
         out[label] = results
@@ -141,11 +149,12 @@ def _evaluate_one(path, followir, beir, named, engine, cache, options) -> list[E
     return results
 
 
-def _evaluated(results_csv) -> set[tuple[str, str, str, str]]:
-    """``{(model, mode, rng_seed, dataset)}`` already in the table (empty when there is none)."""
+def _evaluated(results_csv) -> set[tuple[str, str, str, str, str]]:
+    """``{(model, mode, rng_seed, prompts, dataset)}`` already in the table (empty when there is none);
+    an older table without ``prompts`` reads as ``'model'`` (``results.load_results``)."""
     if results_csv is None or not Path(results_csv).exists():
         return set()
-    cols = ["model", "mode", "rng_seed", "dataset"]
+    cols = ["model", "mode", "rng_seed", "prompts", "dataset"]
     return set(load_results(results_csv)[cols].astype(str).itertuples(index=False, name=None))
 
 

@@ -1,89 +1,119 @@
-"""The offline experiment: Ins-DV against its controls, over several training seeds (docs/method.md §6).
+"""The experiment: does dual-view training help, with controls, several runs and a plan (docs/method.md §6).
 
-``run_experiment`` trains the decisive comparison (Ins-orig, Ins-DV and the wording control
-``ins-aug``, at one matched budget) once per ``rng_seed``, and All-orig / All-DV on the first
-``rng_seed``; every run stops on a held-out slice of the training seeds. It evaluates the base
-model and every run on each evaluation set (v1, v2), then writes::
+``ExperimentConfig`` is the plan: inputs (seeds, reversals, curation, base model), the modes
+trained for every ``rng_seed`` and those trained on the first only (All-*), the training
+settings, the evaluation (bundled sets, FollowIR-format folders, mteb task names, ``paper``),
+the primary comparison and the family of tests. The plan is written to ``OUT/experiment.toml``
+before any run (``plan``); its hash labels every run and every results row, and a rerun with a
+different plan into the same folder is refused. Three ways to run it::
 
+    run_experiment(OUT, cfg)   train every run here, then collect
+    run_commands(OUT, cfg)     one self-contained command per training run, for a scheduler
+    collect(OUT, cfg)          evaluate the finished runs, write the tables, tests and figures
+
+Outputs::
+
+    OUT/experiment.toml                          the plan
+    OUT/models/rng<k>/<mode>/                    the run folders (``RunFolder``)
     OUT/results.csv, OUT/results_per_query.csv   the tidy table (one row per run, set, metric)
-    OUT/paired_tests.csv                          Ins-DV against each other mode, Holm-corrected
-    OUT/summary.md                                mean ± sd over rng_seeds, and the tests
-    OUT/models/rng<k>/<mode>/                     the run folders (``RunFolder``), one per rng_seed
-    OUT/figures/                                  the result figures
+    OUT/modes.csv, OUT/comparisons.csv           run-level means and two-stage tests (``experiment_report``)
+    OUT/summary.md, OUT/figures/
 
-Every step is resumable: finished runs and rows already in the table are reused.
-Not handled here: the stages themselves (training, evaluation, ``stats``, figures); it calls the
-one training driver (``pipelines.train``) and the one evaluation driver (``pipelines.evaluate``).
+Every step resumes: finished runs and rows already in the table are reused. The primary result
+is each run's fixed final step (``keep_best=False``); the held-out pick is reported beside it.
+Not handled here: training, evaluation, statistics and figures themselves (``pipelines.train``,
+``pipelines.evaluate``, ``reporting.comparisons``, ``reporting.figures``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import shlex
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from ..core import config as C
 from ..core.errors import ConfigError
 from ..core.models import build_model
-from ..evaluation.stats import compare, holm
+from ..core.run_folder import RunFolder
+from ..evaluation.tasks import PROMPT_CHOICES
 from ..reporting.figures import make_all_figures
-from ..reporting.results import load_per_query, load_results, mode_order, per_query_path
-from ..reporting.tables import markdown_table  # summary.md's tables; tests import it from here
+from ..reporting.results import per_query_path
 from ..seeds.forms import NARRATIVE_SHARE
 from ..seeds.schema import load_seeds
 from ..training.heldout import heldout_scores, split_heldout
 from ..training.trainer import TrainConfig
+from . import plan as P
 from .evaluate import evaluate_models
+from .experiment_report import write_report
 from .train import train_modes
 
-TESTED_METRICS = ("p_mrr", "map_at_1000")
-TEST_COLUMNS = ["dataset", "metric", "mode", "versus", "pairs", "diff", "ci_low", "ci_high", "p_value"]
+LAUNCHERS = ("plain", "torchrun", "accelerate")
 
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """What ``ifir experiment`` runs. ``None`` training fields take the train preset's value."""
+    """The plan of ``ifir experiment``. ``None`` training fields take the train preset's value."""
 
+    seeds: str = str(C.SEEDS_PATH)
+    reversals: str | None = None  # a synthesis (or curated) file; None: the seeds' reference reversals
+    curation: str | None = None  # curation decisions (notebook 02)
+    base_model: str | None = None  # hub name or path; None: the train preset's
+    experiment_preset: str = "paper"  # the preset this plan started from (a record)
     train_preset: str = "paper"
     modes: tuple[str, ...] = ("ins-orig", "ins-dv", "ins-aug")  # trained for every rng_seed
     rng_seeds: tuple[int, ...] = (0, 1, 2)
     extra_modes: tuple[str, ...] = ("all-orig", "all-dv")  # trained for the first rng_seed only
-    budget: int | None = None  # Ins-* examples per run; None = as many as the data allows
-    extra_budget: int | None = None  # the All-* budget (seeds; 2 examples each); None = budget
-    heldout_seeds: int = 1000  # kept out of training; they pick the checkpoint
+    budget: int | None = None  # Ins-* examples per run (All-* build theirs from it); None: all the data
+    heldout_seeds: int = 1000  # kept out of training; their scores are logged every eval_steps
     epochs: float | None = None
     max_steps: int | None = None
     learning_rate: float | None = None
     num_negatives: int | None = None
     in_batch_negatives: bool | None = None
-    co_batch_views: bool | None = None  # False: a seed's two views in independent batches
-    narrative_share: float = NARRATIVE_SHARE  # seeds with narratives drawn into narrative form
+    co_batch_views: bool | None = None
     temperature: float | None = None
+    narrative_share: float = NARRATIVE_SHARE  # seeds with narratives drawn into narrative form
     eval_steps: int = 250
-    early_stopping_patience: int = 3
-    eval_sets: tuple[str, ...] = ("v1", "v2")
-    baseline: str = "ins-dv"  # the mode every other mode is tested against
-    bootstrap: int = 1000
-    n_perm: int = 10000
+    keep_best: bool = False  # False: every run's fixed final step is its model (the primary result)
+    early_stopping_patience: int = 0
+    eval: tuple[str, ...] = ("paper",)  # v1, v2, FollowIR-format folders, mteb task names, paper
+    prompts: str = "model"  # model: the model's stored prompts; benchmark: each benchmark's own
+    bootstrap: int = 1000  # per-run intervals over queries
+    primary_a: str = "ins-dv"
+    primary_b: str = "ins-orig"
+    primary_metric: str = "p_mrr"
+    primary_set: str = ""  # an --eval item; "" = the first
+    baseline: str = "ins-dv"  # the family: the baseline against every other mode, on every set
+    tested_metrics: tuple[str, ...] = ("p_mrr", "map_at_1000")
+    correction: str = "holm"
+    n_boot: int = 2000  # two-stage bootstrap replicates
 
     def __post_init__(self):
-        unknown = [m for m in (*self.modes, *self.extra_modes) if m not in C.MODES]
+        modes = (*self.modes, *self.extra_modes)
+        unknown = [m for m in modes if m not in C.MODES]
         if unknown:
             raise ConfigError(f"unknown mode(s) {unknown}; choose from {', '.join(C.MODES)}")
         if self.baseline not in self.modes:
             raise ConfigError(f"baseline {self.baseline!r} must be one of the modes {self.modes}")
+        for side in (self.primary_a, self.primary_b):
+            if side not in (*modes, C.BASE_MODE):
+                raise ConfigError(
+                    f"primary comparison: {side!r} is not a planned mode ({', '.join(modes)}, base)"
+                )
+        if self.primary_set and self.primary_set not in self.eval:
+            raise ConfigError(f"primary_set {self.primary_set!r} is not one of --eval {list(self.eval)}")
         if not self.rng_seeds:
             raise ConfigError("rng_seeds must name at least one random seed")
-        bad = [s for s in self.eval_sets if s not in C.EVAL_SETS]
-        if bad:
-            raise ConfigError(f"unknown evaluation set(s) {bad}; choose from {', '.join(C.EVAL_SETS)}")
+        if not self.eval:
+            raise ConfigError("eval: name at least one evaluation set")
+        if self.prompts not in PROMPT_CHOICES:
+            raise ConfigError(f"prompts must be one of {PROMPT_CHOICES}, not {self.prompts!r}")
         if self.eval_steps > 0 and self.heldout_seeds <= 0:
             raise ConfigError("eval_steps > 0 needs heldout_seeds > 0")
+        P.eval_targets(self.eval)  # a missing folder fails here, before any run
 
     @classmethod
     def preset(cls, name: str | None = None, **overrides) -> ExperimentConfig:
@@ -91,16 +121,31 @@ class ExperimentConfig:
         tests) or ``paper`` (the paper-scale training preset, for a GPU); None: ``default_preset()``.
         ``overrides`` change fields (None values are ignored)."""
         name = C.check_preset(name or C.default_preset(), "experiment")
-        return dataclasses.replace(
-            cls(**EXPERIMENT_PRESETS[name]), **{k: v for k, v in overrides.items() if v is not None}
-        )
+        fields = {**EXPERIMENT_PRESETS[name], "experiment_preset": name}
+        return cls.from_plan({**fields, **{k: v for k, v in overrides.items() if v is not None}})
+
+    @classmethod
+    def from_plan(cls, plan: dict, where: str = "the plan") -> ExperimentConfig:
+        """A config from a plan's fields (lists become tuples); an unknown field is an error."""
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(plan) - set(names))
+        if unknown:
+            raise ConfigError(f"{where}: unknown field(s) {unknown}; known: {', '.join(names)}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in plan.items()})
+
+    def plan(self) -> dict:
+        return dataclasses.asdict(self)
 
     def train_overrides(self) -> dict:
         """The ``TrainConfig`` fields this config sets (``None`` = the train preset's)."""
         return {f: getattr(self, f) for f in TRAIN_FIELDS}
 
+    def base(self) -> str:
+        return self.base_model or TrainConfig.preset(self.train_preset).base_model
+
 
 TRAIN_FIELDS = (
+    "base_model",
     "epochs",
     "max_steps",
     "learning_rate",
@@ -109,162 +154,175 @@ TRAIN_FIELDS = (
     "co_batch_views",
     "temperature",
     "eval_steps",
+    "keep_best",
     "early_stopping_patience",
 )
 
-
-# The cpu preset's choices and the evidence for them are in README § "The offline experiment".
-_FAST = dict(max_steps=4, eval_steps=2, early_stopping_patience=2, bootstrap=100, n_perm=200)
+# Why the cpu preset is what it is: docs/experiments.md, entry of 2026-12-03.
+_FAST = dict(max_steps=4, eval_steps=2, bootstrap=100, n_boot=200)
 EXPERIMENT_PRESETS: dict[str, dict] = {
-    "paper": {},
+    "paper": dict(budget=480_000),  # the paper's Ins-* budget; All-* build 440k seeds x 2 views from it
     "cpu": dict(
         train_preset="cpu",
         budget=640,
-        extra_budget=320,  # All-* then train on 640 examples too, the Ins-* runs' length
         heldout_seeds=64,
         epochs=1.0,
         max_steps=0,
-        learning_rate=3e-5,  # the paper preset's; 5e-5 cost 4-5 MAP points on v1 (README)
-        co_batch_views=False,  # a seed's two views in independent batches: ahead on v1 and v2 (README)
-        eval_steps=10,
-        early_stopping_patience=3,
+        learning_rate=3e-5,  # the paper preset's
+        eval_steps=20,  # logged only: the final step is the model
+        eval=("v1", "v2"),
+        primary_set="v2",  # the larger development set (64 queries, four constraint styles)
     ),
-    "smoke": dict(_FAST, train_preset="smoke", rng_seeds=(0, 1), budget=16, heldout_seeds=8),
+    "smoke": dict(
+        _FAST, train_preset="smoke", rng_seeds=(0, 1), budget=16, heldout_seeds=8, eval=("v1", "v2")
+    ),
 }
 
 
-def paired_tests(results_csv: str | Path, cfg: ExperimentConfig) -> pd.DataFrame:
-    """Ins-DV (``cfg.baseline``) against every other mode, per evaluation set and metric.
+def planned_runs(cfg: ExperimentConfig) -> list[tuple[int, str]]:
+    """``[(rng_seed, mode), ...]``: every mode for every rng_seed, then the extra modes on the first."""
+    runs = [(s, m) for s in cfg.rng_seeds for m in cfg.modes]
+    return runs + [(cfg.rng_seeds[0], m) for m in cfg.extra_modes]
 
-    Pairs are (rng_seed, query): trained modes are paired seed by seed (All-*, trained on the
-    first seed only, on that seed); the base model, one untrained run, is paired with each of the
-    baseline's seeds on the same query. ``diff`` is baseline minus the other mode; p-values (paired permutation test) are
-    Holm-corrected over every row of the table.
+
+def run_name(rng_seed: int, mode: str) -> str:
+    return f"rng{rng_seed}/{mode}"
+
+
+def _parse_run(cfg: ExperimentConfig, name: str) -> tuple[int, str]:
+    by_name = {run_name(*r): r for r in planned_runs(cfg)}
+    if name not in by_name:
+        raise ConfigError(f"--run {name!r} is not in the plan; planned runs: {', '.join(by_name)}")
+    return by_name[name]
+
+
+def start(out: str | Path, cfg: ExperimentConfig, *, new: bool = False) -> str:
+    """Store the plan in ``out`` (``--new-experiment``: set an older plan's outputs aside first);
+    returns the plan hash. A different stored plan is refused (``plan.write_plan``)."""
+    if new:
+        moved = P.set_aside(out)
+        if moved:
+            print(f"the previous experiment's plan and outputs moved to {moved}", file=sys.stderr)
+    header = "ifir experiment plan: written before the first run; its hash labels every run and result."
+    return P.write_plan(out, cfg.plan(), header=header)
+
+
+def train_run(out: str | Path, cfg: ExperimentConfig, rng_seed: int, mode: str, plan_hash: str):
+    """Train (or resume, or find finished) one planned run: ``OUT/models/rng<k>/<mode>/``."""
+    return train_modes(
+        Path(out) / "models" / f"rng{rng_seed}",
+        preset=cfg.train_preset,
+        modes=(mode,),
+        seeds_path=cfg.seeds,
+        reversals_path=cfg.reversals,
+        curation_path=cfg.curation,
+        budget=cfg.budget,
+        rng_seed=rng_seed,
+        heldout_seeds=cfg.heldout_seeds,
+        narrative_share=cfg.narrative_share,
+        labels={"plan": plan_hash},
+        **cfg.train_overrides(),
+    )[mode]
+
+
+def run_commands(out: str | Path, cfg: ExperimentConfig, launcher: str = "plain", **launch) -> list[str]:
+    """One shell command per planned run; each reads the plan from ``OUT`` and resumes its run.
+
+    ``launcher``: ``plain`` (``ifir experiment ...``), ``torchrun`` (``nproc`` processes) or
+    ``accelerate`` (``launch_config``, for example ``launch/accelerate_ddp_8gpu.yaml``).
     """
-    results = load_results(results_csv)
-    pq = load_per_query(per_query_path(results_csv))
-    runs = results.drop_duplicates(["run_id", "dataset"])[["run_id", "mode", "rng_seed", "dataset"]]
-    values = pq.merge(runs, on=["run_id", "dataset"])
-    rows = []
-    for (dataset, metric), g in values[values["metric"].isin(TESTED_METRICS)].groupby(["dataset", "metric"]):
-        by_mode = {m: gm for m, gm in g.groupby("mode")}
-        if cfg.baseline not in by_mode:
-            continue
-        base = {(int(r.rng_seed), r.query_id): r.value for r in by_mode[cfg.baseline].itertuples()}
-        for other, go in by_mode.items():
-            if other == cfg.baseline:
-                continue
-            vals = {(int(r.rng_seed), r.query_id): r.value for r in go.itertuples()}
-            if other == C.BASE_MODE:  # the untrained model: one run, paired with every seed
-                by_query = {q: v for (_, q), v in vals.items()}
-                vals = {(s, q): by_query[q] for s, q in base if q in by_query}
-            common = sorted(base.keys() & vals.keys())
-            if not common:
-                continue
-            a = {f"{s}/{q}": base[(s, q)] for s, q in common}
-            b = {f"{s}/{q}": vals[(s, q)] for s, q in common}
-            t = compare(a, b, n=cfg.n_perm, rng_seed=0)
-            rows.append(
-                (dataset, metric, cfg.baseline, other, t.n, t.diff, t.ci_low, t.ci_high, t.p_permutation)
-            )
-    df = pd.DataFrame(rows, columns=TEST_COLUMNS)
-    if len(df):
-        df["p_holm"] = holm(df["p_value"].tolist())
-    return df
-
-
-def seed_table(results_csv: str | Path, metrics=("p_mrr", "map_at_1000", "ndcg_at_5")) -> pd.DataFrame:
-    """Mean ± sd over rng_seeds per (set, mode, metric): columns dataset, mode, metric, mean, sd, runs."""
-    r = load_results(results_csv)
-    r = r[r["metric"].isin(metrics)]
-    t = (
-        r.groupby(["dataset", "mode", "metric"])["value"]
-        .agg(mean="mean", sd=lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan"), runs="size")
-        .reset_index()
-    )
-    order = {m: i for i, m in enumerate(mode_order(t["mode"].unique()))}
-    return t.sort_values(["dataset", "metric", "mode"], key=lambda c: c.map(order) if c.name == "mode" else c)
-
-
-def write_summary(out: Path, cfg: ExperimentConfig, heldout_base: dict | None = None) -> Path:
-    """``OUT/summary.md``: the seed table and the paired tests, as Markdown."""
-    table = seed_table(out / "results.csv")
-    tests = paired_tests(out / "results.csv", cfg)
-    tests.to_csv(out / "paired_tests.csv", index=False)
-    wide = table.assign(
-        cell=[
-            f"{m:.2f}" + ("" if np.isnan(s) else f" ± {s:.2f}") + f" ({n})"
-            for m, s, n in zip(table["mean"], table["sd"], table["runs"])
-        ]
-    ).pivot_table(index=["dataset", "mode"], columns="metric", values="cell", aggfunc="first", sort=False)
-    lines = [
-        "# Experiment summary",
-        "",
-        f"Config: `{json.dumps(dataclasses.asdict(cfg))}`",
-        "",
-        "Mean ± sd over rng_seeds (number of runs in brackets):",
-        "",
-        markdown_table(wide.reset_index()),
-        "",
-        f"Paired tests, {cfg.baseline} minus the other mode over (rng_seed, query) pairs; "
-        "95% bootstrap CI; permutation p-value, Holm-corrected over all rows:",
-        "",
-        markdown_table(tests) if len(tests) else "(no pairs)",
-    ]
-    if heldout_base:
-        lines += [
-            "",
-            f"Held-out seeds, base model: {json.dumps({k: round(v, 2) for k, v in heldout_base.items()})}",
-        ]
-    path = out / "summary.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def run_experiment(out_dir: str | Path = "out/experiment", cfg: ExperimentConfig | None = None) -> Path:
-    """Train, evaluate, test and plot (see the module docstring); returns ``OUT/summary.md``."""
-    cfg = cfg or ExperimentConfig.preset(C.resolve_preset(None, "experiment"))
-    t0 = time.time()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    results_csv = out / "results.csv"
-    (out / "experiment.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
-    tcfg = TrainConfig.preset(cfg.train_preset)
-    base = tcfg.base_model
-    sets = [C.EVAL_SETS[name] for name in cfg.eval_sets]
-    evaluate = dict(followir=sets, results_csv=results_csv, bootstrap=cfg.bootstrap, skip_done=True)
-
-    print(f"[1/4] the base model ({base}) on {', '.join(cfg.eval_sets)}")
-    evaluate_models({base: base}, mode=C.BASE_MODE, rng_seed=0, **evaluate)
-    _, heldout = split_heldout(load_seeds(C.SEEDS_PATH), cfg.heldout_seeds)
-    heldout_base = (
-        heldout_scores(build_model(base, max_seq_length=tcfg.max_seq_length), heldout) if heldout else None
-    )
-
-    extra_budget = cfg.extra_budget if cfg.extra_budget is not None else cfg.budget
-    plan = [(s, cfg.modes, cfg.budget) for s in cfg.rng_seeds]
-    plan += [(cfg.rng_seeds[0], cfg.extra_modes, extra_budget)] if cfg.extra_modes else []
-    for k, (rng_seed, modes, budget) in enumerate(plan, 1):
-        print(f"[2/4] ({k}/{len(plan)}) rng_seed {rng_seed}: train {', '.join(modes)}, budget {budget}")
-        runs = train_modes(
-            out / "models" / f"rng{rng_seed}",
-            preset=cfg.train_preset,
-            modes=modes,
-            budget=budget,
-            rng_seed=rng_seed,
-            heldout_seeds=cfg.heldout_seeds,
-            narrative_share=cfg.narrative_share,
-            **cfg.train_overrides(),
+    if launcher not in LAUNCHERS:
+        raise ConfigError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
+    prefix = {
+        "plain": ["ifir"],
+        "torchrun": ["torchrun", f"--nproc-per-node={launch.get('nproc') or 1}", "-m", "ifir_lib"],
+        "accelerate": [
+            "accelerate",
+            "launch",
+            "--config_file",
+            launch.get("launch_config") or "",
+            "-m",
+            "ifir_lib",
+        ],
+    }[launcher]
+    if launcher == "accelerate" and not launch.get("launch_config"):
+        raise ConfigError(
+            "--launcher accelerate needs --launch-config (for example launch/accelerate_ddp_8gpu.yaml)"
         )
-        for mode, res in runs.items():
-            evaluate_models({str(res.run_dir): res.run_dir}, mode=mode, rng_seed=rng_seed, **evaluate)
+    return [
+        shlex.join([*prefix, "experiment", "--out", str(out), "--run", run_name(s, m)])
+        for s, m in planned_runs(cfg)
+    ]
 
-    print("[3/4] paired tests and summary")
-    summary = write_summary(out, cfg, heldout_base)
-    print(summary.read_text())
-    print(f"[4/4] figures -> {out / 'figures'}")
+
+def finished_runs(out: str | Path, cfg: ExperimentConfig, plan_hash: str) -> tuple[dict, list[str]]:
+    """``({(rng_seed, mode): run folder}, [missing run names])``; a finished run of another plan is an error."""
+    done, missing = {}, []
+    for s, m in planned_runs(cfg):
+        run = RunFolder(Path(out) / "models" / f"rng{s}" / m)
+        info = run.info()
+        if info.get("status") != "finished":
+            missing.append(run_name(s, m))
+            continue
+        theirs = (info.get("data") or {}).get("plan")
+        if theirs != plan_hash:
+            raise ConfigError(f"{run.path}: trained under plan {theirs}, not this experiment's {plan_hash}")
+        done[(s, m)] = run.path
+    return done, missing
+
+
+def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None) -> Path:
+    """Evaluate the base model and every finished run (once), then write the tables, tests and
+    figures; missing runs are named in ``summary.md`` and on stderr. Returns ``OUT/summary.md``."""
+    out = Path(out)
+    plan_hash = plan_hash or start(out, cfg)
+    runs, missing = finished_runs(out, cfg, plan_hash)
+    if missing:
+        print(f"not finished yet (left out): {', '.join(missing)}", file=sys.stderr)
+    results_csv = out / "results.csv"
+    followir, tasks = P.eval_targets(cfg.eval)
+    evaluate = dict(
+        followir=followir,
+        tasks=tasks,
+        results_csv=results_csv,
+        bootstrap=cfg.bootstrap,
+        skip_done=True,
+        plan=plan_hash,
+        prompts=cfg.prompts,
+    )
+    base = cfg.base()
+    print(f"evaluating the base model ({base}) and {len(runs)} finished run(s) on {', '.join(cfg.eval)}")
+    evaluate_models({base: base}, mode=C.BASE_MODE, rng_seed=0, **evaluate)
+    for (rng_seed, mode), path in runs.items():
+        evaluate_models({str(path): path}, mode=mode, rng_seed=rng_seed, **evaluate)
+    summary = write_report(out, cfg, plan_hash, runs, missing, _heldout_base(cfg))
     make_all_figures(
         results_csv, out / "figures", per_query_csv=per_query_path(results_csv), runs_dir=out / "models"
     )
+    return summary
+
+
+def _heldout_base(cfg: ExperimentConfig) -> dict | None:
+    """The base model's held-out scores (orig, reversed, bare query), the runs' starting point."""
+    if cfg.heldout_seeds <= 0:
+        return None
+    _, heldout = split_heldout(load_seeds(cfg.seeds), cfg.heldout_seeds)
+    tcfg = TrainConfig.preset(cfg.train_preset)
+    return heldout_scores(build_model(cfg.base(), max_seq_length=tcfg.max_seq_length), heldout)
+
+
+def run_experiment(out_dir: str | Path = "out/experiment", cfg: ExperimentConfig | None = None, **kw) -> Path:
+    """Store the plan, train every planned run here, then ``collect``; returns ``OUT/summary.md``.
+    ``kw``: ``new`` (set an older experiment in ``out_dir`` aside first)."""
+    cfg = cfg or ExperimentConfig.preset(C.resolve_preset(None, "experiment"))
+    t0 = time.time()
+    plan_hash = start(out_dir, cfg, new=kw.get("new", False))
+    runs = planned_runs(cfg)
+    print(f"experiment {plan_hash}: {len(runs)} runs, plan in {Path(out_dir) / P.PLAN_FILE}")
+    for k, (rng_seed, mode) in enumerate(runs, 1):
+        print(f"[{k}/{len(runs)}] train {run_name(rng_seed, mode)} (budget {cfg.budget})")
+        train_run(out_dir, cfg, rng_seed, mode, plan_hash)
+    summary = collect(out_dir, cfg, plan_hash)
+    print(summary.read_text())
     print(f"done in {(time.time() - t0) / 60:.1f} min: {summary}")
     return summary

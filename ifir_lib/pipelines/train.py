@@ -52,6 +52,7 @@ def train_modes(
     dry_run: bool = False,
     world_size: int | None = None,
     launch_config: str | None = None,
+    labels: dict | None = None,
     **overrides,
 ) -> dict[str, TrainResult | dict]:
     """Train one model per mode into ``out_dir/<mode>``; returns ``{mode: TrainResult}``.
@@ -63,6 +64,7 @@ def train_modes(
     ``overrides`` change ``TrainConfig`` fields of the preset (None values are ignored; preset
     None = ``default_preset()``); ``report_to`` names the trackers (``tracking``). ``dry_run``
     returns ``{mode: estimate}`` (steps, tokens, memory; ``training.dry_run``) and trains nothing.
+    ``labels`` (for example the experiment's plan hash) are recorded in every run's data manifest.
     """
     modes = tuple(modes)
     if flat and len(modes) != 1:
@@ -75,6 +77,7 @@ def train_modes(
     )
     out = {}
     for mode, (examples, manifest, heldout) in sets.items():
+        manifest = {**manifest, **(labels or {})}
         mcfg = mode_config(cfg, mode)
         if dry_run:
             out[mode] = estimate(mcfg, examples, world_size=world_size, launch_config=launch_config)

@@ -2,16 +2,22 @@
 
 One row per run x dataset x metric, values x100 as the evaluation writes them::
 
-    run_id, model, mode, rng_seed, dataset, metric, value, ci_low, ci_high, n_queries, git_commit, timestamp
+    run_id, model, mode, rng_seed, dataset, metric, value, ci_low, ci_high, n_queries, git_commit, timestamp,
+    prompts, plan
 
 ``mode`` is the data configuration a model was trained on (``base`` for an untrained model);
+``prompts`` says which prompts encoded the texts (``model``: the model's stored ones; ``benchmark``:
+each benchmark's own, ``ifir evaluate --prompts``); ``plan`` is the hash of the experiment plan the
+row belongs to (empty outside an experiment);
 per-query scores go to a sibling ``<stem>_per_query.csv`` (``run_id, dataset, metric, query_id,
 value``). The table is only ever appended to, one run's rows in one locked write, so two
 evaluations appending at once never interleave. Before each append, a cut last row (a crash or
 a partial copy: no final newline, fewer fields than the header) is moved to a side file with a
 warning, so a new row is never glued onto it; a value that is not a number in a number column is
 refused on write and named (file, line, column) on read, while an empty cell reads as missing. Tables written before the vocabulary settled
-(``config``/``seed`` columns) are read with those columns renamed.
+(``config``/``seed`` columns) are read with those columns renamed; tables written before
+``prompts``/``plan`` read as ``prompts="model"``, ``plan=""``, and take new rows in their own
+columns as long as those rows have these defaults (else a one-line error: start a new file).
 
 Used by evaluation (writing), figures and notebooks (reading and summarising). Not handled here:
 computing metrics (``evaluate``), drawing (``figures``).
@@ -52,8 +58,13 @@ RESULT_COLUMNS = [
     "n_queries",
     "git_commit",
     "timestamp",
+    "prompts",
+    "plan",
 ]
 REQUIRED_RESULT_COLUMNS = RESULT_COLUMNS[:7]
+LEGACY_RESULT_COLUMNS = RESULT_COLUMNS[:12]  # the header before ``prompts`` and ``plan``
+# what a row without these columns means: the model's stored prompts, not from an experiment
+RESULT_DEFAULTS = {"prompts": "model", "plan": ""}
 PER_QUERY_COLUMNS = ["run_id", "dataset", "metric", "query_id", "value"]
 _OLD_NAMES = {"config": "mode", "seed": "rng_seed"}
 # dataset names that already hold an average over the FollowIR collections
@@ -102,8 +113,12 @@ def result_rows(
     rng_seed: int | str = 0,
     git: str | None = None,
     timestamp: str | None = None,
+    prompts: str | None = None,
+    plan: str = "",
 ) -> list[dict]:
-    """Rows for the results table, one per metric (x100, with the 95% interval)."""
+    """Rows for the results table, one per metric (x100, with the 95% interval). ``prompts``
+    defaults to the result's own (``EvalResult.prompts``), else ``'model'``."""
+    prompts = prompts or getattr(result, "prompts", None) or RESULT_DEFAULTS["prompts"]
     git = git or git_commit()
     timestamp = timestamp or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rows = []
@@ -123,6 +138,8 @@ def result_rows(
                 "n_queries": len(result.per_query.get(m, {})) or None,
                 "git_commit": git,
                 "timestamp": timestamp,
+                "prompts": prompts,
+                "plan": plan,
             }
         )
     return rows
@@ -156,10 +173,14 @@ def _fields(line: bytes) -> list[str] | None:
         return None
 
 
+def _first_line(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        return fh.readline()
+
+
 def _check_header(path: Path, columns: list[str]) -> None:
     """Refuse to append to a file whose header is not ``columns`` (a cut header is left to heal)."""
-    with path.open("rb") as fh:
-        first = fh.readline()
+    first = _first_line(path)
     if not first.strip():
         return
     header = _fields(first.removeprefix(b"\xef\xbb\xbf"))
@@ -224,15 +245,40 @@ def _append_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
         w.writerows(cells)
 
 
+def _result_columns(path: Path, rows: list[dict]) -> list[str]:
+    """The columns ``rows`` are appended under: ``RESULT_COLUMNS``, or for a file written before
+    ``prompts``/``plan`` (header ``LEGACY_RESULT_COLUMNS``) those older columns when every row has
+    the defaults (``RESULT_DEFAULTS``), which is what such a file reads as; else a ``DataError``."""
+    if (
+        not path.is_file()
+        or _fields(_first_line(path).removeprefix(b"\xef\xbb\xbf")) != LEGACY_RESULT_COLUMNS
+    ):
+        return RESULT_COLUMNS
+    odd = sorted(
+        {f"{c}={r.get(c)!r}" for r in rows for c, d in RESULT_DEFAULTS.items() if r.get(c) not in (None, d)}
+    )
+    if odd:
+        raise DataError(
+            path,
+            1,
+            f"written before the prompts/plan columns, so it cannot record {', '.join(odd)}; "
+            "start a new results file (another --out)",
+        )
+    return LEGACY_RESULT_COLUMNS
+
+
 def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | None = None) -> Path:
     """Append ``rows`` (``RESULT_COLUMNS``) to the results CSV, creating it with a header.
 
     Never overwrites: an existing file with other columns is an error, and so is a value that is
-    not a number in a number column (nothing is written then). A cut last row left by a crash is
-    set aside in a side file, with a warning, before the append. ``per_query`` rows go to
+    not a number in a number column (nothing is written then). A file written before the
+    ``prompts``/``plan`` columns takes rows with their defaults in its own columns
+    (``_result_columns``); a row without those keys has the defaults. A cut last row left by a
+    crash is set aside in a side file, with a warning, before the append. ``per_query`` rows go to
     ``per_query_path(path)``. Returns ``path``.
     """
     path = Path(path)
+    rows = [{**RESULT_DEFAULTS, **r} for r in rows]  # a row without prompts/plan means the defaults
     missing = [c for c in RESULT_COLUMNS if any(c not in r for r in rows)]
     if missing:
         raise ValueError(f"result rows lack columns {missing}")
@@ -242,21 +288,23 @@ def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | N
     with shared_append(path):  # two evaluations appending at once take turns, whole runs at a time
         if per_query and pq_path.is_file():  # refused before the results file is touched
             _check_header(pq_path, PER_QUERY_COLUMNS)
-        _append_csv(path, RESULT_COLUMNS, rows)
+        _append_csv(path, _result_columns(path, rows), rows)
         if per_query:
             _append_csv(pq_path, PER_QUERY_COLUMNS, per_query)
     return path
 
 
-def check_outputs(path: str | Path) -> Path:
+def check_outputs(path: str | Path, *, prompts: str = "model", plan: str = "") -> Path:
     """Fail now, in one line (``DataError``), when the results CSV ``path`` or its per-query sibling
     could not be appended to later: either file cannot be written (``locks.check_writable``) or its
-    header holds other columns. Writes nothing. Returns ``path``."""
+    header holds other columns (or an older file could not record ``prompts``/``plan``,
+    ``_result_columns``). Writes nothing. Returns ``path``."""
     path = Path(path)
-    for p, columns in ((path, RESULT_COLUMNS), (per_query_path(path), PER_QUERY_COLUMNS)):
+    labels = [{"prompts": prompts, "plan": plan}]
+    for p in (path, per_query_path(path)):
         check_writable(p)
         if p.exists():
-            _check_header(p, columns)
+            _check_header(p, _result_columns(p, labels) if p == path else PER_QUERY_COLUMNS)
     return path
 
 
@@ -268,12 +316,15 @@ def save_result(
     model: str | None = None,
     mode: str = BASE_MODE,
     rng_seed: int | str = 0,
+    prompts: str | None = None,
+    plan: str = "",
 ) -> str:
     """Append one result (summary rows + per-query rows) to the table; returns the run_id used."""
     run_id = run_id or make_run_id(model or result.model, mode, rng_seed)
+    labels = dict(model=model, mode=mode, rng_seed=rng_seed, prompts=prompts, plan=plan)
     append_results(
         path,
-        result_rows(result, run_id=run_id, model=model, mode=mode, rng_seed=rng_seed),
+        result_rows(result, run_id=run_id, **labels),
         per_query_rows(result, run_id=run_id),
     )
     return run_id
@@ -287,7 +338,8 @@ def load_results(path: str | Path) -> pd.DataFrame:
     """Read the tidy results CSV; a missing column raises ``DataError`` naming it.
 
     ``value``/``ci_*`` become floats, ``timestamp`` a UTC datetime; the optional columns are
-    added empty when absent; ``config``/``seed`` columns of older tables are renamed. An empty
+    added empty when absent (``prompts``/``plan``: ``'model'``/``''``, also for empty cells);
+    ``config``/``seed`` columns of older tables are renamed. An empty
     cell is a missing value (NaN); a cell that is not a number in a number column (``value``,
     ``ci_low``, ``ci_high``, ``n_queries``, ``rng_seed``) is a ``DataError`` naming file, line and
     column: coerced to NaN it would vanish from every mean, table and figure without a word. A
@@ -298,7 +350,7 @@ def load_results(path: str | Path) -> pd.DataFrame:
         path,
         "results file not found",
         {c: str for c in ("run_id", "model", "mode", "config", "rng_seed", "seed", "dataset", "metric")}
-        | {"git_commit": str},
+        | {"git_commit": str, "prompts": str, "plan": str},
     )
     return check_results(df, path)
 
@@ -373,7 +425,9 @@ def check_results(df: pd.DataFrame, path: str | Path = "<results>") -> pd.DataFr
     df = df.copy()
     for c in RESULT_COLUMNS[7:]:
         if c not in df.columns:
-            df[c] = np.nan
+            df[c] = RESULT_DEFAULTS.get(c, np.nan)
+    for c, default in RESULT_DEFAULTS.items():
+        df[c] = df[c].fillna(default).astype(str)
     df["mode"] = df["mode"].astype(str).str.lower()
     _numbers(df, "rng_seed", path, integer=True)
     df["rng_seed"] = df["rng_seed"].astype(str)

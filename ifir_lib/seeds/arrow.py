@@ -5,8 +5,13 @@ One folder holds (written by ``seeds.promptriever``)::
     DIR/passages.arrow   id, text                      one row per distinct passage id
     DIR/seeds.arrow      id, query, instruction, instruction_type, domain, reference_reversal,
                          reference_negative_index, aug_instruction, the three narratives,
-                         positive: int, instruction_negatives: [int], hard_negatives: [int]
-    DIR/meta.json        source, rows read, seeds, passages
+                         positive: int, instruction_negatives: [int], hard_negatives: [int],
+                         counterpart_positive: int?, counterpart_hard_negatives: [int]?
+    DIR/meta.json        source, rows read, seeds, passages, counterparts kept
+
+The two counterpart columns hold the source's non-instruction row for the seed's query (null
+when the source has none, and in folders written before they existed): a seed dict gets
+``counterpart_positive`` and ``counterpart_hard_negatives`` only when they are set.
 
 The seed columns hold row numbers into the passages table, so a passage that the source repeats
 (MS MARCO negatives recur across queries) is stored once. ``ArrowSeeds`` reads both files
@@ -38,6 +43,7 @@ SEEDS_SCHEMA = pa.schema(
     + [(c, pa.string()) for c in _NARRATIVE_COLUMNS]
     + [("positive", pa.int64())]
     + [(c, pa.list_(pa.int64())) for c in ("instruction_negatives", "hard_negatives")]
+    + [("counterpart_positive", pa.int64()), ("counterpart_hard_negatives", pa.list_(pa.int64()))]
 )
 # left out of a seed when null
 _OPTIONAL = (
@@ -49,6 +55,7 @@ _OPTIONAL = (
     "aug_narrative",
 )
 LIST_COLUMNS = ("instruction_negatives", "hard_negatives")
+COUNTERPART_COLUMNS = ("counterpart_positive", "counterpart_hard_negatives")  # nullable, set together
 REMAP_PASSAGES = 100_000  # passages read through one map of the files before it is dropped
 
 # --------------------------------------------------------------------------------------------
@@ -193,10 +200,11 @@ class ArrowSeeds:
 
     def _resolve(self, t: pa.Table) -> list[dict]:
         d = t.to_pydict()
-        need = set(d["positive"])
-        for f in LIST_COLUMNS:
-            for lst in d[f]:
-                need.update(lst)
+        cps = d.get("counterpart_positive") or [None] * t.num_rows  # absent in older folders
+        cph = d.get("counterpart_hard_negatives") or [None] * t.num_rows
+        need = set(d["positive"]) | {r for r in cps if r is not None}
+        for lst in (*d["instruction_negatives"], *d["hard_negatives"], *cph):
+            need.update(lst or ())
         need = sorted(need)
         sub = self._prows.take(need)
         self._touch(len(need))
@@ -219,5 +227,8 @@ class ArrowSeeds:
             for f in _OPTIONAL:
                 if d[f][j] is not None:
                     s[f] = d[f][j]
+            if cps[j] is not None:
+                s["counterpart_positive"] = dict(passage[cps[j]])
+                s["counterpart_hard_negatives"] = [dict(passage[r]) for r in cph[j] or ()]
             out.append(s)
         return out

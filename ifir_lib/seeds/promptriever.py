@@ -12,9 +12,21 @@ negatives. Both outputs go through it, so they give the same seeds:
 - ``promptriever_to_arrow``: the Arrow seed tables (``seeds.arrow``) for the full 980k rows, so
   no row becomes a Python object. ``seeds_to_arrow`` writes any seed dicts the same way.
 
+**Counterparts** (All-orig's second view, arXiv 2604.18845 Tables 1-2). Promptriever holds a
+query twice: with an instruction, and as a bare-query row (``has_instruction`` false, empty
+``only_instruction``) under the same ``query_id`` with its own positive and hard negatives. With
+``counterparts=True`` (the default) each seed keeps the first such row read as
+``counterpart_positive`` and ``counterpart_hard_negatives`` (at most ``max_hard_negatives``),
+under the same passage rules and checks. Both paths match over every row read, in any order
+(the Arrow path joins at the end). A seed whose query has no bare row keeps neither field, and
+training builds its counterpart from the seed (``training.trainsets``); ``meta.json`` counts
+the bare rows read and the seeds that got one. The passages of bare rows whose query has no
+instruction seed are stored too (unused).
+
 Each passage id is written once; the mapping from passage id to row number is the one structure
-that grows with the data (a dict entry per distinct passage: ~4.9M for 1M rows). Where the
-source gives one id two texts, the first text read is kept (the list keeps each row's own text).
+that grows with the data (a dict entry per distinct passage: ~4.9M for 1M rows; the bare rows'
+hard negatives add theirs). Where the source gives one id two texts, the first text read is
+kept (the list keeps each row's own text).
 
 Not handled here: reading the tables back (``seeds.arrow``), the seed checks (``seeds.schema``).
 """
@@ -22,6 +34,7 @@ Not handled here: reading the tables back (``seeds.arrow``), the seed checks (``
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +45,7 @@ import pyarrow.compute as pc
 
 from ..core.errors import DataError
 from .arrow import (
+    COUNTERPART_COLUMNS,
     LIST_COLUMNS,
     META_FILE,
     PASSAGES_FILE,
@@ -40,6 +54,8 @@ from .arrow import (
     SEEDS_SCHEMA,
     ArrowSeeds,
 )
+
+log = logging.getLogger(__name__)
 
 _PASSAGE = pa.struct([("docid", pa.string()), ("text", pa.string()), ("title", pa.string())])
 _LABELLED = pa.struct(  # a passage with the labels Promptriever's instruction negatives carry
@@ -68,21 +84,38 @@ _PASSAGE_FIELDS = (
     ("negative_passages", "hard_negatives", None),
 )
 
+# the bare-query rows' passages: source list column -> seed field, passages kept (None: max_hard_negatives)
+_COUNTERPART_FIELDS = (
+    ("positive_passages", "counterpart_positive", 1),
+    ("negative_passages", "counterpart_hard_negatives", None),
+)
+# the bare-query rows of a conversion, joined to the seeds by query id when it closes
+_COUNTERPARTS_SCHEMA = pa.schema(
+    [("id", pa.string()), ("positive", pa.int64()), ("hard_negatives", pa.list_(pa.int64()))]
+)
+
 # ``(offsets, ids, texts)`` of one passage field: seed ``j`` owns passages ``offsets[j]:offsets[j + 1]``
 PassageGroup = tuple[np.ndarray, pa.Array, pa.Array]
 Passages = dict[str, PassageGroup]  # seed field -> its passages
 
 
 class _Writer:
-    """Appends seeds and (deduplicated) passages to the two stream files of ``out_dir``."""
+    """Appends seeds and (deduplicated) passages to the two stream files of ``out_dir``; with
+    ``join_counterparts``, bare-query rows go to a third file, joined to the seeds by ``close``."""
 
-    def __init__(self, out_dir: Path):
+    def __init__(self, out_dir: Path, join_counterparts: bool = False):
         out_dir.mkdir(parents=True, exist_ok=True)
         self.out_dir = out_dir
-        self.seeds = pa.ipc.new_stream(str(out_dir / SEEDS_FILE), SEEDS_SCHEMA)
+        self.join = join_counterparts
+        self.seeds_path = out_dir / (SEEDS_FILE + ".part" if join_counterparts else SEEDS_FILE)
+        self.seeds = pa.ipc.new_stream(str(self.seeds_path), SEEDS_SCHEMA)
         self.passages = pa.ipc.new_stream(str(out_dir / PASSAGES_FILE), PASSAGES_SCHEMA)
+        self.bare_path = out_dir / "counterparts.arrow.part"
+        self.bare = (
+            pa.ipc.new_stream(str(self.bare_path), _COUNTERPARTS_SCHEMA) if join_counterparts else None
+        )
         self.row_of: dict[str, int] = {}  # passage id -> row in passages.arrow
-        self.n_seeds = 0
+        self.n_seeds = self.n_bare = 0
 
     def passage_rows(self, ids: pa.Array, texts: pa.Array) -> np.ndarray:
         """Row numbers for ``ids``; ids not seen before are appended with their text."""
@@ -103,25 +136,76 @@ class _Writer:
         return rows
 
     def write_seeds(self, cols: dict, passages: Passages) -> None:
-        """Append seeds: ``cols`` holds their scalar columns, ``passages`` their passages."""
+        """Append seeds: ``cols`` holds their scalar columns, ``passages`` their passages (the
+        counterpart fields optional: a seed with no ``counterpart_positive`` gets nulls)."""
         cols = dict(cols)
+        has_cp = None
+        if "counterpart_positive" in passages:
+            has_cp = np.diff(passages["counterpart_positive"][0]) > 0
         for dst, (off, pid, text) in passages.items():
-            prow = pa.array(self.passage_rows(pid, text), pa.int64())
+            prow = self.passage_rows(pid, text)
             if dst == "positive":
-                cols[dst] = prow
+                cols[dst] = pa.array(prow, pa.int64())
+            elif dst == "counterpart_positive":
+                full = np.zeros(len(has_cp), dtype=np.int64)
+                full[has_cp] = prow
+                cols[dst] = pa.array(full, pa.int64(), mask=~has_cp)
             else:
-                cols[dst] = pa.ListArray.from_arrays(pa.array(off, pa.int32()), prow)
+                mask = pa.array(~has_cp) if dst == "counterpart_hard_negatives" else None
+                cols[dst] = pa.ListArray.from_arrays(pa.array(off, pa.int32()), pa.array(prow), mask=mask)
         n = len(cols["id"])
         batch = {f.name: cols.get(f.name, pa.nulls(n, f.type)) for f in SEEDS_SCHEMA}
         self.seeds.write_table(pa.Table.from_arrays(list(batch.values()), schema=SEEDS_SCHEMA))
         self.n_seeds += n
 
+    def write_bare(self, cps: Counterparts) -> None:
+        """Append bare-query rows (their query ids and passages), for ``close`` to join."""
+        pos = self.passage_rows(*cps.passages["counterpart_positive"][1:])
+        off, pid, text = cps.passages["counterpart_hard_negatives"]
+        hard = pa.ListArray.from_arrays(pa.array(off, pa.int32()), pa.array(self.passage_rows(pid, text)))
+        self.bare.write_batch(pa.record_batch([cps.ids, pa.array(pos), hard], schema=_COUNTERPARTS_SCHEMA))
+        self.n_bare += len(cps.ids)
+
     def close(self, meta: dict) -> ArrowSeeds:
         self.seeds.close()
         self.passages.close()
         meta = {**meta, "seeds": self.n_seeds, "passages": len(self.row_of)}
+        if self.join:
+            self.bare.close()
+            meta.update(bare_rows=self.n_bare, counterparts=self._join_counterparts())
         (self.out_dir / META_FILE).write_text(json.dumps(meta, indent=2))
         return ArrowSeeds.open(self.out_dir)
+
+    def _join_counterparts(self) -> int:
+        """Rewrite the seeds with each one's first bare-query row of the same id; returns how many
+        seeds got one. One batch of seeds at a time; the bare rows are read memory-mapped."""
+        matched = 0
+        with pa.memory_map(str(self.bare_path)) as fb, pa.memory_map(str(self.seeds_path)) as fs:
+            bare = pa.ipc.open_stream(fb).read_all().combine_chunks()
+            ids = bare.column("id").combine_chunks()
+            with pa.ipc.new_stream(str(self.out_dir / SEEDS_FILE), SEEDS_SCHEMA) as out:
+                for batch in pa.ipc.open_stream(fs):
+                    idx = pc.index_in(batch.column("id"), value_set=ids)  # the first of duplicates
+                    has = idx.is_valid().to_numpy(zero_copy_only=False)
+                    got = bare.take(idx.filter(pa.array(has)))
+                    full = np.zeros(len(has), dtype=np.int64)
+                    full[has] = got.column("positive").to_numpy()
+                    hard = got.column("hard_negatives").combine_chunks()
+                    lens = np.zeros(len(has), dtype=np.int32)
+                    lens[has] = pc.list_value_length(hard).to_numpy(zero_copy_only=False)
+                    off = pa.array(np.concatenate([[0], np.cumsum(lens)]).astype(np.int32))
+                    cols = {
+                        "counterpart_positive": pa.array(full, pa.int64(), mask=~has),
+                        "counterpart_hard_negatives": pa.ListArray.from_arrays(
+                            off, hard.flatten(), mask=pa.array(~has)
+                        ),
+                    }
+                    arrays = [cols.get(f, batch.column(f)) for f in SEEDS_SCHEMA.names]
+                    out.write_batch(pa.record_batch(arrays, schema=SEEDS_SCHEMA))
+                    matched += int(has.sum())
+        self.seeds_path.unlink()
+        self.bare_path.unlink()
+        return matched
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,28 +213,53 @@ class _Writer:
 
 
 @dataclass
+class Counterparts:
+    """The bare-query rows of one batch (the seeds' counterparts): their ``query_id``s and
+    passages (``counterpart_positive``: one each, ``counterpart_hard_negatives``)."""
+
+    ids: pa.Array
+    passages: Passages
+
+    def dicts(self) -> Iterator[tuple[str, dict]]:
+        """``(query_id, {"counterpart_positive", "counterpart_hard_negatives"})`` per row, in order."""
+        groups = _groups(self.passages)
+        for j, qid in enumerate(self.ids.to_pylist()):
+            pos, hard = (groups[f][j] for f in COUNTERPART_COLUMNS)
+            yield qid, {"counterpart_positive": pos[0], "counterpart_hard_negatives": hard}
+
+
+@dataclass
 class Mapped:
     """The seeds of one batch of ``read`` source rows: ``rows`` (their positions in the batch), the
-    scalar seed columns (``cols``) and the passages of each seed (``passages``)."""
+    scalar seed columns (``cols``), the passages of each seed (``passages``) and the batch's
+    bare-query rows (``counterparts``; None when there are none or they are not kept)."""
 
     read: int
     rows: np.ndarray
     cols: dict[str, pa.Array]
     passages: Passages
+    counterparts: Counterparts | None = None
 
     def seeds(self) -> list[dict]:
-        """The seed dicts (the schema of ``seeds.schema``)."""
+        """The seed dicts (the schema of ``seeds.schema``), without their counterparts (joined by
+        query id over every batch: ``load_promptriever``)."""
         out, cols = [], {k: a.to_pylist() for k, a in self.cols.items()}
-        groups = {}
-        for dst, (off, pid, text) in self.passages.items():
-            ps = [{"id": i, "text": x} for i, x in zip(pid.to_pylist(), text.to_pylist())]
-            groups[dst] = [ps[a:b] for a, b in zip(off[:-1], off[1:])]
+        groups = _groups(self.passages)
         for j in range(len(self.rows)):
             s = {k: v[j] for k, v in cols.items()}
             s.update((dst, g[j]) for dst, g in groups.items())
             s["positive"] = s["positive"][0]
             out.append(s)
         return out
+
+
+def _groups(passages: Passages) -> dict[str, list[list[dict]]]:
+    """Each field's passages as ``{"id", "text"}`` dicts, one list per seed."""
+    groups = {}
+    for dst, (off, pid, text) in passages.items():
+        ps = [{"id": i, "text": x} for i, x in zip(pid.to_pylist(), text.to_pylist())]
+        groups[dst] = [ps[a:b] for a, b in zip(off[:-1], off[1:])]
+    return groups
 
 
 def _text(arr: pa.Array) -> pa.Array:
@@ -181,22 +290,34 @@ def _check_nonempty(arr: pa.Array, source, first_row: int, rows: np.ndarray, fie
         raise DataError(source, first_row + int(rows[i]) + 1, what, field)
 
 
+def _lens(t: pa.Table, name: str) -> np.ndarray:
+    """The length of list column ``name`` in each row (0 where null or absent)."""
+    if name not in t.column_names:
+        return np.zeros(t.num_rows, dtype=np.int64)
+    return pc.fill_null(pc.list_value_length(t.column(name)), 0).to_numpy(zero_copy_only=False)
+
+
+def _has_instruction(t: pa.Table) -> np.ndarray:
+    n = t.num_rows
+    has = t.column("has_instruction") if "has_instruction" in t.column_names else pa.nulls(n, pa.bool_())
+    return pc.fill_null(has.cast(pa.bool_()), False).to_numpy(zero_copy_only=False)
+
+
 def _kept(t: pa.Table) -> np.ndarray:
     """Which rows can seed a reversal: those with an instruction, an instruction negative and a
     positive (the paper skips the others)."""
-    n = t.num_rows
+    return _has_instruction(t) & (_lens(t, "new_negatives") > 0) & (_lens(t, "positive_passages") > 0)
 
-    def lens(name):
-        if name not in t.column_names:
-            return np.zeros(n, dtype=np.int64)
-        return pc.fill_null(pc.list_value_length(t.column(name)), 0).to_numpy(zero_copy_only=False)
 
-    has = t.column("has_instruction") if "has_instruction" in t.column_names else pa.nulls(n, pa.bool_())
-    return (
-        pc.fill_null(has.cast(pa.bool_()), False).to_numpy(zero_copy_only=False)
-        & (lens("new_negatives") > 0)
-        & (lens("positive_passages") > 0)
-    )
+def _bare(t: pa.Table) -> np.ndarray:
+    """Which rows are bare-query rows that can be a seed's counterpart: no instruction (neither the
+    flag nor ``only_instruction``) and a positive."""
+    if "only_instruction" in t.column_names:
+        no_text = pc.equal(pc.utf8_length(_text(t.column("only_instruction"))), 0)
+        no_text = no_text.to_numpy(zero_copy_only=False)
+    else:
+        no_text = np.ones(t.num_rows, dtype=bool)
+    return ~_has_instruction(t) & no_text & (_lens(t, "positive_passages") > 0)
 
 
 def _passages(t: pa.Table, src: str, k: int | None, keep: np.ndarray) -> PassageGroup:
@@ -218,14 +339,42 @@ def _passages(t: pa.Table, src: str, k: int | None, keep: np.ndarray) -> Passage
     return off, pid, text
 
 
-def map_promptriever(t: pa.Table, source, first_row: int = 0, max_hard_negatives: int = 30) -> Mapped:
-    """The seeds of Promptriever rows ``t`` (rows ``first_row + 1 ...`` of ``source``), by the rule
-    in the module docstring. A kept row with an empty id, query, instruction or passage raises
-    ``DataError`` naming the source row and the seed field."""
-    keep = _kept(t)
+def _checked_passages(t, fields, keep, rows, max_hard, source, first_row) -> Passages:
+    """The passages of the ``keep`` rows for each ``(source column, seed field, k)`` of ``fields``;
+    an empty id or text raises ``DataError`` naming the source row and the seed field."""
+    passages = {}
+    for src, dst, k in fields:
+        off, pid, text = passages[dst] = _passages(t, src, max_hard if k is None else k, keep)
+        owner = rows[np.repeat(np.arange(len(rows)), np.diff(off))]
+        _check_nonempty(pid, source, first_row, owner, dst, "missing or empty 'id'")
+        _check_nonempty(text, source, first_row, owner, dst, "missing or empty 'text'")
+    return passages
+
+
+def _counterparts(t: pa.Table, source, first_row: int, max_hard: int) -> Counterparts | None:
+    """The bare-query rows of ``t`` (``_bare``) with their passages; None when there are none."""
+    keep = _bare(t)
     rows = np.flatnonzero(keep)
     if not len(rows):
-        return Mapped(t.num_rows, rows, {}, {})
+        return None
+    ids = t.column("query_id") if "query_id" in t.column_names else pa.nulls(t.num_rows, pa.string())
+    ids = pc.fill_null(ids.filter(pa.array(keep)).combine_chunks().cast(pa.string()), "")
+    return Counterparts(
+        ids, _checked_passages(t, _COUNTERPART_FIELDS, keep, rows, max_hard, source, first_row)
+    )
+
+
+def map_promptriever(
+    t: pa.Table, source, first_row: int = 0, max_hard_negatives: int = 30, counterparts: bool = True
+) -> Mapped:
+    """The seeds of Promptriever rows ``t`` (rows ``first_row + 1 ...`` of ``source``), by the rule
+    in the module docstring, and (``counterparts``) its bare-query rows. A kept row with an empty
+    id, query, instruction or passage raises ``DataError`` naming the source row and the seed field."""
+    keep = _kept(t)
+    rows = np.flatnonzero(keep)
+    cps = _counterparts(t, source, first_row, max_hard_negatives) if counterparts else None
+    if not len(rows):
+        return Mapped(t.num_rows, rows, {}, {}, cps)
     mask, n = pa.array(keep), len(rows)
 
     def kept(name):  # a scalar column of the kept rows, as strings
@@ -244,13 +393,8 @@ def map_promptriever(t: pa.Table, source, first_row: int = 0, max_hard_negatives
     cols["instruction_type"] = pa.array(["unknown"] * n, pa.string())
     cols["domain"] = pa.array(["msmarco"] * n, pa.string())
     cols["reference_reversal"] = pa.nulls(n, pa.string())
-    passages = {}
-    for src, dst, k in _PASSAGE_FIELDS:
-        off, pid, text = passages[dst] = _passages(t, src, max_hard_negatives if k is None else k, keep)
-        owner = rows[np.repeat(np.arange(n), np.diff(off))]
-        _check_nonempty(pid, source, first_row, owner, dst, "missing or empty 'id'")
-        _check_nonempty(text, source, first_row, owner, dst, "missing or empty 'text'")
-    return Mapped(t.num_rows, rows, cols, passages)
+    passages = _checked_passages(t, _PASSAGE_FIELDS, keep, rows, max_hard_negatives, source, first_row)
+    return Mapped(t.num_rows, rows, cols, passages, cps)
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,14 +428,20 @@ def _source_batches(source, split: str, batch_size: int, streaming: bool = False
 
 
 def _mapped_batches(
-    source, split: str, limit: int | None, max_hard: int, batch_size: int, streaming: bool = False
+    source,
+    split: str,
+    limit: int | None,
+    max_hard: int,
+    batch_size: int,
+    streaming: bool = False,
+    counterparts: bool = True,
 ) -> Iterator[Mapped]:
     """The seeds of each source batch, until ``limit`` seeds (``None``: all)."""
     read = seeds = 0
     for t in _source_batches(source, split, batch_size, streaming):
         if limit is not None and seeds >= limit:
             return
-        m = map_promptriever(t, source, read, max_hard)
+        m = map_promptriever(t, source, read, max_hard, counterparts)
         read += m.read
         seeds += len(m.rows)
         yield m
@@ -305,6 +455,7 @@ def load_promptriever(
     as_dataset: bool = False,
     out_dir: str | Path | None = None,
     max_hard_negatives: int = 30,
+    counterparts: bool = True,
 ):
     """Load Promptriever rows as seeds, from a local JSONL/Parquet file or (when asked) the hub.
 
@@ -313,17 +464,40 @@ def load_promptriever(
     streamed with ``streaming``. Returns a list of seeds, or with ``as_dataset=True`` an
     ``ArrowSeeds`` written to ``out_dir`` (memory-mapped, passages stored once by id; the path for
     the full 980k rows). ``limit`` stops after that many seeds (a falsy one keeps all in the list).
+    ``counterparts``: keep each seed's bare-query row (the module docstring); the list path logs
+    how many seeds got one.
     """
     if as_dataset:
         if out_dir is None:
             raise ValueError("as_dataset=True needs out_dir, the folder for the Arrow tables")
         return promptriever_to_arrow(
-            source, out_dir, split=split, limit=limit, max_hard_negatives=max_hard_negatives
+            source,
+            out_dir,
+            split=split,
+            limit=limit,
+            max_hard_negatives=max_hard_negatives,
+            counterparts=counterparts,
         )
-    seeds = []
-    for m in _mapped_batches(source, split, limit or None, max_hard_negatives, 10_000, streaming):
+    seeds, bare = [], {}
+    batches = _mapped_batches(
+        source, split, limit or None, max_hard_negatives, 10_000, streaming, counterparts
+    )
+    for m in batches:
         seeds += m.seeds()
-    return seeds[:limit] if limit else seeds
+        for qid, cp in m.counterparts.dicts() if m.counterparts else ():
+            bare.setdefault(qid, cp)  # the first bare row of a query id, as the Arrow path's join
+    seeds = seeds[:limit] if limit else seeds
+    for s in seeds:
+        s.update(bare.get(s["id"], {}))
+    if counterparts:
+        n = sum(1 for s in seeds if "counterpart_positive" in s)
+        log.info(
+            "%d of %d seeds have their bare-query row as counterpart (%d bare query ids read)",
+            n,
+            len(seeds),
+            len(bare),
+        )
+    return seeds
 
 
 def promptriever_to_arrow(
@@ -334,17 +508,22 @@ def promptriever_to_arrow(
     limit: int | None = None,
     max_hard_negatives: int = 30,
     batch_size: int = 10_000,
+    counterparts: bool = True,
 ) -> ArrowSeeds:
     """Convert Promptriever rows to ``out_dir/{seeds,passages}.arrow`` and open them.
 
     ``source``: a Parquet file, a folder of Parquet shards, a JSONL file, or a hub dataset name.
-    ``limit`` stops after that many seeds. Memory: one batch of rows plus the passage-id index.
+    ``limit`` stops after that many seeds. ``counterparts``: keep each seed's bare-query row (the
+    module docstring; ``meta.json`` counts ``bare_rows`` and ``counterparts``). Memory: one batch
+    of rows plus the passage-id index, and the query ids of the bare rows when joining.
     """
-    w, read = _Writer(Path(out_dir)), 0
-    for m in _mapped_batches(source, split, limit, max_hard_negatives, batch_size):
+    w, read = _Writer(Path(out_dir), join_counterparts=counterparts), 0
+    for m in _mapped_batches(source, split, limit, max_hard_negatives, batch_size, counterparts=counterparts):
         read += m.read
         if len(m.rows):
             w.write_seeds(m.cols, m.passages)
+        if m.counterparts is not None:
+            w.write_bare(m.counterparts)
     meta = {
         "source": str(source),
         "split": split,
@@ -356,18 +535,22 @@ def promptriever_to_arrow(
 
 
 def seeds_to_arrow(seeds: Iterable[dict], out_dir: str | Path, batch_size: int = 1000) -> ArrowSeeds:
-    """Write seed dicts (any source, e.g. ``seeds.schema.load_seeds``) as an ``ArrowSeeds`` folder."""
+    """Write seed dicts (any source, e.g. ``seeds.schema.load_seeds``) as an ``ArrowSeeds`` folder,
+    their counterparts (``counterpart_positive``, ``counterpart_hard_negatives``) included."""
     w, buf = _Writer(Path(out_dir)), []
 
     def flush():
         cols = {
             f: pa.array([s.get(f) for s in buf], SEEDS_SCHEMA.field(f).type)
             for f in SEEDS_SCHEMA.names
-            if f not in ("positive", *LIST_COLUMNS)
+            if f not in ("positive", *LIST_COLUMNS, *COUNTERPART_COLUMNS)
         }
         passages = {}
-        for f in ("positive", *LIST_COLUMNS):
-            lists = [[s[f]] if f == "positive" else s.get(f, []) for s in buf]
+        for f in ("positive", *LIST_COLUMNS, *COUNTERPART_COLUMNS):
+            if f in ("positive", "counterpart_positive"):
+                lists = [[s[f]] if s.get(f) else [] for s in buf]
+            else:
+                lists = [s.get(f) or [] for s in buf]
             ps = [p for lst in lists for p in lst]
             passages[f] = (
                 np.concatenate([[0], np.cumsum([len(lst) for lst in lists])]),

@@ -9,9 +9,13 @@ A seed is one instruction-following training instance (docs/method.md §4)::
      "reference_reversal"?: str,                       # the authors' complementary instruction
      "reference_negative_index"?: int,                 # which instruction negative it targets (N*)
      "aug_instruction"?: str,                          # the wording control: I reworded like I', labels kept
-     "narrative"?, "reversal_narrative"?, "aug_narrative"?: str}  # I, I', aug as TREC-style narratives
+     "narrative"?, "reversal_narrative"?, "aug_narrative"?: str,  # I, I', aug as TREC-style narratives
+     "counterpart_positive"?: {"id", "text"},          # the source's non-instruction row for q:
+     "counterpart_hard_negatives"?: [{"id", "text"}, ...]}  # its own positive and hard negatives
 
-The three narratives come together or not at all (docs/method.md §4: instruction forms).
+The three narratives come together or not at all (docs/method.md §4: instruction forms); so do
+the two counterpart fields (Promptriever's bare-query row with the seed's ``query_id``, kept by
+``seeds.promptriever``; without them ``counterpart`` builds the bare-query view from the seed).
 
 Not handled here: Promptriever rows (``seeds.promptriever``), synthesis output rows
 (``synthesis.run``), training examples (``training.trainsets``), the evaluation layouts
@@ -43,6 +47,7 @@ STAGE_FIELDS = {
     "train": REQUIRED_FIELDS[:5],
 }
 NARRATIVE_FIELDS = ("narrative", "reversal_narrative", "aug_narrative")
+COUNTERPART_FIELDS = ("counterpart_positive", "counterpart_hard_negatives")
 INSTRUCTION_TYPES = (
     "exclusion",
     "required_attribute",
@@ -121,7 +126,25 @@ def validate_seed(
     if given and len(given) < len(NARRATIVE_FIELDS):
         missing = next(f for f in NARRATIVE_FIELDS if f not in given)
         raise DataError(path, n, f"the narratives come as a set ({', '.join(NARRATIVE_FIELDS)})", missing)
+    _check_counterpart(row, path, n)
     return row
+
+
+def _check_counterpart(row: dict, path, n) -> None:
+    """The optional source counterpart: both fields or neither, a passage and a list of passages."""
+    given = [f for f in COUNTERPART_FIELDS if row.get(f) is not None]
+    if not given:
+        return
+    if len(given) < len(COUNTERPART_FIELDS):
+        missing = next(f for f in COUNTERPART_FIELDS if f not in given)
+        raise DataError(
+            path, n, f"the counterpart comes as a pair ({', '.join(COUNTERPART_FIELDS)})", missing
+        )
+    _check_passage(path, n, "counterpart_positive", row["counterpart_positive"])
+    if not isinstance(row["counterpart_hard_negatives"], list):
+        raise DataError(path, n, "must be a list", "counterpart_hard_negatives")
+    for i, p in enumerate(row["counterpart_hard_negatives"]):
+        _check_passage(path, n, f"counterpart_hard_negatives[{i}]", p)
 
 
 def load_seeds(
@@ -150,7 +173,8 @@ def load_seeds(
 
 
 def counterpart(seed: dict) -> dict:
-    """The non-instruction counterpart of a seed (docs/method.md §4, Promptriever's `only_query`).
+    """The non-instruction counterpart of a seed built from the seed itself (docs/method.md §4,
+    Promptriever's `only_query`), for seeds without the source's own (``COUNTERPART_FIELDS``).
 
     The bare query keeps the positive; the instruction negatives are *dropped*, not used as
     negatives, because without the instruction they are relevant too.

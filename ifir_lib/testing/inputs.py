@@ -162,6 +162,8 @@ def _example_results(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
                 "rng_seed": s,
                 "git_commit": "example",
                 "timestamp": "2026-01-01T00:00:00Z",
+                "prompts": "model",
+                "plan": "",
             }
             for d in _EXAMPLE_DATASETS:
                 q = rng.normal(pmrr, 20, size=12).clip(-100, 100)

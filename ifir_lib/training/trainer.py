@@ -69,7 +69,8 @@ class TrainConfig:
     bf16: bool = True
     gradient_checkpointing: bool = True
     co_batch_views: bool = True
-    eval_steps: int = 0  # > 0: score the held-out seeds every so many steps, keep the best checkpoint
+    eval_steps: int = 0  # > 0: score the held-out seeds every so many steps (logged)
+    keep_best: bool = True  # with eval_steps: save the best held-out checkpoint; False: the final step
     early_stopping_patience: int = 0  # > 0: stop after this many evaluations without improvement
     save_max_seq_length: int | None = None  # stored with the trained model; None = the base model's own
     query_prompt: str = ""
@@ -94,6 +95,8 @@ class TrainConfig:
             raise ConfigError(f"unknown pooling {self.pooling!r}")
         if self.early_stopping_patience > 0 and self.eval_steps <= 0:
             raise ConfigError("early_stopping_patience needs eval_steps > 0 (held-out evaluations)")
+        if self.early_stopping_patience > 0 and not self.keep_best:
+            raise ConfigError("early_stopping_patience stops at the best checkpoint; it needs keep_best=True")
 
     def replace(self, **kw) -> TrainConfig:
         """A copy with ``kw`` changed; ``None`` values are ignored (unset CLI flags)."""
@@ -152,7 +155,8 @@ def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, **kwargs)
     """Train on ``examples`` (dicts, or ``TrainSet.dataset``) into ``out_dir``; resume if interrupted.
 
     With ``cfg.eval_steps > 0``, ``heldout`` seeds (never trained on; ``heldout.split_heldout``) are
-    scored every ``eval_steps`` and the best checkpoint is the one saved (docs/method.md §6).
+    scored every ``eval_steps``; the best checkpoint is the one saved unless ``keep_best`` is False
+    (then the final step's; docs/method.md §6).
     The saved model reads ``cfg.save_max_seq_length`` tokens (default: as many as the base model).
 
     ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (the baseline for benchmarks).
@@ -285,7 +289,7 @@ def _training_args(cfg: TrainConfig, run: RunFolder, sampler, prompts: dict, tra
     evaluation = dict(
         eval_strategy="steps",
         eval_steps=cfg.eval_steps,
-        load_best_model_at_end=True,
+        load_best_model_at_end=cfg.keep_best,
         metric_for_best_model="eval_heldout_score",
         greater_is_better=True,
     )
@@ -349,7 +353,9 @@ def _fit(trainer, run: RunFolder, resume: str | None, rank: int):
 
 
 def _save_finished(trainer, model, run: RunFolder, cfg: TrainConfig, result, seconds: float) -> None:
-    """Save the model (the best checkpoint's, with held-out evaluation) and mark the run finished."""
+    """Save the model (the best held-out checkpoint's with ``keep_best``, else the final step's)
+    and mark the run finished; ``best_step`` is the held-out pick either way (the saved step is ``steps``
+    when ``keep_best`` is False)."""
     model.max_seq_length = cfg.save_max_seq_length or getattr(
         model, "native_max_seq_length", cfg.max_seq_length
     )
@@ -359,6 +365,7 @@ def _save_finished(trainer, model, run: RunFolder, cfg: TrainConfig, result, sec
         steps=steps,
         best_step=int(Path(best).name.split("-")[1]) if best else steps,
         best_heldout_score=trainer.state.best_metric,
+        saved_step=int(Path(best).name.split("-")[1]) if best and cfg.keep_best else steps,
         saved_max_seq_length=model.max_seq_length,
         train_seconds=round(seconds, 2),
         train_loss=result.training_loss,

@@ -7,26 +7,37 @@ Given seeds and reversals, build one list of *examples*::
 
 - ``orig``: (q + I, P+), negatives = instruction negatives first, then hard negatives.
 - ``dv``:   (q + I', N*), negatives = P+ and the remaining instruction negatives, then hard ones.
-- ``query``: the non-instruction counterpart (q alone, P+), negatives = hard negatives only.
+- ``query``: the non-instruction counterpart (q alone), negatives never the seed's instruction
+  negatives: the source's own row when the seed carries one (``counterpart_positive`` and
+  ``counterpart_hard_negatives``, kept from Promptriever by ``seeds.promptriever``), else built
+  from the seed (``seeds.schema.counterpart``: P+ and the hard negatives). ``counts["counterparts"]``
+  says how many came from the source and how many were built.
 
-Budgets are matched as in the paper (DV samples *replace*, they do not add):
+Budgets as in the paper, at one Ins-* budget B (DV samples *replace*, they do not add; All-*
+hold 440k instruction samples, each with a second view, against Ins-*'s 480k):
 
-===========  ====================================  ==========
-mode         content                               examples
-===========  ====================================  ==========
-ins-orig     B seeds, original view                B
-ins-dv       B/2 seeds, original + reversed view   B
-all-orig     B/2 seeds, original + counterpart     B
-all-dv       B/2 seeds, original + reversed view   B
-===========  ====================================  ==========
+===========  ========================================  ================
+mode         content at budget B                       examples
+===========  ========================================  ================
+ins-orig     B seeds, original view                    B
+ins-dv       B/2 seeds, original + reversed view       B
+all-orig     r seeds, original + counterpart           2r (~1.83 B)
+all-dv       r seeds, original + reversed view         2r (~1.83 B)
+===========  ========================================  ================
+
+with r = round(B * 440/480) (``core.config.ALL_SEED_RATIO``; ``seeds_for_budget``). Every mode
+takes the first seeds of one seeded order, so Ins-DV's B/2 seeds are a prefix of All-*'s r seeds
+and All-DV holds seeds Ins-DV never sees: All-DV and Ins-DV differ at any one budget B >= 2.
+``budget=None`` takes as many seeds as the data allows for that mode (every usable seed; every
+seed for ins-orig) and records the budget that matches it; at None All-DV and Ins-DV both hold
+every usable seed in both views, so name a budget to compare them.
 
 Instruction forms: a ``narrative_share`` of the seeds that carry narratives are drawn into
 narrative form, the same seed in the same form in every mode (``instruction_forms``).
 
-(``all-dv`` and ``ins-dv`` coincide at one budget on seeds that all carry instructions; the
-paper's All-* sets differ because Promptriever's instruction and non-instruction pools differ.)
-Seeds whose reversal was declined, rejected, or rejected by a curator are excluded from the DV
-half and counted. Not handled here: tokenisation, batching (``train``).
+Seeds whose reversal was declined, rejected, or rejected by a curator are excluded from every mode
+but ins-orig (which tops up with them) and counted. Not handled here: tokenisation, batching
+(``train``).
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.config import ABLATIONS, MODES, data_mode
+from ..core.config import ABLATIONS, ALL_SEED_RATIO, MODES, data_mode
 from ..core.errors import ConfigError, DataError
 from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
@@ -174,9 +185,19 @@ def _dv(seed, rev, k, pool, rng):
 
 
 def _query(seed, k, pool, rng):
-    c = counterpart(seed)
-    # the instruction negatives are relevant to the bare query: never sample them as negatives
-    exclude = {seed["positive"]["id"]} | {p["id"] for p in seed["instruction_negatives"]}
+    """The bare-query view: the source's non-instruction row when the seed carries it
+    (``counterpart_positive``, ``counterpart_hard_negatives``), else ``schema.counterpart(seed)``."""
+    if seed.get("counterpart_positive"):
+        c = {
+            "id": seed["id"] + "::q",
+            "query": seed["query"],
+            "positive": seed["counterpart_positive"],
+            "negatives": list(seed.get("counterpart_hard_negatives") or []),
+        }
+    else:
+        c = counterpart(seed)
+    # P+ and the instruction negatives answer the bare query too: never sample them as negatives
+    exclude = {seed["positive"]["id"], c["positive"]["id"]} | {p["id"] for p in seed["instruction_negatives"]}
     return {
         "id": c["id"],
         "group": seed["id"],
@@ -248,10 +269,11 @@ def build_trainset(
 ) -> TrainSet:
     """Build the examples for one ``mode`` at a matched ``budget`` (default: as many as the data allows).
 
-    Example: 200 seeds, all with reversals, ``budget=100`` -> ins-orig: 100 seeds x 1 view;
-    ins-dv: 50 seeds x 2 views; all-orig and all-dv: the same 100 seeds x 2 views. The seed
-    order is drawn with ``rng_seed``. ``narrative_share``: the share of seeds with narratives put
-    in narrative form (see the module docstring).
+    Example: 200 seeds, all with reversals, ``budget=96`` -> ins-orig: 96 seeds x 1 view;
+    ins-dv: 48 seeds x 2 views; all-orig and all-dv: the same 88 seeds (96 x 440/480, the first
+    48 being ins-dv's) x 2 views = 176 examples. The seed order is drawn with ``rng_seed``.
+    ``narrative_share``: the share of seeds with narratives put in narrative form (see the module
+    docstring). ``counts`` (and the manifest) record ``budget``, ``seeds_used`` and the views.
 
     ``seeds``: a list of seed dicts, a seed JSONL path, or ``arrow_seeds.ArrowSeeds``. From
     ``ArrowSeeds`` the examples stream into ``out_dir/trainset-<mode>.arrow`` (memory-mapped,
@@ -310,13 +332,39 @@ def _usable(mode, seeds, ids, arrow, reversals, curation, counts) -> list[int]:
     return usable
 
 
+def seeds_for_budget(mode: str, budget: int) -> int:
+    """How many seeds ``mode`` takes at the Ins-* budget ``budget`` (the module docstring's table).
+
+    Example: ``seeds_for_budget("ins-dv", 480)`` -> 240; ``seeds_for_budget("all-dv", 480)`` -> 440.
+    """
+    mode = data_mode(mode)
+    if mode in ("ins-dv", "ins-aug"):
+        return budget // 2
+    if mode in ("all-orig", "all-dv"):
+        # round half up; 1e-9 absorbs float error (B * 440/480 is a whole number of twelfths)
+        return int(budget * ALL_SEED_RATIO + 0.5 + 1e-9)
+    return budget
+
+
+def _budget_for_seeds(mode: str, n: int) -> int:
+    """The smallest Ins-* budget at which ``mode`` takes ``n`` seeds (the budget recorded at None)."""
+    if mode in ("ins-dv", "ins-aug"):
+        return 2 * n
+    if mode in ("all-orig", "all-dv"):
+        b = max(0, int((n - 0.5) / ALL_SEED_RATIO))
+        while seeds_for_budget(mode, b) < n:
+            b += 1
+        return b
+    return n
+
+
 def _choose(mode, ids, usable, budget, rng_seed, counts) -> tuple[list[int], int]:
     """``(chosen positions, budget)``: the first seeds of one seeded order shared by every mode
     (so smaller budgets are prefixes of larger ones); Ins-orig tops up with seeds without reversal."""
     n_max = len(ids) if mode == "ins-orig" else len(usable)
-    if budget is None:  # as much as the data allows
-        budget = n_max * 2 if mode in ("ins-dv", "ins-aug") else n_max
-    n_seeds = budget // 2 if mode in ("ins-dv", "ins-aug") else budget
+    if budget is None:  # as much as the data allows; the Ins-* budget that matches is recorded
+        budget = _budget_for_seeds(mode, n_max)
+    n_seeds = seeds_for_budget(mode, budget)
     if n_seeds > n_max:
         raise ConfigError(
             f"budget {budget} needs {n_seeds} seeds for {mode}, only {n_max} usable "
@@ -338,7 +386,7 @@ def _add_examples(mode, chosen_seeds, reversals, pool, add, num_negatives, narra
     returns the tallies of views and instruction forms."""
     rng = random.Random(rng_seed)
     views = {v: 0 for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))}
-    forms = {"short": 0, "narrative": 0}
+    forms, counterparts = {"short": 0, "narrative": 0}, {"source": 0, "built": 0}
     for s in chosen_seeds:
         s, rev, form = in_form(s, reversals.get(s["id"]), narrative_share, rng_seed)
         forms[form] += 1
@@ -347,12 +395,14 @@ def _add_examples(mode, chosen_seeds, reversals, pool, add, num_negatives, narra
             pair.append(_dv(s, rev, num_negatives, pool, rng))
         elif mode == "all-orig":
             pair.append(_query(s, num_negatives, pool, rng))
+            counterparts["source" if s.get("counterpart_positive") else "built"] += 1
         elif mode == "ins-aug":
             pair.append(_aug(s, num_negatives, pool, rng))
         for ex in pair:
             views[ex["view"]] += 1
             add(ex)
-    return {"views": views, "forms": forms}
+    tally = {"views": views, "forms": forms}
+    return {**tally, "counterparts": counterparts} if mode == "all-orig" else tally
 
 
 def save_trainset(ts: TrainSet, path: str | Path) -> Path:

@@ -51,6 +51,27 @@ def test_ours_equals_mteb_on_local_followir(model, tmp_path):
 
 
 @pytest.mark.slow
+def test_benchmark_prompts_on_followir_are_mtebs_in_both_engines(minilm, tmp_path):
+    """FollowIR's rule is mteb's: the stored query / document prompts, so ``benchmark`` = ``model``."""
+    saved = dict(minilm.prompts)
+    minilm.prompts = {"query": "query: ", "document": "passage: "}
+    try:
+        folder = write_followir(synthetic_followir(3, 30, 15, rng_seed=5), tmp_path / "fir")
+        ours = E.evaluate_followir(minilm, folder, bootstrap=0, prompts="benchmark")
+        as_model = E.evaluate_followir(minilm, folder, bootstrap=0)
+        theirs = mteb_glue.evaluate_mteb_task(
+            minilm, mteb_glue.local_followir_task(folder), bootstrap=0, prompts="benchmark"
+        )
+    finally:
+        minilm.prompts = saved
+    assert ours.prompts == theirs.prompts == "benchmark" and as_model.prompts == "model"
+    assert ours.runs == as_model.runs and ours.fingerprint == as_model.fingerprint  # one cache entry
+    assert ours.metrics["p_mrr"] == pytest.approx(theirs.metrics["p_mrr"], abs=1e-6)
+    for q, run in ours.runs["og"].items():
+        assert M.ranks(run) == M.ranks(theirs.runs["og"][q])
+
+
+@pytest.mark.slow
 def test_ours_equals_mteb_on_local_beir(minilm, tmp_path):
     data = synthetic_followir(3, 30, rng_seed=9)
     root = tmp_path / "beir"

@@ -7,6 +7,26 @@ import sys
 import pandas as pd
 import pytest
 
+from ifir_lib.core.config import SEEDS_PATH
+from ifir_lib.pipelines.demo import DemoConfig
+from ifir_lib.training.trainsets import build_trainset
+
+
+@pytest.mark.parametrize("preset", ["smoke", "cpu"])
+def test_the_demo_budget_is_the_ins_budget_all_modes_build_theirs_from(preset):
+    """The demo passes one budget B to every mode, as the experiment does: Ins-* hold B examples,
+    All-* B x 440/480 seeds in two views (arXiv 2604.18845, Tables 1-2), on the bundled seeds."""
+    cfg = DemoConfig.preset(preset)
+    sets = {m: build_trainset(m, SEEDS_PATH, budget=cfg.budget, num_negatives=3) for m in cfg.modes}
+    r = round(cfg.budget * 440 / 480)
+    assert {m: len(s) for m, s in sets.items()} == {
+        "ins-orig": cfg.budget,
+        "ins-dv": cfg.budget,
+        "all-orig": 2 * r,
+        "all-dv": 2 * r,
+    }
+    assert sets["all-dv"].manifest()["sha256"] != sets["ins-dv"].manifest()["sha256"]
+
 
 @pytest.mark.slow
 def test_demo_smoke_writes_results_models_and_figures(tmp_path):

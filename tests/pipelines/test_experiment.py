@@ -1,162 +1,151 @@
-"""The offline experiment: the held-out split and score, the paired tests, and one real small run."""
+"""The experiment as a researcher runs it: their inputs, a plan written first, runs printed for a
+scheduler and collected, the same tables as one local run."""
 
 import json
-import subprocess
-import sys
+import shlex
 
 import pandas as pd
 import pytest
 
+from ifir_lib.cli import main
 from ifir_lib.core.errors import ConfigError
-from ifir_lib.core.models import format_query
-from ifir_lib.pipelines.experiment import ExperimentConfig, markdown_table, paired_tests
-from ifir_lib.reporting.results import load_results, save_result
-from ifir_lib.testing.inputs import make_seed
-from ifir_lib.training.heldout import heldout_scores, split_heldout
+from ifir_lib.evaluation.corpora import write_followir
+from ifir_lib.pipelines import plan as P
+from ifir_lib.pipelines.experiment import ExperimentConfig, planned_runs, run_commands
+from ifir_lib.reporting.results import load_results
+from ifir_lib.testing.inputs import synthetic_followir, write_seeds
 from ifir_lib.training.trainer import TrainConfig
-from support.fakes import FakeEncoder, fake_result
 
 
-def test_split_heldout_is_fixed_disjoint_and_order_free():
-    seeds = [make_seed(i) for i in range(40)]
-    train, held = split_heldout(seeds, 6)
-    train2, held2 = split_heldout(list(reversed(seeds)), 6)
-    assert len(held) == 6 and len(train) == 34
-    assert {s["id"] for s in held} == {s["id"] for s in held2}
-    assert not {s["id"] for s in held} & {s["id"] for s in train}
-    assert split_heldout(seeds, 0) == (seeds, [])
-    with pytest.raises(ValueError, match="cannot hold out 40 of 40"):
-        split_heldout(seeds, 40)
-
-
-def _flip_table(seed, follows: bool):
-    """Vectors under which the model follows both instructions (or, ``follows=False``, neither)."""
-    p, n = ([1.05, 0, 0.1], [0, 1, 0]) if follows else ([0.2, 1, 0.3], [1, 0, 0])
-    table = {
-        format_query(seed["query"], seed["instruction"]): [1, 0, 0.1],
-        format_query(seed["query"], seed["reference_reversal"]): [0, 1, 0.1],
-        seed["query"]: [0.5, 0.5, 0.1],
-        seed["positive"]["text"]: p,
-    }
-    for i, d in enumerate(seed["instruction_negatives"]):
-        table[d["text"]] = n if i == 0 else [0.3, 0.3, 0.1]
-    for d in seed["hard_negatives"]:
-        table[d["text"]] = [0, 0, 1]
-    return table
-
-
-def test_heldout_scores_hand_computed():
-    seed = make_seed(3, negatives=2)
-    good = heldout_scores(FakeEncoder(_flip_table(seed, True)), [seed])
-    assert good["orig_acc"] == good["rev_acc"] == good["query_acc"] == 100.0
-    bad = heldout_scores(FakeEncoder(_flip_table(seed, False)), [seed])
-    # cosines under q + I: N0 .995, N1 .707, P+ .215, hard .0995 -> P+ beats the 2 hard negatives only
-    assert bad["orig_acc"] == pytest.approx(50.0)
-    # under q + I': P+ .964, N1 .707, N* 0 -> N* beats neither
-    assert bad["rev_acc"] == 0.0
-    # the bare query still ranks P+ and both instruction negatives above both hard negatives
-    assert bad["query_acc"] == 100.0 and bad["heldout_score"] == pytest.approx(50.0)
-
-
-def test_heldout_scores_pool_the_narrative_form():
-    seed = make_seed(3, negatives=2)
-    seed.update(narrative="N of I", reversal_narrative="N of I'", aug_narrative="unused here")
-    table = _flip_table(seed, True)
-    # the model follows the short form and gets the narrative form backwards
-    table[format_query(seed["query"], "N of I")] = table[
-        format_query(seed["query"], seed["reference_reversal"])
-    ]
-    table[format_query(seed["query"], "N of I'")] = table[format_query(seed["query"], seed["instruction"])]
-    half = heldout_scores(FakeEncoder(table), [seed])
-    # short form: all 4 orig pairs and 2 rev pairs right; narrative form: none (P+ .009 < hard .0995)
-    assert half["orig_acc"] == half["rev_acc"] == pytest.approx(50.0) and half["query_acc"] == 100.0
-
-
-def test_early_stopping_needs_held_out_evaluations():
-    with pytest.raises(ConfigError, match="needs eval_steps"):
-        TrainConfig.preset("smoke", early_stopping_patience=2)
+def test_config_refuses_what_cannot_run(tmp_path):
     with pytest.raises(ConfigError, match="baseline"):
         ExperimentConfig.preset("smoke", modes=("ins-orig",))
-    with pytest.raises(ConfigError, match="unknown evaluation set"):
-        ExperimentConfig.preset("smoke", eval_sets=("v9",))
+    with pytest.raises(ConfigError, match="no such folder"):
+        ExperimentConfig.preset("smoke", eval=("./nowhere",))
+    with pytest.raises(ConfigError, match="primary comparison"):
+        ExperimentConfig.preset("smoke", primary_b="all-orig", extra_modes=())
+    with pytest.raises(ConfigError, match="primary_set"):
+        ExperimentConfig.preset("smoke", primary_set="v9")
+    with pytest.raises(ConfigError, match="unknown field"):
+        ExperimentConfig.from_plan({"budjet": 3}, "x.toml")
 
 
-def test_paired_tests_pair_by_seed_and_query(tmp_path):
-    csv = tmp_path / "results.csv"
-    dv = {0: [3.0, 1.0, 4.0, 1.0], 1: [5.0, 9.0, 2.0, 6.0]}
-    save_result(fake_result("v2", [0.0, 0.0, 0.0, 0.0]), csv, model="base", mode="base", rng_seed=0)
-    for s, vals in dv.items():
-        save_result(fake_result("v2", vals), csv, model=f"dv{s}", mode="ins-dv", rng_seed=s)
-        save_result(
-            fake_result("v2", [v - 1 for v in vals]), csv, model=f"orig{s}", mode="ins-orig", rng_seed=s
-        )
-    save_result(fake_result("v2", [v - 2 for v in dv[0]]), csv, model="alldv", mode="all-dv", rng_seed=0)
-    # a run evaluated on two sets keeps one run_id: both sets are tested
-    two = tmp_path / "two" / "results.csv"
-    for d, b_vals, d_vals in (("v1", [1.0, 2.0], [3.0, 3.0]), ("v2", [0.0, 0.0], [1.0, 1.0])):
-        save_result(fake_result(d, b_vals), two, run_id="b", model="base", mode="base", rng_seed=0)
-        save_result(fake_result(d, d_vals), two, run_id="d", model="dv", mode="ins-dv", rng_seed=0)
-    both = paired_tests(two, ExperimentConfig.preset("smoke", n_perm=200))
-    assert sorted(both["dataset"]) == ["v1", "v2"] and list(both["diff"]) == [1.5, 1.0]
-    t = paired_tests(csv, ExperimentConfig.preset("smoke", n_perm=200)).set_index("versus")
-    assert t.loc["ins-orig", "pairs"] == 8 and t.loc["ins-orig", "diff"] == pytest.approx(1.0)
-    assert t.loc["all-dv", "pairs"] == 4 and t.loc["all-dv", "diff"] == pytest.approx(2.0)
-    # the base model (one run) is paired with each of Ins-DV's seeds
-    assert t.loc["base", "pairs"] == 8 and t.loc["base", "diff"] == pytest.approx(sum(dv[0] + dv[1]) / 8)
-    assert (t["p_holm"] >= t["p_value"]).all()
-    assert markdown_table(t.reset_index()[["versus", "diff"]]).splitlines()[2] == "| all-dv | 2.00 |"
+def test_plan_round_trips_through_toml_and_its_hash_is_stable(tmp_path):
+    cfg = ExperimentConfig.preset("smoke", reversals=str(tmp_path / "r.jsonl"))
+    h = P.write_plan(tmp_path, cfg.plan())
+    back = ExperimentConfig.from_plan(P.stored_plan(tmp_path))
+    assert back == cfg and P.plan_hash(back.plan()) == h
+    text = (tmp_path / P.PLAN_FILE).read_text()
+    assert "[primary]" in text and 'primary_a = "ins-dv"' in text and "curation" not in text  # None: left out
+    assert P.write_plan(tmp_path, cfg.plan()) == h  # the same plan again is accepted
+
+
+def test_a_changed_plan_is_refused_and_nothing_is_lost(tmp_path):
+    cfg = ExperimentConfig.preset("smoke")
+    P.write_plan(tmp_path, cfg.plan())
+    (tmp_path / "results.csv").write_text("kept\n")
+    before = (tmp_path / P.PLAN_FILE).read_bytes()
+    with pytest.raises(ConfigError, match=r"budget 16 -> 32.*--new-experiment"):
+        P.write_plan(tmp_path, ExperimentConfig.preset("smoke", budget=32).plan())
+    assert (tmp_path / P.PLAN_FILE).read_bytes() == before
+    moved = P.set_aside(tmp_path)
+    assert (moved / "results.csv").read_text() == "kept\n" and (moved / P.PLAN_FILE).read_bytes() == before
+    assert not (tmp_path / "results.csv").exists()
+
+
+def test_planned_runs_and_their_commands(tmp_path):
+    cfg = ExperimentConfig.preset("smoke", rng_seeds=(3, 4), modes=("ins-orig", "ins-dv"))
+    assert planned_runs(cfg) == [(3, "ins-orig"), (3, "ins-dv"), (4, "ins-orig"), (4, "ins-dv")] + [
+        (3, "all-orig"),
+        (3, "all-dv"),
+    ]
+    plain = run_commands(tmp_path, cfg)
+    assert shlex.split(plain[1]) == ["ifir", "experiment", "--out", str(tmp_path), "--run", "rng3/ins-dv"]
+    torch = run_commands(tmp_path, cfg, "torchrun", nproc=8)[0]
+    assert torch.startswith("torchrun --nproc-per-node=8 -m ifir_lib experiment")
+    acc = run_commands(tmp_path, cfg, "accelerate", launch_config="launch/accelerate_ddp_8gpu.yaml")[0]
+    assert "--config_file launch/accelerate_ddp_8gpu.yaml -m ifir_lib experiment" in acc
+    with pytest.raises(ConfigError, match="needs --launch-config"):
+        run_commands(tmp_path, cfg, "accelerate")
+
+
+def test_cli_takes_a_plan_file_and_the_stored_plan(tmp_path, capsys):
+    plan = tmp_path / "my.toml"
+    assert main(["experiment", "--preset", "smoke", "--budget", "24", "--show-plan"]) == 0
+    plan.write_text(capsys.readouterr().out)
+    out = tmp_path / "exp"
+    assert main(["experiment", "--plan", str(plan), "--out", str(out), "--print-runs"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 8 and all(line.startswith("ifir experiment --out") for line in printed)
+    assert P.stored_plan(out)["budget"] == 24
+    # a printed command reads the stored plan; a changed one is refused with one line, exit 2
+    assert main(["experiment", "--out", str(out), "--budget", "8", "--print-runs"]) == 2
+    assert "budget 24 -> 8" in capsys.readouterr().err
+    assert main(["experiment", "--out", str(out), "--run", "rng9/ins-dv"]) == 2
+    assert "not in the plan" in capsys.readouterr().err
+
+
+def _user_inputs(tmp_path):
+    seeds = write_seeds(tmp_path / "my_seeds.jsonl", 60)
+    fir = write_followir(synthetic_followir(4, 40, 24, rng_seed=2), tmp_path / "my_set")
+    return seeds, fir
+
+
+def _table(out):
+    r = load_results(out / "results.csv")
+    r["model"] = r["model"].str.replace(str(out), "OUT")
+    cols = ["model", "mode", "rng_seed", "dataset", "metric", "value", "ci_low", "ci_high", "n_queries"]
+    return r[cols].sort_values(cols[:5]).reset_index(drop=True)
 
 
 @pytest.mark.slow
-def test_experiment_cli_runs_resumes_and_reports(tmp_path, private_cache):
-    out = tmp_path / "exp"
-    cmd = [sys.executable, "-m", "ifir_lib.cli", "experiment", "--preset", "smoke", "--out", str(out)]
-    cmd += ["--rng-seeds", "0", "--modes", "ins-orig,ins-dv", "--extra-modes", ""]
-    cmd += [
-        "--learning-rate",
-        "4e-5",
-        "--temperature",
-        "0.03",
-        "--in-batch-negatives",
-        "--num-negatives",
-        "2",
-        "--no-co-batch",
-        "--narrative-share",
-        "1",
+def test_user_inputs_local_run_equals_printed_runs_then_collect(tmp_path, private_cache, capsys):
+    seeds, fir = _user_inputs(tmp_path)
+    base = TrainConfig.preset("smoke").base_model
+    args = [
+        "experiment",
+        "--preset",
+        "smoke",
+        "--seeds",
+        str(seeds),
+        "--base-model",
+        base,
+        "--eval",
+        str(fir),
     ]
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert first.returncode == 0, first.stderr[-3000:]
-    results = load_results(out / "results.csv")
-    assert set(results["mode"]) == {"base", "ins-orig", "ins-dv"}
-    assert set(results["dataset"]) == {"followir_mini", "followir_v2"}
-    tests = pd.read_csv(out / "paired_tests.csv")
-    assert set(tests["versus"]) == {"base", "ins-orig"} and tests["p_holm"].between(0, 1).all()
-    assert "Mean ± sd over rng_seeds" in (out / "summary.md").read_text()
-    for mode in ("ins-orig", "ins-dv"):
-        run = out / "models" / "rng0" / mode
-        info = json.loads((run / "ifir_run.json").read_text())
-        assert info["mode"] == mode and info["rng_seed"] == 0 and info["status"] == "finished"
-        assert info["heldout_seeds"] == 8 and 1 <= info["best_step"] <= info["steps"]
-        assert info["saved_max_seq_length"] == 256  # MiniLM's own, not the training length (96)
-        cfg = info["config"]  # the command's training flags reached every run
-        flags = ("learning_rate", "temperature", "in_batch_negatives", "num_negatives", "co_batch_views")
-        assert tuple(cfg[f] for f in flags) == (4e-5, 0.03, True, 2, False)
-        assert info["data"]["forms"]["short"] == 0  # --narrative-share 1: every seed with narratives
-        assert (run / "heldout_log.jsonl").read_text().count("\n") >= 1
-    assert list((out / "figures").glob("*.png"))
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert len(load_results(out / "results.csv")) == len(results)  # nothing redone or duplicated
-
-
-def test_experiment_training_overrides_reach_the_train_config():
-    from dataclasses import fields
-
-    from ifir_lib.pipelines.experiment import TRAIN_FIELDS
-
-    assert set(TRAIN_FIELDS) <= {f.name for f in fields(TrainConfig)}
-    cfg = ExperimentConfig.preset("cpu", in_batch_negatives=True, temperature=0.05, learning_rate=5e-5)
-    tcfg = TrainConfig.preset(cfg.train_preset, **cfg.train_overrides())
-    assert (tcfg.in_batch_negatives, tcfg.temperature, tcfg.learning_rate) == (True, 0.05, 5e-5)
-    # fields the experiment leaves as None keep the train preset's value
-    assert TrainConfig.preset("cpu", **ExperimentConfig.preset("cpu").train_overrides()).temperature == 0.02
+    args += ["--rng-seeds", "0,1", "--modes", "ins-orig,ins-dv", "--extra-modes", "all-dv"]
+    args += ["--primary", "ins-dv,ins-orig,p_mrr"]
+    local, split = tmp_path / "local", tmp_path / "split"
+    assert main([*args, "--out", str(local)]) == 0
+    capsys.readouterr()
+    assert main([*args, "--out", str(split), "--print-runs"]) == 0
+    commands = [shlex.split(c) for c in capsys.readouterr().out.splitlines()]
+    assert main(commands[0][1:]) == 0  # one run of five finished: collect names the others
+    assert main(["experiment", "--out", str(split), "--collect"]) == 0
+    assert "rng0/ins-dv" in capsys.readouterr().err
+    for c in commands[1:]:
+        assert main(c[1:]) == 0
+    assert main(["experiment", "--out", str(split), "--collect"]) == 0
+    pd.testing.assert_frame_equal(_table(local), _table(split))
+    assert set(_table(local)["dataset"]) == {"my_set"} and set(_table(local)["mode"]) == {
+        "base",
+        "ins-orig",
+        "ins-dv",
+        "all-dv",
+    }
+    for name in ("modes.csv", "comparisons.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(local / name), pd.read_csv(split / name))
+    plan_hash = P.plan_hash(P.stored_plan(local))
+    assert set(load_results(local / "results.csv")["plan"]) == {plan_hash}
+    for s, m in planned_runs(ExperimentConfig.from_plan(P.stored_plan(local))):
+        info = json.loads((local / "models" / f"rng{s}" / m / "ifir_run.json").read_text())
+        assert info["data"]["plan"] == plan_hash and info["data"]["data"] == str(seeds)
+        assert info["saved_step"] == info["steps"]  # the fixed final step is the model
+    summary = (local / "summary.md").read_text()
+    assert "Primary comparison" in summary and "rev_acc" in summary
+    # a rerun changes nothing; a changed plan is refused and loses nothing
+    rows = len(load_results(local / "results.csv"))
+    assert main([*args, "--out", str(local)]) == 0
+    assert len(load_results(local / "results.csv")) == rows
+    assert main([*args, "--out", str(local), "--budget", "8"]) == 2
+    assert len(load_results(local / "results.csv")) == rows

@@ -200,14 +200,14 @@ def test_bad_roots(tmp_path, capsys):
 
 
 def test_a_mode_with_the_same_examples_and_config_reuses_the_finished_run(tmp_path):
-    """all-dv on 8 seeds trains on exactly ins-dv's 16 examples (every bundled seed has an
-    instruction): the second is copied, not retrained; another config or other examples train."""
+    """all-dv at budget 12 (11 seeds x 2 views) trains on exactly ins-dv's 22 examples at budget
+    22: the second is copied, not retrained; another config or other examples train."""
     from ifir_lib.pipelines.train import train_modes
 
     kw = dict(preset="smoke", rng_seed=0, max_steps=1, report_to="none")
-    train_modes(tmp_path, modes=("ins-dv",), budget=16, **kw)
+    train_modes(tmp_path, modes=("ins-dv",), budget=22, **kw)
     src = json.loads((tmp_path / "ins-dv" / "ifir_run.json").read_text())
-    runs = train_modes(tmp_path, modes=("all-dv",), budget=8, **kw)
+    runs = train_modes(tmp_path, modes=("all-dv",), budget=12, **kw)
     info = json.loads((tmp_path / "all-dv" / "ifir_run.json").read_text())
     assert (info["mode"], info["same_as"], info["data"]["mode"]) == ("all-dv", "ins-dv", "all-dv")
     assert info["data"]["sha256"] == src["data"]["sha256"] and info["config"] == src["config"]
@@ -218,7 +218,7 @@ def test_a_mode_with_the_same_examples_and_config_reuses_the_finished_run(tmp_pa
     assert not (tmp_path / "all-dv" / "checkpoints").exists()
 
     shutil.copytree(tmp_path / "ins-dv", tmp_path / "other" / "ins-dv")
-    train_modes(tmp_path / "other", modes=("all-dv",), budget=8, **{**kw, "learning_rate": 1e-5})
+    train_modes(tmp_path / "other", modes=("all-dv",), budget=12, **{**kw, "learning_rate": 1e-5})
     assert "same_as" not in json.loads((tmp_path / "other" / "all-dv" / "ifir_run.json").read_text())
-    train_modes(tmp_path, modes=("all-orig",), budget=8, **kw)
+    train_modes(tmp_path, modes=("all-orig",), budget=12, **kw)
     assert "same_as" not in json.loads((tmp_path / "all-orig" / "ifir_run.json").read_text())

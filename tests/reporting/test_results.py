@@ -34,6 +34,65 @@ def test_results_table_is_appended_never_overwritten(tmp_path):
     assert other.read_text() == "a,b\n1,2\n"
 
 
+def test_rows_say_which_prompts_and_which_plan(tmp_path):
+    path = tmp_path / "results.csv"
+    r = fake_result("fir", [1.0, 2.0])
+    R.save_result(r, path, run_id="a", model="m")
+    R.save_result(r, path, run_id="b", model="m", prompts="benchmark", plan="3f9a0c")
+    assert R.RESULT_COLUMNS[-2:] == ["prompts", "plan"] and R.LEGACY_RESULT_COLUMNS == R.RESULT_COLUMNS[:-2]
+    df = R.load_results(path)
+    assert df[["run_id", "prompts", "plan"]].values.tolist() == [
+        ["a", "model", ""],
+        ["b", "benchmark", "3f9a0c"],
+    ]
+
+
+def older_table(path, rows=1):
+    """A results file as written before the prompts / plan columns."""
+    rows = [dict(zip(R.LEGACY_RESULT_COLUMNS, [f"r{i}", "m", "base", 0, "d", "p_mrr", 1.5, 1, 2, 3, "c", "t"]))
+            for i in range(rows)]  # fmt: skip
+    pd.DataFrame(rows, columns=R.LEGACY_RESULT_COLUMNS).to_csv(path, index=False)
+    return path
+
+
+def test_an_older_table_reads_with_defaults_and_takes_rows_with_them(tmp_path):
+    path = older_table(tmp_path / "old.csv")
+    df = R.load_results(path)
+    assert (
+        list(df.columns) == R.RESULT_COLUMNS and df.loc[0, "prompts"] == "model" and df.loc[0, "plan"] == ""
+    )
+    R.check_outputs(path)
+    R.save_result(fake_result("fir", [1.0]), path, run_id="new", model="m")  # the defaults: old columns
+    assert path.read_text().splitlines()[0] == ",".join(R.LEGACY_RESULT_COLUMNS)
+    assert R.load_results(path)[["run_id", "prompts", "plan"]].values.tolist() == [
+        ["r0", "model", ""],
+        ["new", "model", ""],
+    ]
+
+
+@pytest.mark.parametrize("labels", [{"prompts": "benchmark"}, {"plan": "3f9a0c"}])
+def test_an_older_table_refuses_rows_it_cannot_record(tmp_path, labels):
+    path = older_table(tmp_path / "old.csv")
+    before = path.read_bytes()
+    for call in (
+        lambda: R.check_outputs(path, **labels),
+        lambda: R.save_result(fake_result("fir", [1.0]), path, run_id="new", **labels),
+    ):
+        with pytest.raises(DataError) as e:
+            call()
+        msg = str(e.value)
+        assert len(msg.splitlines()) == 1 and str(path) in msg and "start a new results file" in msg
+        assert next(iter(labels)) in msg
+    assert path.read_bytes() == before and not R.per_query_path(path).exists()
+
+
+def test_empty_prompts_and_plan_cells_read_as_the_defaults(tmp_path):
+    path = tmp_path / "r.csv"
+    row = dict(zip(R.RESULT_COLUMNS, ["a", "m", "base", 0, "d", "p_mrr", 1.5, 1, 2, 3, "c", "t", "", ""]))
+    pd.DataFrame([row], columns=R.RESULT_COLUMNS).to_csv(path, index=False)
+    assert R.load_results(path)[["prompts", "plan"]].values.tolist() == [["model", ""]]
+
+
 def test_published_results_are_tables_1_and_2():
     pub = R.load_published()
     assert len(pub) == 2 * 4 * 6 and list(pub.columns) == ["backbone", "mode", "metric", "value", "source"]

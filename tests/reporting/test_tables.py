@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 
 from ifir_lib.cli import main
-from ifir_lib.pipelines.experiment import markdown_table as experiment_markdown_table
 from ifir_lib.reporting.results import RESULT_COLUMNS, load_published, load_results
 from ifir_lib.reporting.tables import (
     COLUMNS,
@@ -213,17 +212,16 @@ def test_experiment_summary_table_format_is_pinned():
             "p_value": [0.012345, 1.0],
         }
     )
-    assert experiment_markdown_table(df) == (
+    assert markdown_table(df) == (
         "| dataset | mode | p_mrr | pairs | diff | p_value |\n"
         "|---|---|---|---|---|---|\n"
         "| followir_mini | ins-dv | 1.50 ± 0.25 (2) | 8 | 1.23 | 0.0123 |\n"
         "| followir_v2 | base | -0.75 (1) | 4 | nan | 1.0000 |"
     )
     assert (
-        experiment_markdown_table(df.iloc[:0])
+        markdown_table(df.iloc[:0])
         == "| dataset | mode | p_mrr | pairs | diff | p_value |\n|---|---|---|---|---|---|"
     )
-    assert experiment_markdown_table is markdown_table  # one Markdown writer for the tables and summary.md
 
 
 def test_markdown_table_aligns_named_columns_right_and_escapes_pipes():

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -61,18 +62,43 @@ def test_remapping_the_files_mid_pass_changes_nothing(shards, tmp_path, monkeypa
 
 def test_passages_are_stored_once(shards, tmp_path):
     src, files = shards
-    arrow = promptriever_to_arrow(src, tmp_path / "a")
-    rows = [r for f in files for r in pq.read_table(f).to_pylist() if r["has_instruction"]]
-    named = [
-        p["docid"]
-        for r in rows
-        for p in (*r["positive_passages"], *r["new_negatives"], *r["negative_passages"])
-    ]
-    assert len(named) > len(set(named))  # the source repeats passages...
-    ids = arrow.passages["id"]
-    assert len(ids) == len(set(ids)) == len(set(named))  # ...the passages table holds each once
+    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    fields = ("positive_passages", "new_negatives", "negative_passages")
+    for counterparts in (False, True):  # the bare-query rows' passages are kept with the counterparts
+        arrow = promptriever_to_arrow(src, tmp_path / f"a{counterparts}", counterparts=counterparts)
+        named = [
+            p["docid"] for r in rows if r["has_instruction"] or counterparts for f in fields for p in r[f]
+        ]
+        assert len(named) > len(set(named))  # the source repeats passages...
+        ids = arrow.passages["id"]
+        assert len(ids) == len(set(ids)) == len(set(named))  # ...the passages table holds each once
     assert set(arrow.seeds.column_names) >= {"positive", "instruction_negatives", "hard_negatives"}
     assert arrow.seeds.features["positive"].dtype == "int64"  # seed rows point at passage rows
+
+
+def test_counterparts_survive_the_arrow_tables_and_give_the_same_all_orig(tmp_path, bundled_seeds):
+    """Seeds with and without a source counterpart: ``seeds_to_arrow`` keeps both kinds as they
+    are, a folder written before the counterpart columns existed still reads, and All-orig from
+    the tables equals All-orig from the list."""
+    seeds = [dict(s) for s in bundled_seeds[:20]]
+    for s in seeds[::3]:
+        s["counterpart_positive"] = {"id": "cp-" + s["id"], "text": "the bare query's own positive"}
+        s["counterpart_hard_negatives"] = s["hard_negatives"][1:] if s is not seeds[0] else []
+    arrow = seeds_to_arrow(seeds, tmp_path / "seeds")
+    assert list(arrow) == seeds and arrow.seeds.features["counterpart_positive"].dtype == "int64"
+    a = build_trainset("all-orig", arrow, budget=16, num_negatives=3, out_dir=tmp_path / "ts")
+    b = build_trainset("all-orig", seeds, budget=16, num_negatives=3)
+    assert a.manifest() == b.manifest() and b.counts["counterparts"]["source"] > 0
+    old = tmp_path / "old"  # the tables as written before: no counterpart columns
+    old.mkdir()
+    for f in ("passages.arrow", "meta.json"):
+        (old / f).write_bytes((tmp_path / "seeds" / f).read_bytes())
+    table = pa.ipc.open_stream(str(tmp_path / "seeds" / "seeds.arrow")).read_all()
+    table = table.drop_columns(["counterpart_positive", "counterpart_hard_negatives"])
+    with pa.ipc.new_stream(str(old / "seeds.arrow"), table.schema) as w:
+        w.write_table(table)
+    bare = [{k: v for k, v in s.items() if not k.startswith("counterpart_")} for s in seeds]
+    assert list(ArrowSeeds.open(old)) == bare
 
 
 def test_bad_row_names_source_row_and_field(tmp_path):

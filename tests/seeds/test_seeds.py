@@ -52,7 +52,7 @@ def test_narratives_come_as_a_set(tmp_path, bundled_seeds):
 
 def test_promptriever_rows_map_to_seeds():
     seeds = load_promptriever(FIXTURES / "promptriever_rows.jsonl")
-    assert [s["id"] for s in seeds] == ["1001", "1003"]  # the row without instruction negatives is skipped
+    assert [s["id"] for s in seeds] == ["1001", "1003"]  # the bare-query rows are no seeds
     s = seeds[0]
     assert s["query"] == "what causes tides" and s["instruction"].startswith("A relevant document explains")
     assert s["positive"] == {
@@ -63,6 +63,54 @@ def test_promptriever_rows_map_to_seeds():
         p["id"] for p in s["hard_negatives"]
     ] == ["n1", "n2"]
     assert len(seeds[1]["instruction_negatives"]) == 2
+
+
+def test_promptriever_counterparts_arrive_through_both_paths_and_train_all_orig(tmp_path):
+    """Each instruction row's bare-query row (same query_id, before or after it) becomes the
+    seed's counterpart, alike through the list and the Arrow path; a bare query without an
+    instruction row (1004) is nobody's. All-orig then trains on the source rows' passages."""
+    fx = FIXTURES / "promptriever_rows.jsonl"
+    rows = [json.loads(line) for line in fx.read_text().splitlines()]
+    listed = load_promptriever(fx)
+    arrow = promptriever_to_arrow(fx, tmp_path / "a")
+    assert list(arrow) == listed and [s["id"] for s in listed] == ["1001", "1003"]
+    meta = json.loads((tmp_path / "a" / "meta.json").read_text())
+    assert (meta["bare_rows"], meta["counterparts"]) == (3, 2)
+    for s in listed:
+        (bare,) = [r for r in rows if r["query_id"] == s["id"] and not r["has_instruction"]]
+        assert s["counterpart_positive"]["id"] == bare["positive_passages"][0]["docid"]
+        assert [p["id"] for p in s["counterpart_hard_negatives"]] == [
+            p["docid"] for p in bare["negative_passages"]
+        ]
+        assert s["counterpart_hard_negatives"] != s["hard_negatives"]  # the bare row's own negatives
+    off = load_promptriever(fx, counterparts=False)
+    assert off == list(promptriever_to_arrow(fx, tmp_path / "b", counterparts=False))
+    assert not any("counterpart_positive" in s for s in off)
+    revs = {s["id"]: {"reversal": "Only advice for clay soil.", "negative_index": 0} for s in listed}
+    for seeds in (listed, arrow):  # All-* take the seeds with a reversal, as All-DV needs them
+        ts = build_trainset("all-orig", seeds, revs, budget=2, num_negatives=3, out_dir=tmp_path / "ts")
+        assert ts.counts["counterparts"] == {"source": 2, "built": 0}
+    ts = build_trainset("all-orig", listed, revs, budget=2, num_negatives=3)
+    query = {e["group"]: e for e in ts.examples if e["view"] == "query"}
+    assert [p["id"] for p in query["1001"]["negatives"][:2]] == ["n4", "n1"]  # not the seed's n1, n2
+    assert [p["id"] for p in query["1003"]["negatives"][:2]] == ["n7", "n3"]
+    assert query["1001"]["query"] == "what causes tides" and query["1001"]["instruction"] == ""
+
+
+def test_counterpart_fields_come_as_a_pair(tmp_path, bundled_seeds):
+    pos = {"id": "cp", "text": "the bare query's positive"}
+    base = {**bundled_seeds[0], "counterpart_positive": pos, "counterpart_hard_negatives": []}
+    assert seed_io.load_seeds(_write(tmp_path, [base]))[0]["counterpart_positive"] == pos
+    alone = {k: v for k, v in base.items() if k != "counterpart_hard_negatives"}
+    with pytest.raises(
+        DataError, match=r":1: field 'counterpart_hard_negatives': the counterpart comes as a pair"
+    ):
+        seed_io.load_seeds(_write(tmp_path, [alone]))
+    bad = {**base, "counterpart_hard_negatives": [{"id": "x", "text": " "}]}
+    with pytest.raises(
+        DataError, match=r":1: field 'counterpart_hard_negatives\[0\]': missing or empty 'text'"
+    ):
+        seed_io.load_seeds(_write(tmp_path, [bad]))
 
 
 def test_cli_bad_seed_file_is_one_clear_line(tmp_path):

@@ -7,39 +7,104 @@ import pytest
 from ifir_lib.core.errors import ConfigError, DataError
 from ifir_lib.curation.decisions import load_decisions as load_curation
 from ifir_lib.seeds.schema import NARRATIVE_FIELDS
-from ifir_lib.training.trainsets import build_trainset, load_reversals, load_trainset, save_trainset
+from ifir_lib.training.trainsets import (
+    build_trainset,
+    load_reversals,
+    load_trainset,
+    save_trainset,
+    seeds_for_budget,
+)
 
 
 def test_budgets_are_matched(bundled_seeds):
-    budget = 40
+    budget = 48
     sets = {
         m: build_trainset(m, bundled_seeds, budget=budget, num_negatives=5)
         for m in ("ins-orig", "ins-dv", "all-orig", "all-dv")
     }
-    # Ins-* pairs at B examples, All-* pairs at 2B (the paper's 480k vs ~880k)
-    assert {m: len(s.examples) for m, s in sets.items()} == {
-        "ins-orig": 40,
-        "ins-dv": 40,
-        "all-orig": 80,
-        "all-dv": 80,
+    # Ins-* at B examples; All-* take B x 440/480 seeds, two views each (the paper's 480k vs ~880k)
+    r = round(budget * 440 / 480)
+    assert r == seeds_for_budget("all-dv", budget) == 44
+    assert {m: (s.counts["seeds_used"], len(s.examples)) for m, s in sets.items()} == {
+        "ins-orig": (budget, budget),
+        "ins-dv": (budget // 2, budget),
+        "all-orig": (r, 2 * r),
+        "all-dv": (r, 2 * r),
     }
-    assert sets["ins-orig"].counts["views"] == {"orig": 40, "dv": 0, "query": 0}
-    assert sets["ins-dv"].counts["views"] == {"orig": 20, "dv": 20, "query": 0}
-    assert sets["all-orig"].counts["views"] == {"orig": 40, "dv": 0, "query": 40}
-    assert sets["all-dv"].counts["views"] == {"orig": 40, "dv": 40, "query": 0}
+    assert {m: s.manifest()["budget"] for m, s in sets.items()} == dict.fromkeys(sets, budget)
+    assert sets["ins-orig"].counts["views"] == {"orig": 48, "dv": 0, "query": 0}
+    assert sets["ins-dv"].counts["views"] == {"orig": 24, "dv": 24, "query": 0}
+    assert sets["all-orig"].counts["views"] == {"orig": 44, "dv": 0, "query": 44}
+    assert sets["all-dv"].counts["views"] == {"orig": 44, "dv": 44, "query": 0}
+    # the bundled seeds carry no source counterparts: every bare-query view is built from its seed
+    assert sets["all-orig"].counts["counterparts"] == {"source": 0, "built": 44}
     # the wording control: Ins-DV's budget and seeds, the second view reworded with the same labels
     aug = build_trainset("ins-aug", bundled_seeds, budget=budget, num_negatives=5)
-    assert aug.counts["views"] == {"orig": 20, "dv": 0, "query": 0, "aug": 20}
+    assert aug.counts["views"] == {"orig": 24, "dv": 0, "query": 0, "aug": 24}
     assert {e["group"] for e in aug.examples} == {e["group"] for e in sets["ins-dv"].examples}
     for o, a in zip(aug.examples[::2], aug.examples[1::2]):
         assert (
             a["view"] == "aug" and a["positive"] == o["positive"] and a["negatives"][:1] == o["negatives"][:1]
         )
         assert a["instruction"] != o["instruction"]
-    # the All-* configs use the same seeds, so they differ only in the second view
-    groups = lambda s: sorted({e["group"] for e in s.examples})
-    assert groups(sets["all-orig"]) == groups(sets["all-dv"]) == groups(sets["ins-orig"])
-    assert set(groups(sets["ins-dv"])) < set(groups(sets["ins-orig"]))
+    # one seed order: Ins-DV's seeds < All-*'s (the same for both) < Ins-orig's
+    groups = lambda s: set(e["group"] for e in s.examples)
+    assert groups(sets["all-orig"]) == groups(sets["all-dv"])
+    assert groups(sets["ins-dv"]) < groups(sets["all-dv"]) < groups(sets["ins-orig"])
+
+
+def test_all_dv_holds_seeds_ins_dv_never_sees(tmp_path):
+    """At one budget All-DV is no copy of Ins-DV: a strict superset of its seeds, other examples."""
+    from ifir_lib.core.config import SEEDS_PATH
+
+    ins = build_trainset("ins-dv", SEEDS_PATH, budget=12, num_negatives=3)
+    all_dv = build_trainset("all-dv", SEEDS_PATH, budget=12, num_negatives=3)
+    ins_ids = {e["group"] for e in ins.examples}
+    all_ids = {e["group"] for e in all_dv.examples}
+    assert len(ins_ids) == 6 and len(all_ids) == 11 and ins_ids < all_ids
+    assert len(all_dv) == 22 and all_dv.manifest()["sha256"] != ins.manifest()["sha256"]
+    # Ins-DV's examples are All-DV's first ones (same seeds first, same views, same draws)
+    assert all_dv.examples[: len(ins)] == ins.examples
+    # All-DV at 12 is Ins-DV at 22: the same 11 seeds in both views, so the same examples
+    assert (
+        build_trainset("ins-dv", SEEDS_PATH, budget=22, num_negatives=3).manifest()["sha256"]
+        == (all_dv.manifest()["sha256"])
+    )
+
+
+def test_all_modes_need_more_seeds_and_none_takes_every_usable_one(bundled_seeds):
+    seeds = bundled_seeds[:10]
+    assert len(build_trainset("ins-dv", seeds, budget=12, num_negatives=3)) == 12  # 6 seeds
+    with pytest.raises(ConfigError, match="budget 12 needs 11 seeds for all-dv, only 10 usable"):
+        build_trainset("all-dv", seeds, budget=12, num_negatives=3)
+    # None: every usable seed, recorded under the smallest Ins-* budget that takes that many
+    ts = build_trainset("all-orig", seeds, num_negatives=3)
+    assert (ts.counts["seeds_used"], len(ts)) == (10, 20)
+    b = ts.counts["budget"]
+    assert seeds_for_budget("all-orig", b) == 10 > seeds_for_budget("all-orig", b - 1)
+    assert [seeds_for_budget("all-dv", b) for b in (1, 2, 6, 11, 12, 480_000)] == [1, 2, 6, 10, 11, 440_000]
+
+
+def test_all_orig_takes_the_source_counterpart_when_the_seed_has_one(bundled_seeds):
+    """A seed carrying its source's bare-query row trains on that row's passages; the others on
+    the counterpart built from the seed; the counts say which is which."""
+    seeds = [dict(s) for s in bundled_seeds[:12]]
+    extra = {"id": "cp-hard", "text": "a hard negative of the bare query only"}
+    for s in seeds[::2]:
+        s["counterpart_positive"] = {"id": "cp-pos-" + s["id"], "text": "the bare query's own positive"}
+        s["counterpart_hard_negatives"] = [extra, s["instruction_negatives"][0]]
+    ts = build_trainset("all-orig", seeds, budget=12, num_negatives=4)
+    assert ts.counts["counterparts"] == {"source": 6, "built": 5}
+    by_id = {s["id"]: s for s in seeds}
+    for e in (e for e in ts.examples if e["view"] == "query"):
+        s = by_id[e["group"]]
+        neg = [p["id"] for p in e["negatives"]]
+        ins_neg = {p["id"] for p in s["instruction_negatives"]}
+        assert e["instruction"] == "" and not ins_neg & set(neg) and s["positive"]["id"] not in neg
+        if "counterpart_positive" in s:  # the source row: its positive, its hard negatives first
+            assert e["positive"] == s["counterpart_positive"] and neg[0] == "cp-hard"
+        else:  # built: the seed's positive and hard negatives
+            assert e["positive"] == s["positive"] and neg[0] == s["hard_negatives"][0]["id"]
 
 
 def test_dual_view_swaps_labels(bundled_seeds):

@@ -1,0 +1,167 @@
+"""What an experiment reports: ``OUT/summary.md``, ``OUT/modes.csv`` and ``OUT/comparisons.csv``.
+
+In the order a reader needs it:
+
+1. the plan's primary comparison (say Ins-DV minus Ins-orig, p-MRR, on one set), at each run's
+   fixed final step: the difference, its two-stage 95% interval (runs resampled within each
+   mode, queries within the set; ``reporting.comparisons``) and the run-level test's p-value
+   with the smallest p-value the design can reach;
+2. every mode's mean over runs with the run-level sd and the two-stage interval (``modes.csv``);
+3. the family of tests (the baseline against every other mode, base model entered once), with
+   the plan's correction (``comparisons.csv``);
+4. secondary: the held-out slice per run, its three parts apart (original view, reversed view,
+   bare query) at the last logged evaluation, and the step a held-out pick would have chosen;
+5. runs not finished yet, and the plan's hash.
+
+Not handled here: the statistics (``reporting.comparisons``), running anything (``experiment``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..core.run_folder import RunFolder
+from ..reporting.comparisons import compare_modes, comparison_table, load_tables, mode_table
+from ..reporting.tables import markdown_table
+from .plan import dataset_of
+
+SHOWN_METRICS = ("p_mrr", "map_at_1000", "ndcg_at_5")
+HELDOUT_PARTS = ("orig_acc", "rev_acc", "query_acc")
+
+
+def _cell(mean, sd, runs, lo, hi) -> str:
+    sd_text = "" if pd.isna(sd) else f" ± {sd:.2f}"
+    ci = "" if pd.isna(lo) else f" [{lo:.2f}, {hi:.2f}]"
+    return f"{mean:.2f}{sd_text} ({int(runs)}){ci}"
+
+
+def _mode_lines(modes: pd.DataFrame) -> list[str]:
+    cells = modes.assign(
+        cell=[_cell(*r) for r in modes[["mean", "sd", "runs", "ci_low", "ci_high"]].itertuples(index=False)]
+    )
+    wide = cells.pivot_table(
+        index=["dataset", "mode"], columns="metric", values="cell", aggfunc="first", sort=False
+    )
+    return [
+        "## Every mode",
+        "",
+        "Mean over runs ± run-level sd (runs) [two-stage 95% bootstrap interval: runs within the "
+        "mode, queries within the set]. The base model is one run.",
+        "",
+        markdown_table(wide.reset_index()),
+    ]
+
+
+def _primary_lines(row: dict, cfg) -> list[str]:
+    p = "n/a" if pd.isna(row["p_run"]) else f"{row['p_run']:.3f}"
+    return [
+        "## Primary comparison (planned before the runs)",
+        "",
+        f"{cfg.primary_a} minus {cfg.primary_b}, {cfg.primary_metric}, on {row['dataset']}, "
+        "each run's fixed final step:",
+        "",
+        f"- difference {row['diff']:+.2f}, 95% two-stage interval [{row['ci_low']:.2f}, {row['ci_high']:.2f}]",
+        f"- runs: {row['runs_a']} of {cfg.primary_a} (sd {row['sd_a']:.2f}), "
+        f"{row['runs_b']} of {cfg.primary_b} (sd {row['sd_b']:.2f}); {row['n_queries']} queries",
+        f"- run-level permutation test: p = {p} (the smallest p this design can reach: {row['min_p']:.3f})",
+        *([f"- note: {row['note']}"] if row.get("note") else []),
+    ]
+
+
+def heldout_table(runs: dict) -> pd.DataFrame:
+    """Per run: the last logged held-out evaluation's parts, and the held-out pick (secondary)."""
+    rows = []
+    for (rng_seed, mode), path in runs.items():
+        run = RunFolder(path)
+        log = run.read_log("heldout")
+        info = run.info()
+        if not log:
+            continue
+        last = log[-1]
+        best = max(log, key=lambda r: r.get("score", float("-inf")))
+        rows.append(
+            dict(
+                mode=mode,
+                rng_seed=rng_seed,
+                steps=info.get("steps"),
+                saved_step=info.get("saved_step", info.get("steps")),
+                heldout_step=last.get("step"),
+                **{k: round(last.get(k, float("nan")), 2) for k in HELDOUT_PARTS},
+                pick_step=best.get("step"),
+                pick_score=round(best.get("score", float("nan")), 2),
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def _heldout_lines(runs: dict, heldout_base: dict | None) -> list[str]:
+    table = heldout_table(runs)
+    lines = [
+        "## Held-out seeds (secondary)",
+        "",
+        "Pairwise accuracies in % on seeds kept out of training, at the last logged evaluation: "
+        "orig_acc (P+ first under q + I), rev_acc (N* first under q + I', the reference reversal: "
+        "Ins-DV's own training distribution), query_acc (topical ranking under the bare query). "
+        "pick_step is where a held-out pick would have stopped; the models above are the final steps.",
+        "",
+        markdown_table(table) if len(table) else "(no held-out evaluations logged)",
+    ]
+    if heldout_base:
+        parts = ", ".join(f"{k} {heldout_base[k]:.2f}" for k in HELDOUT_PARTS if k in heldout_base)
+        lines += ["", f"Base model on the same seeds: {parts}."]
+    return lines
+
+
+def write_report(out: Path, cfg, plan_hash: str, runs: dict, missing: list[str], heldout_base=None) -> Path:
+    """Write ``modes.csv``, ``comparisons.csv`` and ``summary.md`` from ``OUT/results.csv``."""
+    results, per_query = load_tables(out / "results.csv")
+    results = results[results["plan"] == plan_hash] if "plan" in results else results
+    modes = mode_table(results, per_query, metrics=SHOWN_METRICS, n_boot=cfg.n_boot, rng_seed=0)
+    modes.to_csv(out / "modes.csv", index=False)
+    present = set(results["mode"])
+    pairs = [(cfg.baseline, m) for m in ("base", *cfg.modes, *cfg.extra_modes) if m != cfg.baseline]
+    pairs = [p for p in pairs if p[1] in present and p[0] in present]
+    tests = (
+        comparison_table(
+            results, per_query, pairs, metrics=cfg.tested_metrics, family_adjust=cfg.correction, n_boot=cfg.n_boot
+        )
+        if pairs
+        else pd.DataFrame()
+    )
+    tests.to_csv(out / "comparisons.csv", index=False)
+    primary_set = dataset_of(cfg.primary_set or cfg.eval[0])
+    lines = [f"# Experiment {plan_hash}", "", f"Plan: `{out / 'experiment.toml'}` (hash {plan_hash}).", ""]
+    if {cfg.primary_a, cfg.primary_b} <= present and primary_set in set(results["dataset"]):
+        row = compare_modes(
+            results,
+            per_query,
+            cfg.primary_a,
+            cfg.primary_b,
+            metric=cfg.primary_metric,
+            dataset=primary_set,
+            n_boot=cfg.n_boot,
+            rng_seed=0,
+        )
+        lines += _primary_lines(dict(row), cfg)
+    else:
+        lines += [
+            "## Primary comparison",
+            "",
+            f"not available yet ({primary_set}: a side has no finished run)",
+        ]
+    lines += ["", *_mode_lines(modes), "", "## The family of tests", ""]
+    lines += [
+        f"{cfg.baseline} minus each other mode; two-stage 95% interval; run-level permutation p-value, "
+        f"{cfg.correction}-corrected over the family (min_p: the smallest p the design allows).",
+        "",
+        markdown_table(tests) if len(tests) else "(no comparisons)",
+        "",
+        *_heldout_lines(runs, heldout_base),
+    ]
+    if missing:
+        lines += ["", f"Runs not finished (left out): {', '.join(missing)}."]
+    path = out / "summary.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,188 @@
+"""An experiment's plan as a file, written before any run and checked on every rerun.
+
+The plan is what ``ifir experiment`` will do: its inputs, modes, rng_seeds, training settings,
+evaluation, the primary comparison and the family of tests corrected together. It is written to
+``OUT/experiment.toml`` before the first run; its hash (``plan_hash``: the first 12 hex digits of
+the SHA-256 of the plan's canonical JSON) is stored in every run's data manifest and every results
+row. A rerun into the same folder with a different plan is refused, naming each changed field,
+and nothing is touched; ``set_aside`` moves the old experiment's outputs under
+``OUT/superseded/<hash>/`` so that a new experiment can start there with nothing lost. Example::
+
+    write_plan("out/exp", {"seeds": "s.jsonl", "modes": ["ins-orig", "ins-dv"], ...}) -> "3f9c0a1d2b4e"
+
+The file is TOML in sections (``SECTIONS``) for the reader; reading flattens it back to one
+mapping of fields. A field left out of the file (an unset option, ``None``) takes its default.
+``eval_targets`` and ``dataset_of`` read the plan's evaluation items.
+Not handled here: what the fields mean and their defaults (``experiment.ExperimentConfig``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import tomllib
+
+from ..core import config as C
+from ..core.errors import ConfigError, DataError
+from ..core.locks import exclusive
+
+PLAN_FILE = "experiment.toml"
+SUPERSEDED = "superseded"
+# The plan's sections, in the order the file shows them; a field not named here goes to "settings".
+SECTIONS = {
+    "inputs": ("seeds", "reversals", "curation", "base_model"),
+    "design": (
+        "experiment_preset",
+        "train_preset",
+        "modes",
+        "extra_modes",
+        "rng_seeds",
+        "budget",
+        "heldout_seeds",
+    ),
+    "evaluation": ("eval", "prompts", "bootstrap"),
+    "primary": ("primary_a", "primary_b", "primary_metric", "primary_set"),
+    "family": ("baseline", "tested_metrics", "correction", "n_boot"),
+}
+# What an experiment folder holds besides its plan; set_aside moves these.
+OUTPUTS = ("models", "results.csv", "results_per_query.csv", "summary.md", "comparisons.csv", "modes.csv")
+OUTPUTS += ("figures", "experiment.json")
+
+
+def plan_hash(plan: dict) -> str:
+    """The plan's identity: ``sha256(canonical JSON)[:12]`` (key order and tuple/list do not matter)."""
+    text = json.dumps(_normal(plan), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v))  # a TOML basic string is a JSON string
+
+
+def to_toml(plan: dict, header: str = "") -> str:
+    """The plan as TOML in ``SECTIONS`` (fields that are ``None`` are left out: they take defaults)."""
+    placed = {f for fields in SECTIONS.values() for f in fields}
+    sections = {**SECTIONS, "settings": tuple(f for f in plan if f not in placed)}
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    for name, fields in sections.items():
+        body = [f"{f} = {_toml_value(plan[f])}" for f in fields if f in plan and plan[f] is not None]
+        if body:
+            lines += ["", f"[{name}]", *body]
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def read_plan(path: str | Path) -> dict:
+    """The fields of a plan file, flattened (``[design] modes = [...]`` -> ``{"modes": [...]}``)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(path, None, "no such plan file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise DataError(path, getattr(e, "lineno", None), f"not valid TOML ({e})") from None
+    flat = {}
+    for section, fields in data.items():
+        if not isinstance(fields, dict):
+            raise DataError(path, None, f"{section!r}: expected a [section] of fields, got a bare value")
+        for field, value in fields.items():
+            if field in flat:
+                raise DataError(path, None, f"field {field!r} appears in two sections")
+            flat[field] = value
+    return flat
+
+
+def stored_plan(out: str | Path) -> dict | None:
+    """The plan stored in an experiment folder, or None when it has none yet."""
+    path = Path(out) / PLAN_FILE
+    return read_plan(path) if path.exists() else None
+
+
+def _normal(plan: dict) -> dict:
+    """Lists for tuples, no ``None`` fields: what a plan reads back as from its file."""
+    return json.loads(json.dumps({k: v for k, v in plan.items() if v is not None}, default=list))
+
+
+def changes(old: dict, new: dict) -> list[str]:
+    """``['budget 640 -> 320', ...]``: the fields where two plans differ (``None`` = unset)."""
+    old, new = _normal(old), _normal(new)
+    return [
+        f"{k} {old.get(k)!r} -> {new.get(k)!r}"
+        for k in sorted(old.keys() | new.keys())
+        if old.get(k) != new.get(k)
+    ]
+
+
+def write_plan(out: str | Path, plan: dict, header: str = "") -> str:
+    """Store ``plan`` in ``out`` unless the same plan is there; returns its hash.
+
+    A different stored plan raises ``ConfigError`` naming the changes (nothing is written): start
+    a new experiment in another folder, or set the old one aside (``set_aside``). Safe when several
+    processes (a scheduler's array of runs) start at once: the first writes, the rest compare.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plan = _normal(plan)
+    path = out / PLAN_FILE
+    with exclusive(path, "experiment plan"):
+        old = stored_plan(out)
+        if old is not None and _normal(old) != plan:
+            raise ConfigError(
+                f"{path}: this folder holds experiment {plan_hash(_normal(old))}, planned differently "
+                f"({'; '.join(changes(old, plan))}); nothing was changed. Write to another --out, or pass "
+                f"--new-experiment to move its outputs to {out / SUPERSEDED}/<hash>/ and start anew"
+            )
+        if old is None:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(to_toml(plan, header), encoding="utf-8")
+            os.replace(tmp, path)
+    return plan_hash(plan)
+
+
+def set_aside(out: str | Path) -> Path | None:
+    """Move an experiment's plan and outputs to ``OUT/superseded/<hash>/``; returns that folder
+    (None when ``out`` holds no plan). Nothing is deleted."""
+    out = Path(out)
+    old = stored_plan(out)
+    if old is None:
+        return None
+    dest = out / SUPERSEDED / plan_hash(_normal(old))
+    if dest.exists():
+        dest = dest.with_name(f"{dest.name}-{len(list(dest.parent.iterdir()))}")
+    dest.mkdir(parents=True)
+    for name in (PLAN_FILE, *OUTPUTS):
+        if (out / name).exists():
+            shutil.move(str(out / name), str(dest / name))
+    return dest
+
+
+def eval_targets(items) -> tuple[list[Path], list[str]]:
+    """``(FollowIR folders, mteb task names)`` of ``--eval`` items: ``v1``/``v2`` (bundled), an
+    existing folder, else a task name or ``paper``. ``eval_targets(["v1", "paper"]) -> ([.../followir_mini], ["paper"])``."""
+    folders, tasks = [], []
+    for item in items:
+        if item in C.EVAL_SETS:
+            folders.append(Path(C.EVAL_SETS[item]))
+        elif Path(item).is_dir():
+            folders.append(Path(item))
+        elif "/" in item or item.startswith("."):
+            raise ConfigError(f"--eval {item!r}: no such folder (a FollowIR-format folder was expected)")
+        else:
+            tasks.append(item)
+    return folders, tasks
+
+
+def dataset_of(item: str) -> str:
+    """The results table's ``dataset`` for an ``--eval`` item (a folder's name, else the item)."""
+    if item in C.EVAL_SETS:
+        return Path(C.EVAL_SETS[item]).name
+    return Path(item).name if Path(item).is_dir() else item

@@ -1,0 +1,63 @@
+"""The held-out slice the experiment logs: its split and its three scores."""
+
+import pytest
+
+from ifir_lib.core.models import format_query
+from ifir_lib.testing.inputs import make_seed
+from ifir_lib.training.heldout import heldout_scores, split_heldout
+from support.fakes import FakeEncoder
+
+
+def test_split_heldout_is_fixed_disjoint_and_order_free():
+    seeds = [make_seed(i) for i in range(40)]
+    train, held = split_heldout(seeds, 6)
+    train2, held2 = split_heldout(list(reversed(seeds)), 6)
+    assert len(held) == 6 and len(train) == 34
+    assert {s["id"] for s in held} == {s["id"] for s in held2}
+    assert not {s["id"] for s in held} & {s["id"] for s in train}
+    assert split_heldout(seeds, 0) == (seeds, [])
+    with pytest.raises(ValueError, match="cannot hold out 40 of 40"):
+        split_heldout(seeds, 40)
+
+
+def _flip_table(seed, follows: bool):
+    """Vectors under which the model follows both instructions (or, ``follows=False``, neither)."""
+    p, n = ([1.05, 0, 0.1], [0, 1, 0]) if follows else ([0.2, 1, 0.3], [1, 0, 0])
+    table = {
+        format_query(seed["query"], seed["instruction"]): [1, 0, 0.1],
+        format_query(seed["query"], seed["reference_reversal"]): [0, 1, 0.1],
+        seed["query"]: [0.5, 0.5, 0.1],
+        seed["positive"]["text"]: p,
+    }
+    for i, d in enumerate(seed["instruction_negatives"]):
+        table[d["text"]] = n if i == 0 else [0.3, 0.3, 0.1]
+    for d in seed["hard_negatives"]:
+        table[d["text"]] = [0, 0, 1]
+    return table
+
+
+def test_heldout_scores_hand_computed():
+    seed = make_seed(3, negatives=2)
+    good = heldout_scores(FakeEncoder(_flip_table(seed, True)), [seed])
+    assert good["orig_acc"] == good["rev_acc"] == good["query_acc"] == 100.0
+    bad = heldout_scores(FakeEncoder(_flip_table(seed, False)), [seed])
+    # cosines under q + I: N0 .995, N1 .707, P+ .215, hard .0995 -> P+ beats the 2 hard negatives only
+    assert bad["orig_acc"] == pytest.approx(50.0)
+    # under q + I': P+ .964, N1 .707, N* 0 -> N* beats neither
+    assert bad["rev_acc"] == 0.0
+    # the bare query still ranks P+ and both instruction negatives above both hard negatives
+    assert bad["query_acc"] == 100.0 and bad["heldout_score"] == pytest.approx(50.0)
+
+
+def test_heldout_scores_pool_the_narrative_form():
+    seed = make_seed(3, negatives=2)
+    seed.update(narrative="N of I", reversal_narrative="N of I'", aug_narrative="unused here")
+    table = _flip_table(seed, True)
+    # the model follows the short form and gets the narrative form backwards
+    table[format_query(seed["query"], "N of I")] = table[
+        format_query(seed["query"], seed["reference_reversal"])
+    ]
+    table[format_query(seed["query"], "N of I'")] = table[format_query(seed["query"], seed["instruction"])]
+    half = heldout_scores(FakeEncoder(table), [seed])
+    # short form: all 4 orig pairs and 2 rev pairs right; narrative form: none (P+ .009 < hard .0995)
+    assert half["orig_acc"] == half["rev_acc"] == pytest.approx(50.0) and half["query_acc"] == 100.0
