@@ -70,6 +70,22 @@ def _primary_lines(row: dict, cfg) -> list[str]:
     ]
 
 
+def _family_lines(tests: pd.DataFrame) -> list[str]:
+    """The family as a compact table (every column is in ``comparisons.csv``), notes below it."""
+    if not len(tests):
+        return ["(no comparisons yet)"]
+    shown = tests.assign(
+        runs=[f"{a} vs {b}" for a, b in zip(tests["runs_a"], tests["runs_b"])],
+        interval=[f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(tests["ci_low"], tests["ci_high"])],
+    )
+    cols = ["dataset", "metric", "b", "runs", "diff", "interval", "p_run", "min_p", "p_holm"]
+    notes = sorted({n for n in tests["note"].fillna("") if n})
+    return [
+        markdown_table(shown[[c for c in cols if c in shown]]),
+        *(["", *[f"- {n}" for n in notes]] if notes else []),
+    ]
+
+
 def heldout_table(runs: dict) -> pd.DataFrame:
     """Per run: the last logged held-out evaluation's parts, and the held-out pick (secondary)."""
     rows = []
@@ -125,7 +141,12 @@ def write_report(out: Path, cfg, plan_hash: str, runs: dict, missing: list[str],
     pairs = [p for p in pairs if p[1] in present and p[0] in present]
     tests = (
         comparison_table(
-            results, per_query, pairs, metrics=cfg.tested_metrics, family_adjust=cfg.correction, n_boot=cfg.n_boot
+            results,
+            per_query,
+            pairs,
+            metrics=cfg.tested_metrics,
+            family_adjust=cfg.correction,
+            n_boot=cfg.n_boot,
         )
         if pairs
         else pd.DataFrame()
@@ -156,7 +177,7 @@ def write_report(out: Path, cfg, plan_hash: str, runs: dict, missing: list[str],
         f"{cfg.baseline} minus each other mode; two-stage 95% interval; run-level permutation p-value, "
         f"{cfg.correction}-corrected over the family (min_p: the smallest p the design allows).",
         "",
-        markdown_table(tests) if len(tests) else "(no comparisons)",
+        *_family_lines(tests),
         "",
         *_heldout_lines(runs, heldout_base),
     ]
