@@ -7,7 +7,8 @@ embedding cache; results go to a table through ``pipelines.evaluate``.
 
 - ``metrics``: p-MRR (FollowIR's pairwise MRR change, by hand with mteb's semantics), MAP@1000,
   nDCG@k (pytrec_eval), as pure functions over ``{qid: {doc_id: score}}``.
-- ``stats``: bootstrap intervals over queries, paired tests, Holm correction.
+- ``stats``: bootstrap intervals over queries, paired tests, Holm correction, and the two-stage
+  bootstrap and run-level tests that treat runs as the unit of replication.
 - ``corpora``: FollowIR-format folders (read, check, write) and BEIR folders.
 - ``evaluator``: ``EvalResult`` and our evaluation (``evaluate_followir``, ``evaluate_beir``).
 - ``embed_cache``: each unique text encoded once per model, on disk.
@@ -23,7 +24,10 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         **dict.fromkeys(["p_mrr", "p_mrr_per_query", "rank_score", "trec_per_query"], "metrics"),
-        **dict.fromkeys(["bootstrap_ci", "compare", "holm", "permutation_test"], "stats"),
+        **dict.fromkeys(
+            ["bootstrap_ci", "compare", "holm", "permutation_test", "two_stage_bootstrap", "run_level_test"],
+            "stats",
+        ),
         **dict.fromkeys(["FollowIRData", "load_followir", "write_followir", "load_beir"], "corpora"),
         **dict.fromkeys(["EvalResult", "evaluate_followir", "evaluate_beir", "ranking_table"], "evaluator"),
         "EmbeddingCache": "embed_cache",

@@ -28,7 +28,7 @@ import tomllib
 
 from ..core import config as C
 from ..core.errors import ConfigError, DataError
-from ..core.locks import exclusive
+from ..core.locks import shared_append
 
 PLAN_FILE = "experiment.toml"
 SUPERSEDED = "superseded"
@@ -133,7 +133,7 @@ def write_plan(out: str | Path, plan: dict, header: str = "") -> str:
     out.mkdir(parents=True, exist_ok=True)
     plan = _normal(plan)
     path = out / PLAN_FILE
-    with exclusive(path, "experiment plan"):
+    with shared_append(path):  # processes started together (a scheduler array) wait their turn
         old = stored_plan(out)
         if old is not None and _normal(old) != plan:
             raise ConfigError(

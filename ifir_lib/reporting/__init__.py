@@ -8,6 +8,8 @@ LaTeX/Markdown/CSV tables, figures (PNG, SVG, PDF, HTML).
 - ``results``: the tidy results table: schema, appending (safe against concurrent writers),
   reading, per-query scores, training logs, the backbone of a run.
 - ``summaries``: per run, per mode, per query, and comparisons with paired tests.
+- ``comparisons``: modes over runs: run-level spread, two-stage intervals, run-level tests
+  (``ifir compare``, the experiment's tables).
 - ``tables``: the paper's Tables 1-2 layout, and the one Markdown table writer.
 - ``style``: one colour per mode, the plotly template, sizes for a paper.
 - ``figures``: functions from tidy DataFrames to plotly figures, saving them, rebuilding all.
@@ -24,6 +26,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             ["load_results", "save_result", "load_per_query", "load_train_logs", "backbone_of"], "results"
         ),
         **dict.fromkeys(["summarize", "headline_table", "compare_results"], "summaries"),
+        **dict.fromkeys(["mode_table", "compare_modes", "comparison_table"], "comparisons"),
         **dict.fromkeys(["build_table", "render", "markdown_table"], "tables"),
         **dict.fromkeys(["MODE_COLORS", "MODE_LABELS"], "style"),
         **dict.fromkeys(

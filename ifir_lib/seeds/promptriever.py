@@ -18,10 +18,11 @@ query twice: with an instruction, and as a bare-query row (``has_instruction`` f
 ``counterparts=True`` (the default) each seed keeps the first such row read as
 ``counterpart_positive`` and ``counterpart_hard_negatives`` (at most ``max_hard_negatives``),
 under the same passage rules and checks. Both paths match over every row read, in any order
-(the Arrow path joins at the end). A seed whose query has no bare row keeps neither field, and
-training builds its counterpart from the seed (``training.trainsets``); ``meta.json`` counts
-the bare rows read and the seeds that got one. The passages of bare rows whose query has no
-instruction seed are stored too (unused).
+and across batch and shard boundaries (the Arrow path joins at the end); with a ``limit``,
+reading stops at the row of the last seed kept, whatever the batch size. A seed whose query
+has no bare row keeps neither field, and training builds its counterpart from the seed
+(``training.trainsets``); ``meta.json`` counts the bare rows read and the seeds that got one.
+The passages of bare rows whose query has no instruction seed are stored too (unused).
 
 Each passage id is written once; the mapping from passage id to row number is the one structure
 that grows with the data (a dict entry per distinct passage: ~4.9M for 1M rows; the bare rows'
@@ -212,13 +213,27 @@ class _Writer:
 # The mapping rule: Promptriever rows -> seed columns, one Arrow batch at a time
 
 
+def _head_passages(passages: Passages, n: int) -> Passages:
+    """The passages of the first ``n`` owners (offsets start at 0)."""
+    return {
+        f: (off[: n + 1], pid.slice(0, off[n]), text.slice(0, off[n]))
+        for f, (off, pid, text) in passages.items()
+    }
+
+
 @dataclass
 class Counterparts:
-    """The bare-query rows of one batch (the seeds' counterparts): their ``query_id``s and
-    passages (``counterpart_positive``: one each, ``counterpart_hard_negatives``)."""
+    """The bare-query rows of one batch (the seeds' counterparts): their ``query_id``s, their
+    positions in the batch (``rows``) and passages (``counterpart_positive``: one each,
+    ``counterpart_hard_negatives``)."""
 
     ids: pa.Array
+    rows: np.ndarray
     passages: Passages
+
+    def head(self, n: int) -> Counterparts:
+        """The first ``n`` bare rows."""
+        return Counterparts(self.ids.slice(0, n), self.rows[:n], _head_passages(self.passages, n))
 
     def dicts(self) -> Iterator[tuple[str, dict]]:
         """``(query_id, {"counterpart_positive", "counterpart_hard_negatives"})`` per row, in order."""
@@ -251,6 +266,22 @@ class Mapped:
             s["positive"] = s["positive"][0]
             out.append(s)
         return out
+
+    def head(self, n: int) -> Mapped:
+        """The first ``n`` seeds (``0 < n <= len(rows)``), as if the batch ended at the row of the
+        last: the rows read and the bare rows stop there too, so a ``limit`` does not depend on
+        where batches end.
+
+        Example: seeds at rows [1, 3, 5] and bare rows at [0, 2, 4] -> ``head(2)`` keeps seeds at
+        [1, 3], bare rows at [0, 2], and ``read`` 4.
+        """
+        last = int(self.rows[n - 1])
+        cps = self.counterparts
+        if cps is not None:
+            k = int(np.searchsorted(cps.rows, last, side="right"))
+            cps = cps.head(k) if k else None
+        cols = {name: a.slice(0, n) for name, a in self.cols.items()}
+        return Mapped(last + 1, self.rows[:n], cols, _head_passages(self.passages, n), cps)
 
 
 def _groups(passages: Passages) -> dict[str, list[list[dict]]]:
@@ -360,7 +391,7 @@ def _counterparts(t: pa.Table, source, first_row: int, max_hard: int) -> Counter
     ids = t.column("query_id") if "query_id" in t.column_names else pa.nulls(t.num_rows, pa.string())
     ids = pc.fill_null(ids.filter(pa.array(keep)).combine_chunks().cast(pa.string()), "")
     return Counterparts(
-        ids, _checked_passages(t, _COUNTERPART_FIELDS, keep, rows, max_hard, source, first_row)
+        ids, rows, _checked_passages(t, _COUNTERPART_FIELDS, keep, rows, max_hard, source, first_row)
     )
 
 
@@ -436,12 +467,16 @@ def _mapped_batches(
     streaming: bool = False,
     counterparts: bool = True,
 ) -> Iterator[Mapped]:
-    """The seeds of each source batch, until ``limit`` seeds (``None``: all)."""
+    """The seeds of each source batch, until ``limit`` seeds (``None``: all). The batch that reaches
+    ``limit`` is cut after its last seed's row (``Mapped.head``): the rows read, and so the bare
+    rows found, are the same for any ``batch_size``."""
     read = seeds = 0
     for t in _source_batches(source, split, batch_size, streaming):
         if limit is not None and seeds >= limit:
             return
         m = map_promptriever(t, source, read, max_hard, counterparts)
+        if limit is not None and seeds + len(m.rows) > limit:
+            m = m.head(limit - seeds)
         read += m.read
         seeds += len(m.rows)
         yield m
@@ -463,7 +498,8 @@ def load_promptriever(
     a hub name needs network access (``HF_DATASETS_OFFLINE=1`` makes it fail fast offline) and is
     streamed with ``streaming``. Returns a list of seeds, or with ``as_dataset=True`` an
     ``ArrowSeeds`` written to ``out_dir`` (memory-mapped, passages stored once by id; the path for
-    the full 980k rows). ``limit`` stops after that many seeds (a falsy one keeps all in the list).
+    the full 980k rows). ``limit`` stops after that many seeds (a falsy one keeps all in the list)
+    and after the row of the last: only bare rows read before it count, at any batch size.
     ``counterparts``: keep each seed's bare-query row (the module docstring); the list path logs
     how many seeds got one.
     """
@@ -486,7 +522,6 @@ def load_promptriever(
         seeds += m.seeds()
         for qid, cp in m.counterparts.dicts() if m.counterparts else ():
             bare.setdefault(qid, cp)  # the first bare row of a query id, as the Arrow path's join
-    seeds = seeds[:limit] if limit else seeds
     for s in seeds:
         s.update(bare.get(s["id"], {}))
     if counterparts:
@@ -513,8 +548,9 @@ def promptriever_to_arrow(
     """Convert Promptriever rows to ``out_dir/{seeds,passages}.arrow`` and open them.
 
     ``source``: a Parquet file, a folder of Parquet shards, a JSONL file, or a hub dataset name.
-    ``limit`` stops after that many seeds. ``counterparts``: keep each seed's bare-query row (the
-    module docstring; ``meta.json`` counts ``bare_rows`` and ``counterparts``). Memory: one batch
+    ``limit`` stops after that many seeds, as ``load_promptriever``'s. ``counterparts``: keep each
+    seed's bare-query row (the module docstring; ``meta.json`` counts ``bare_rows`` and
+    ``counterparts``). Memory: one batch
     of rows plus the passage-id index, and the query ids of the bare rows when joining.
     """
     w, read = _Writer(Path(out_dir), join_counterparts=counterparts), 0
@@ -530,8 +566,7 @@ def promptriever_to_arrow(
         "rows_read": read,
         "max_hard_negatives": max_hard_negatives,
     }
-    ds = w.close(meta)
-    return ds.head(limit) if limit is not None and len(ds) > limit else ds
+    return w.close(meta)
 
 
 def seeds_to_arrow(seeds: Iterable[dict], out_dir: str | Path, batch_size: int = 1000) -> ArrowSeeds:

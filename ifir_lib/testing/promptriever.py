@@ -152,7 +152,7 @@ def fake_rows(start: int, stop: int, rows: int, negatives: int = 30) -> pa.Table
     ins_keys = corpus + 3 * np.repeat(j, k) + (np.arange(off[-1]) - np.repeat(off[:-1], k))
     new = _passages(ins_keys, off, 4, schema["new_negatives"])
     cols = {
-        "query_id": pc.cast(pa.array(r), pa.string()),
+        "query_id": pc.cast(pa.array(j), pa.string()),  # the bare and the instructed row share it
         "query": query,
         "positive_passages": pos,
         "negative_passages": neg,

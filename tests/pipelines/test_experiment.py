@@ -149,3 +149,20 @@ def test_user_inputs_local_run_equals_printed_runs_then_collect(tmp_path, privat
     assert len(load_results(local / "results.csv")) == rows
     assert main([*args, "--out", str(local), "--budget", "8"]) == 2
     assert len(load_results(local / "results.csv")) == rows
+
+
+def test_runs_started_together_store_one_plan(tmp_path):
+    """A scheduler starts many runs at once: each waits for the plan's lock and finds the same plan."""
+    import subprocess
+    import sys
+
+    plan = json.dumps(ExperimentConfig.preset("smoke").plan())
+    code = "import json, sys; from ifir_lib.pipelines.plan import write_plan; "
+    code += "print(write_plan(sys.argv[1], json.loads(sys.argv[2])))"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(tmp_path), plan], stdout=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    hashes = {p.communicate(timeout=300)[0].strip() for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    assert hashes == {P.plan_hash(ExperimentConfig.preset("smoke").plan())}

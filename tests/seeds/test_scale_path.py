@@ -19,7 +19,7 @@ from ifir_lib.seeds import arrow as arrow_seeds
 from ifir_lib.seeds.arrow import ArrowSeeds
 from ifir_lib.seeds.promptriever import load_promptriever, promptriever_to_arrow, seeds_to_arrow
 from ifir_lib.synthesis.run import SynthesisConfig, load_synthesis, merge_shards, synthesize
-from ifir_lib.testing.promptriever import write_fake_promptriever
+from ifir_lib.testing.promptriever import fake_rows, write_fake_promptriever
 from ifir_lib.training.trainer import TrainConfig, train
 from ifir_lib.training.trainsets import build_trainset
 
@@ -36,16 +36,46 @@ def shards(tmp_path_factory):
 
 
 def test_arrow_path_gives_the_list_paths_seeds(shards, tmp_path):
-    src, files = shards
-    listed = [s for f in files for s in load_promptriever(f)]
+    src, _ = shards
+    # the folder, not shard by shard: the pair of query 12 (rows 24, 25) straddles two shards
+    listed = load_promptriever(src)
     arrow = load_promptriever(src, as_dataset=True, out_dir=tmp_path / "a")
     assert isinstance(arrow, ArrowSeeds) and len(arrow) == len(listed) == 30
+    assert all(s["counterpart_positive"] == s["positive"] for s in listed)  # every pair found
     assert list(arrow) == listed
     assert arrow[-1] == listed[-1] and list(arrow.take([3, 1])) == [listed[3], listed[1]]
     # the fixture: titles joined to texts, rows without instruction negatives skipped
     fx = FIXTURES / "promptriever_rows.jsonl"
     assert list(promptriever_to_arrow(fx, tmp_path / "fx")) == load_promptriever(fx)
     assert list(promptriever_to_arrow(src, tmp_path / "lim", limit=7)) == listed[:7]
+
+
+@pytest.mark.parametrize("order", ["bare first", "instructed first"])
+def test_counterparts_match_across_batch_and_shard_boundaries(tmp_path, order):
+    """Generated pairs in odd-sized shards and batches, so a query's bare row and its instructed
+    row often fall in different batches or shards (before or after it): both paths give the same
+    seeds, every seed finds its bare row, and a ``limit`` gives the same seeds at any batch size."""
+    t = fake_rows(0, 40, 40, negatives=3)
+    if order == "instructed first":
+        t = t.take(pa.array(range(39, -1, -1)))
+    src = tmp_path / "src"
+    src.mkdir()
+    for i, lo in enumerate(range(0, 40, 13)):
+        pq.write_table(t.slice(lo, 13), src / f"train-{i:05d}.parquet")
+    listed = load_promptriever(src)
+    assert len(listed) == 20 and all(s["counterpart_positive"] == s["positive"] for s in listed)
+    assert len({s["id"] for s in listed}) == 20
+    for bs in (1, 2, 3, 5, 13, 10_000):
+        arrow = promptriever_to_arrow(src, tmp_path / f"a{bs}", batch_size=bs)
+        assert list(arrow) == listed, bs
+        meta = json.loads((tmp_path / f"a{bs}" / "meta.json").read_text())
+        assert (meta["bare_rows"], meta["counterparts"], meta["rows_read"]) == (20, 20, 40)
+    # a limit stops at the row of its last seed: the bare rows after it are not read
+    short = load_promptriever(src, limit=5)
+    assert [s["id"] for s in short] == [s["id"] for s in listed[:5]]
+    for bs in (1, 3, 13, 10_000):
+        assert list(promptriever_to_arrow(src, tmp_path / f"l{bs}", batch_size=bs, limit=5)) == short, bs
+    assert ("counterpart_positive" in short[-1]) == (order == "bare first")
 
 
 def test_remapping_the_files_mid_pass_changes_nothing(shards, tmp_path, monkeypatch):
