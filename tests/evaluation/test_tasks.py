@@ -21,6 +21,8 @@ from ifir_lib.cli import main
 from ifir_lib.evaluation import mteb_glue
 from ifir_lib.evaluation import tasks as paper_tasks
 from ifir_lib.evaluation.tasks import docs_split, mair_split_data, negatives
+from ifir_lib.pipelines.evaluate import evaluate_models
+from ifir_lib.reporting.results import load_results
 from ifir_lib.reporting.tables import COLUMNS
 
 pytestmark = pytest.mark.usefixtures("private_cache")
@@ -331,3 +333,16 @@ def test_paper_columns_are_the_tables_first_six():
     """``ifir table`` reads each paper column from the row ``--tasks paper`` writes."""
     table = [(datasets[0], metric) for _, _, datasets, metric in COLUMNS.values()][:6]
     assert table == list(paper_tasks.PAPER_COLUMNS.values())
+
+
+def test_skip_done_skips_named_tasks_already_in_the_table(bow_model, data_root, tmp_path):
+    """A rerun of the experiment's collect step evaluates no named task twice."""
+    out = tmp_path / "results.csv"
+    kw = dict(
+        tasks=["paper"], data_dir=str(data_root), results_csv=out, bootstrap=0, skip_done=True, style=None
+    )
+    first = evaluate_models({"bow": str(bow_model)}, **kw)
+    rows = len(load_results(out))
+    assert first["bow"] and rows > 0
+    again = evaluate_models({"bow": str(bow_model)}, **kw)
+    assert again == {} and len(load_results(out)) == rows
