@@ -94,10 +94,11 @@ def evaluate_models(
         todo = [f for f in followir if (*key, Path(f).name) not in done]
         if len(todo) < len(followir) and style:
             print(f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: already in {Path(results_csv).name}")
-        if not (todo or beir or named):
+        tasks_todo = [t for t in named if (*key, t.metadata.name) not in done]  # a task's rows carry its name
+        if not (todo or beir or tasks_todo):
             continue
         sets = [f if engine == "mteb" else loaded[f] for f in todo]  # mteb's task records the folder
-        results = _evaluate_one(str(path), sets, beir, named, engine, cache, options)
+        results = _evaluate_one(str(path), sets, beir, tasks_todo, engine, cache, options)
         rid = run_id or make_run_id(label, labels["mode"], labels["rng_seed"])
         for r in results:
             if results_csv is not None:
