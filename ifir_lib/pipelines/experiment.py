@@ -53,11 +53,14 @@ from .train import train_modes
 LAUNCHERS = ("plain", "torchrun", "accelerate")
 
 
+BUNDLED = "bundled"
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
     """The plan of ``ifir experiment``. ``None`` training fields take the train preset's value."""
 
-    seeds: str = str(C.SEEDS_PATH)
+    seeds: str = BUNDLED  # a seed JSONL; "bundled": the seeds shipped in ifir_lib/data (any checkout)
     reversals: str | None = None  # a synthesis (or curated) file; None: the seeds' reference reversals
     curation: str | None = None  # curation decisions (notebook 02)
     base_model: str | None = None  # hub name or path; None: the train preset's
@@ -140,6 +143,10 @@ class ExperimentConfig:
         """The ``TrainConfig`` fields this config sets (``None`` = the train preset's)."""
         return {f: getattr(self, f) for f in TRAIN_FIELDS}
 
+    def seeds_path(self) -> str:
+        """The seed file: ``seeds``, or the bundled seeds' path in this checkout."""
+        return str(C.SEEDS_PATH) if self.seeds == BUNDLED else self.seeds
+
     def base(self) -> str:
         return self.base_model or TrainConfig.preset(self.train_preset).base_model
 
@@ -213,7 +220,7 @@ def train_run(out: str | Path, cfg: ExperimentConfig, rng_seed: int, mode: str, 
         Path(out) / "models" / f"rng{rng_seed}",
         preset=cfg.train_preset,
         modes=(mode,),
-        seeds_path=cfg.seeds,
+        seeds_path=cfg.seeds_path(),
         reversals_path=cfg.reversals,
         curation_path=cfg.curation,
         budget=cfg.budget,
@@ -306,7 +313,7 @@ def _heldout_base(cfg: ExperimentConfig) -> dict | None:
     """The base model's held-out scores (orig, reversed, bare query), the runs' starting point."""
     if cfg.heldout_seeds <= 0:
         return None
-    _, heldout = split_heldout(load_seeds(cfg.seeds), cfg.heldout_seeds)
+    _, heldout = split_heldout(load_seeds(cfg.seeds_path()), cfg.heldout_seeds)
     tcfg = TrainConfig.preset(cfg.train_preset)
     return heldout_scores(build_model(cfg.base(), max_seq_length=tcfg.max_seq_length), heldout)
 

@@ -37,6 +37,7 @@ def test_plan_round_trips_through_toml_and_its_hash_is_stable(tmp_path):
     assert back == cfg and P.plan_hash(back.plan()) == h
     text = (tmp_path / P.PLAN_FILE).read_text()
     assert "[primary]" in text and 'primary_a = "ins-dv"' in text and "curation" not in text  # None: left out
+    assert 'seeds = "bundled"' in text  # no path of this checkout: the plan's hash is the same in any clone
     assert P.write_plan(tmp_path, cfg.plan()) == h  # the same plan again is accepted
 
 
