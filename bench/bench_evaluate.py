@@ -11,6 +11,17 @@
    ours again (cache warm); ``--repeat`` rounds, fastest kept. Same model object (MiniLM),
    same batch size. The caches live in the temp folder and are removed afterwards.
 3. Print the numbers of both (they must agree) and the ratios: target cold <= 1.0x, repeat <= 0.2x.
+
+With ``--backend onnx|onnx-int8`` it measures the encoder instead (issue 27):
+
+    .venv/bin/python bench/bench_evaluate.py --backend onnx-int8 [--repeat 3]
+
+4. Encode the bundled v1 + v2 documents (``config.EVAL_SETS``, each unique document once, the
+   evaluator's token-length batches, no cache) with PyTorch fp32 and with the backend in the same
+   run, alternating, ``--repeat`` rounds, fastest kept; print documents/s of each and the ratio.
+   The one-off ONNX export (into a temp cache) is timed apart.
+5. Evaluate v1 and v2 with both and print each metric's difference (backend - torch, points x100).
+   The last line sums up; targets: >= 2x torch's documents/s, every difference within 0.5.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TQDM_DISABLE", "1")  # progress bars would bury the numbers
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ifir_lib.core import config  # noqa: E402
@@ -108,11 +120,19 @@ def main() -> int:
         help="torch threads for both (default: torch's choice; 1 is steadier on a shared machine)",
     )
     ap.add_argument("--repeat", type=int, default=1, help="rounds; the fastest of each is reported")
+    ap.add_argument(
+        "--backend",
+        choices=["onnx", "onnx-int8"],
+        default=None,
+        help="compare this encoder with torch on the bundled v1 + v2 sets instead (steps 4-5)",
+    )
     a = ap.parse_args()
     if a.threads:
         import torch
 
         torch.set_num_threads(a.threads)
+    if a.backend:
+        return bench_backend(a)
 
     import logging
 
@@ -184,6 +204,83 @@ def main() -> int:
     )
     print("numbers agree with mteb:", same)
     return 0 if same else 1
+
+
+METRICS = ("p_mrr", "map_at_1000", "ndcg_at_5")
+MAX_DIFF, MIN_RATIO = 0.5, 2.0  # issue 27's targets: points (x100), documents/s vs torch
+
+
+def bundled_documents() -> list[str]:
+    """Each unique document of the bundled evaluation sets, as the encoder sees it."""
+    from ifir_lib.core.models import format_document
+
+    docs = [format_document(d) for p in config.EVAL_SETS.values() for d in load_followir(p).corpus.values()]
+    return list(dict.fromkeys(docs))
+
+
+def time_encoders(encoders: dict, docs: list[str], batch_size: int, repeat: int) -> dict[str, float]:
+    """Fastest wall seconds of each encoder over ``repeat`` alternating rounds (no cache)."""
+    from ifir_lib.evaluation.embed_cache import encode_by_length
+
+    for enc in encoders.values():  # warm up: first calls allocate
+        encode_by_length(enc, docs[:64], "document", batch_size=batch_size)
+    wall: dict[str, list[float]] = {k: [] for k in encoders}
+    for r in range(repeat):
+        for key, enc in encoders.items():
+            t = time.perf_counter()
+            encode_by_length(enc, docs, "document", batch_size=batch_size)
+            wall[key].append(time.perf_counter() - t)
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}s" for k, v in wall.items()), flush=True)
+    return {k: min(v) for k, v in wall.items()}
+
+
+def bench_backend(a) -> int:
+    """Steps 4-5 of the module docstring; returns 0 when both targets are met."""
+    import logging
+
+    import torch
+
+    logging.basicConfig(level=logging.ERROR)
+    from ifir_lib.core.models import load_model
+    from ifir_lib.evaluation import evaluator as E
+    from ifir_lib.evaluation.onnx_backend import OnnxEncoder, cpu_threads
+
+    docs = bundled_documents()
+    words = sum(len(d.split()) for d in docs) / len(docs)
+    model = load_model("minilm")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["IFIR_CACHE"] = tmp  # the export and the embedding cache go here, then away
+        t = time.perf_counter()
+        enc = OnnxEncoder(model, a.backend, threads=a.threads or cpu_threads()).load()  # timed apart
+        export_s = time.perf_counter() - t
+        print(
+            f"documents: {len(docs)} (v1 + v2, {words:.0f} words each on average); batch size {a.batch_size}; "
+            f"torch threads {torch.get_num_threads()}, onnxruntime threads {a.threads or cpu_threads()}; "
+            f"{a.backend} export + load {export_s:.1f}s (once per model); load average {os.getloadavg()[0]:.1f}"
+        )
+        secs = time_encoders({"torch": model, a.backend: enc}, docs, a.batch_size, a.repeat)
+        diffs = {}
+        for name, path in config.EVAL_SETS.items():
+            res = {
+                b: E.evaluate_followir(
+                    model, path, backend=b, bootstrap=0, cache=False, batch_size=a.batch_size
+                )
+                for b in ("torch", a.backend)
+            }
+            for m in METRICS:
+                t_, b_ = res["torch"].metrics[m], res[a.backend].metrics[m]
+                diffs[(name, m)] = b_ - t_
+                print(f"{name} {m:>12}: torch {t_:7.2f}  {a.backend} {b_:7.2f}  diff {b_ - t_:+.2f}")
+    rate = {k: len(docs) / s for k, s in secs.items()}
+    ratio = rate[a.backend] / rate["torch"]
+    worst = max(abs(v) for v in diffs.values())
+    ok = ratio >= MIN_RATIO and worst <= MAX_DIFF
+    print(f"documents/s: torch {rate['torch']:.1f}, {a.backend} {rate[a.backend]:.1f}")
+    print(
+        f"{a.backend} vs torch: {ratio:.2f}x documents/s (target >= {MIN_RATIO}), largest metric difference "
+        f"{worst:.2f} points over v1+v2 (target <= {MAX_DIFF}): {'PASS' if ok else 'FAIL'}"
+    )
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -84,19 +84,26 @@ def _preset(cls, a, kind: str, **kw):
 
 # ---- data ---------------------------------------------------------------------------------
 def _add_data(sub):
-    p = add_parser(sub, "data", "bundled data: counts and validation")
-    p.add_argument("action", choices=["stats", "validate"])
+    p = add_parser(sub, "data", "bundled data: counts, validation, the hard-negative screen")
+    p.add_argument("action", choices=["stats", "validate", "screen-negatives"])
     _seeds_flag(p, "seed JSONL")
     p.add_argument("--followir", default=str(C.FOLLOWIR_DIR), help="FollowIR-format folder")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument("--out", help="screen-negatives: one JSONL row per borrowed hard negative (to review)")
+    p.add_argument(
+        "--cues-model",
+        help="stats: also how often this untrained embedder (alias or path) ranks each view's right document first",
+    )
     p.set_defaults(func=_cmd_data)
 
 
 def _cmd_data(a):
     from .pipelines.bundle import data_stats, validate_bundle
 
+    if a.action == "screen-negatives":
+        return _screen_negatives(a)
     if a.action == "stats":
-        stats = data_stats(a.seeds, a.followir)
+        stats = data_stats(a.seeds, a.followir, cues_model=a.cues_model)
         if a.json:
             print(json.dumps(stats))
         else:
@@ -108,6 +115,21 @@ def _cmd_data(a):
         print(p)
     print(f"{len(problems)} problems")
     return 1 if problems else 0
+
+
+def _screen_negatives(a):
+    """The automatic screen of borrowed hard negatives (``seeds.negative_audit``; data card)."""
+    from .core.jsonl import write_jsonl
+    from .seeds.negative_audit import screen
+    from .seeds.schema import load_seeds
+
+    if not a.out:
+        raise ConfigError("ifir data screen-negatives needs --out FILE")
+    rows = screen(load_seeds(a.seeds))
+    write_jsonl(a.out, rows)
+    flagged = [r for r in rows if r["flagged"]]
+    print(f"{len(rows)} borrowed hard negatives screened, {len(flagged)} flagged for review: {a.out}")
+    return 0
 
 
 def _add_mine(sub):
@@ -221,6 +243,13 @@ def _add_synthesize(sub):
         default=None,
         help=f"prompt template: a name in ifir_lib/synthesis/templates or a path ({d.template})",
     )
+    p.add_argument(
+        "--style",
+        choices=["reference", "abstract"],
+        default=None,
+        help="reversal style: the reference prompt, or abstract (I' without N*'s distinctive words); "
+        "sets --template",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument(
         "--extend",
@@ -258,6 +287,12 @@ def _synthesis_config(a):
 
     fields = ("backend", "limit", "shard", "negative", "rng_seed", "template")
     kw = {f: getattr(a, f) for f in fields if getattr(a, f) is not None}
+    if a.style is not None:
+        from .synthesis.prompts import STYLE_TEMPLATES
+
+        if a.template is not None and a.template != STYLE_TEMPLATES[a.style]:
+            raise ConfigError(f"--style {a.style} and --template {a.template} name different prompts")
+        kw["template"] = STYLE_TEMPLATES[a.style]
     if a.no_progress:
         kw["progress"] = False
     if a.extend:
@@ -353,6 +388,8 @@ _TRAIN_FLAGS = (  # TrainConfig fields ``ifir train`` sets as --max-steps etc. (
     ("num_negatives", int),
     ("learning_rate", float),
     ("save_steps", int),
+    ("train_top_layers", int),
+    ("lr_schedule", str),
 )
 
 
@@ -425,6 +462,15 @@ def _cmd_train(a):
 
 # pipeline order: this is the order ``ifir --help`` lists them in
 # ---- evaluation ----------------------------------------------------------------------------
+_BACKEND_HELP = (
+    "encoder of our evaluator: torch (default, PyTorch fp32); onnx: the transformer exported to "
+    "ONNX Runtime, same vectors and metrics, ~1.4x torch's documents/s on 2 cores; onnx-int8: int8 "
+    "weights, ~2.6x, but p-MRR can move by a few points (needs pip install 'ifir-lib[onnx]'; the "
+    "export is cached, in RUN/onnx for a run folder; not with --engine mteb or --tasks; OpenVINO is "
+    "not offered; docs/method.md §5)"
+)
+
+
 def _add_evaluate(sub):
     p = add_parser(
         sub, "evaluate", "FollowIR p-MRR / Score and nDCG@10 with 95%% intervals; appends to a results CSV"
@@ -497,6 +543,7 @@ def _add_evaluate(sub):
         "each benchmark's own scripts (FollowIR as mteb, MAIR: the instruction as query prompt and no "
         "document prompt, InfoSearch: none; docs/method.md §5); recorded in the table's prompts column",
     )
+    p.add_argument("--backend", choices=["torch", "onnx", "onnx-int8"], default="torch", help=_BACKEND_HELP)
     p.set_defaults(func=_cmd_evaluate)
 
 
@@ -516,6 +563,7 @@ def _cmd_evaluate(a):
         cache=not a.no_cache,
         style="table",
         prompts=a.prompts,
+        backend=a.backend,
         **sets,
         **options,
         **labels,
@@ -714,6 +762,14 @@ def _experiment_training_flags(p) -> None:
     p.add_argument("--learning-rate", type=float, default=None, help="every run's learning rate")
     p.add_argument("--temperature", type=float, default=None, help="every run's InfoNCE temperature")
     p.add_argument("--num-negatives", type=int, default=None, help="negatives per query in every run")
+    p.add_argument("--max-steps", type=int, default=None, help="every run's training steps")
+    p.add_argument(
+        "--train-top-layers",
+        type=int,
+        default=None,
+        help="every run trains its top K transformer layers only (documents' lower layers computed once)",
+    )
+    p.add_argument("--lr-schedule", choices=["linear", "wsd"], default=None, help="every run's schedule")
     p.add_argument(
         "--narrative-share", type=float, default=None, help="share of seeds put in narrative form (0-1)"
     )
@@ -757,6 +813,9 @@ def _experiment_config(a):
         learning_rate=a.learning_rate,
         temperature=a.temperature,
         num_negatives=a.num_negatives,
+        max_steps=a.max_steps,
+        train_top_layers=a.train_top_layers,
+        lr_schedule=a.lr_schedule,
         in_batch_negatives=a.in_batch_negatives,
         co_batch_views=False if a.no_co_batch else None,
         narrative_share=a.narrative_share,

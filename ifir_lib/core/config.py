@@ -24,6 +24,8 @@ FOLLOWIR_V2_DIR = DATA_DIR / "followir_v2"  # evaluation set v2 (64 queries, fou
 EVAL_SETS = {"v1": FOLLOWIR_DIR, "v2": FOLLOWIR_V2_DIR}
 AUDIT_PATH = DATA_DIR / "reversal_audit.jsonl"  # per-seed verdicts of the independent audit
 NARRATIVE_AUDIT_PATH = DATA_DIR / "narrative_audit.jsonl"  # the same for the narrative forms
+NEGATIVE_AUDIT_PATH = DATA_DIR / "hard_negative_audit.jsonl"  # borrowed hard negatives: screen + review
+ABSTRACT_AUDIT_PATH = DATA_DIR / "abstract_audit.jsonl"  # the abstract reversals' review verdicts
 TEMPLATES_DIR = PACKAGE_DIR / "synthesis" / "templates"  # the reversal and judge prompts
 PUBLISHED_RESULTS_PATH = DATA_DIR / "published_results.csv"
 
@@ -51,6 +53,8 @@ ABLATIONS = {
     "ins-dv-nocobatch": {"co_batch_views": False},  # a seed's two views in independent batches
     "ins-dv-cobatch": {"co_batch_views": True},  # both views in one batch (the cpu experiment's is apart)
     "ins-dv-inbatch": {"in_batch_negatives": True},  # in-batch negatives on (the seed's own masked)
+    # I' in the abstract style: N* selected by kind, property, time or stance, not its words (§2)
+    "ins-dv-abstract": {"reversals": "abstract"},
 }
 MODES = (*PAPER_MODES, "ins-aug", *ABLATIONS)
 # All-* seeds per Ins-* example (arXiv 2604.18845, Tables 1-2: 440k instruction samples, each with a

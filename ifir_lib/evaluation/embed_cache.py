@@ -3,7 +3,9 @@
 Layout: ``cache_dir()/emb/<model fingerprint>/<shard>.keys.npy`` + ``<shard>.vecs.npy``. A key
 is the sha256 of ``kind + "\\0" + text`` (kind is ``"query"`` or ``"document"``, so the stored
 prompt applies); the fingerprint (``models.model_fingerprint``) covers weights, prompts and max
-length, so a fine-tuned model never reads another model's vectors. Each encode call that
+length, so a fine-tuned model never reads another model's vectors, and a backend other than
+PyTorch's adds its name (``cache_fingerprint``: ``<fp>-onnx-int8``), so int8 vectors never stand
+in for fp32 ones. Each encode call that
 produces new vectors writes one shard (vectors first, keys last, each via an atomic rename), so
 concurrent runs and interrupted runs never leave a half-written entry that would be read.
 ``IFIR_CACHE`` moves the root (``config.cache_dir``).
@@ -33,6 +35,12 @@ log = logging.getLogger(__name__)
 def text_key(text: str, kind: str) -> str:
     """``text_key('solar', 'query')`` -> 32 hex chars of sha256(``'query\\0solar'``)."""
     return hashlib.sha256(f"{kind}\0{text}".encode()).hexdigest()[:32]
+
+
+def cache_fingerprint(fingerprint: str, backend: str = "torch") -> str:
+    """The cache folder's name: ``cache_fingerprint('ab12', 'onnx-int8') -> 'ab12-onnx-int8'``;
+    PyTorch's vectors keep the bare fingerprint (``cache_fingerprint('ab12') -> 'ab12'``)."""
+    return fingerprint if backend == "torch" else f"{fingerprint}-{backend}"
 
 
 class EmbeddingCache:
@@ -160,13 +168,16 @@ def encode_cached(
     batch_size: int = 32,
     cache: bool | EmbeddingCache = True,
     fingerprint: str | None = None,
+    backend: str | None = None,
 ) -> np.ndarray:
     """Encode ``texts`` (L2-normalised, (n, dim) float32), each unique text once.
 
     Duplicates are encoded once and copied; with ``cache`` on, texts seen before by the same
-    model (same fingerprint) are read from disk and only new ones reach the model, in batches
-    of equal token length (``encode_by_length``).
-    ``kind`` is ``"query"`` or ``"document"`` and selects the model's stored prompt.
+    model (same fingerprint) and backend are read from disk and only new ones reach the model,
+    in batches of equal token length (``encode_by_length``).
+    ``kind`` is ``"query"`` or ``"document"`` and selects the model's stored prompt. ``backend``
+    (default: the model's ``backend`` attribute, else ``'torch'``; an ``onnx_backend.OnnxEncoder``
+    names its own) keys the cache with the fingerprint (``cache_fingerprint``).
     """
     uniq = list(dict.fromkeys(texts))
     pos = {t: i for i, t in enumerate(uniq)}
@@ -176,7 +187,12 @@ def encode_cached(
         store = (
             cache
             if isinstance(cache, EmbeddingCache)
-            else EmbeddingCache(fingerprint or model_fingerprint(model))
+            else EmbeddingCache(
+                cache_fingerprint(
+                    fingerprint or model_fingerprint(model),
+                    backend or getattr(model, "backend", None) or "torch",
+                )
+            )
         )
         keys = [text_key(t, kind) for t in uniq]
         vecs, missing = store.get(keys)

@@ -17,6 +17,8 @@ FollowIR as mteb 2.x does it, which for our models' ``query`` / ``document`` pro
 a BEIR folder is not placed and falls back to the stored prompts). Every unique text is encoded
 once per model and prompts, and cached on disk (``embed_cache``: the fingerprint covers the
 prompts in use).
+``backend`` (``'torch'`` default, ``'onnx'``, ``'onnx-int8'``) picks the encoder: PyTorch, or the
+same model's transformer exported to ONNX Runtime (``onnx_backend``); the cache keys on it.
 ``ranking_table`` is the notebook's ranking explorer.
 
 Not handled here: metric formulas (``metrics``), statistics (``stats``), named mteb tasks
@@ -38,6 +40,7 @@ from ..core.models import format_document, format_query, load_model, model_finge
 from . import metrics as M
 from .corpora import FollowIRData, load_beir, load_followir, score_metric_for
 from .embed_cache import encode_cached
+from .onnx_backend import encoder_for
 from .stats import bootstrap_ci
 from .tasks import FOLLOWIR_TASK_TYPE, prompts_for
 
@@ -68,6 +71,7 @@ class EvalResult:
     data: FollowIRData | None = field(default=None, repr=False)
     qrels: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     prompts: str = "model"  # ``--prompts``: "model" or "benchmark" (``tasks.prompts_for``)
+    backend: str = "torch"  # the encoder: "torch", "onnx" or "onnx-int8" (``onnx_backend``)
 
     @property
     def n_queries(self) -> dict[str, int]:
@@ -88,6 +92,8 @@ class EvalResult:
             )
         if self.score_metric:
             out["score_metric"] = self.score_metric
+        if self.backend != "torch":
+            out["backend"] = self.backend
         if self.problems:
             out["problems"] = self.problems
         return out
@@ -162,6 +168,7 @@ def rerank_followir(
 
     Returns ``(og_run, changed_run, timings)``; runs are ``{qid: {doc_id: cosine}}``. The
     candidate documents are encoded once (shared by both runs); queries of both runs in one call.
+    ``model`` may be an ``onnx_backend.OnnxEncoder`` (the cache then keys on its backend).
     """
     t0 = time.perf_counter()
     qids = list(data.queries)
@@ -215,6 +222,7 @@ def evaluate_followir(
     top_k: int = 1000,
     name: str | None = None,
     prompts: str = "model",
+    backend: str = "torch",
 ) -> EvalResult:
     """Evaluate ``model`` (name, path or SentenceTransformer) on a FollowIR-format folder.
 
@@ -223,7 +231,8 @@ def evaluate_followir(
     nDCG@5 for News21-like names, MAP@1000 otherwise (override with ``score_metric``).
     ``folder`` may also be a loaded ``FollowIRData``. Problems in the data (see
     ``corpora.load_followir``) are warned about and listed in ``result.problems``.
-    ``prompts``: ``'model'`` or ``'benchmark'`` (module docstring).
+    ``prompts``: ``'model'`` or ``'benchmark'``; ``backend``: ``'torch'``, ``'onnx'`` or
+    ``'onnx-int8'`` (module docstring; an ONNX export is made once per model and reused).
     """
     t0 = time.perf_counter()
     data = folder if isinstance(folder, FollowIRData) else load_followir(folder)
@@ -232,11 +241,12 @@ def evaluate_followir(
             getattr(folder, "name", folder), None, "no evaluable queries left " + "; ".join(data.problems)
         )
     model, name = _resolve_model(model, name)
+    encoder = encoder_for(model, backend, source=name)  # ``name``: the folder a run was loaded from
     used = prompts_for(model, "followir", prompts, task_name=data.name, task_type=FOLLOWIR_TASK_TYPE)
     with using_prompts(model, used):
         fp = model_fingerprint(model)
         og, ch, timings = rerank_followir(
-            model, data, batch_size=batch_size, cache=cache, top_k=top_k, fingerprint=fp
+            encoder, data, batch_size=batch_size, cache=cache, top_k=top_k, fingerprint=fp
         )
     sm = score_metric or score_metric_for(data.name)
     pq = followir_per_query(og, ch, data.qrels_og, data.qrel_diff, sm)
@@ -256,6 +266,7 @@ def evaluate_followir(
         data=data,
         qrels=data.qrels_og,
         prompts=prompts,
+        backend=backend,
     )
     _with_ci(res, bootstrap, rng_seed)
     res.timings = {**timings, "total_s": time.perf_counter() - t0}
@@ -316,7 +327,14 @@ def dense_retrieve(
 
 # what ``evaluate_beir`` takes besides ``split``: the same options as ``evaluate_followir``
 BEIR_OPTIONS = dict(
-    batch_size=32, cache=True, bootstrap=1000, rng_seed=0, top_k=1000, name=None, prompts="model"
+    batch_size=32,
+    cache=True,
+    bootstrap=1000,
+    rng_seed=0,
+    top_k=1000,
+    name=None,
+    prompts="model",
+    backend="torch",
 )
 
 
@@ -324,7 +342,7 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
     """nDCG@10 (x100, pytrec_eval ``ndcg_cut_10``, as mteb) of full-corpus dense retrieval on a BEIR folder.
 
     ``options`` (``BEIR_OPTIONS``): ``batch_size``, ``cache``, ``bootstrap``, ``rng_seed``,
-    ``top_k``, ``name``, ``prompts``, as for ``evaluate_followir`` (a BEIR folder has no placed
+    ``top_k``, ``name``, ``prompts``, ``backend``, as for ``evaluate_followir`` (a BEIR folder has no placed
     benchmark rule: ``'benchmark'`` falls back to the stored prompts, with a warning).
     """
     unknown = set(options) - set(BEIR_OPTIONS)
@@ -334,10 +352,11 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
     t0 = time.perf_counter()
     corpus, queries, qrels = load_beir(folder, split)
     model, name = _resolve_model(model, o["name"])
+    encoder = encoder_for(model, o["backend"], source=name)
     with using_prompts(model, prompts_for(model, "beir-folder", o["prompts"], task_name=Path(folder).name)):
         fp = model_fingerprint(model)
         run = dense_retrieve(
-            model,
+            encoder,
             corpus,
             queries,
             top_k=o["top_k"],
@@ -360,6 +379,7 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
         fingerprint=fp,
         qrels=qrels,
         prompts=o["prompts"],
+        backend=o["backend"],
     )
     _with_ci(res, o["bootstrap"], o["rng_seed"])
     res.timings = {"total_s": time.perf_counter() - t0}

@@ -1,8 +1,9 @@
 """The bundled data as a whole: statistics (``ifir data stats``) and validation (``ifir data validate``).
 
 Checks what no single row can: unique passage ids across seeds, passage lengths, that every seed
-carries what every mode needs, the reversal audit and phrasing-style shares, and that no text is
-shared between training seeds and the evaluation sets. Not handled here: one seed's schema
+carries what every mode needs, the reversal, abstract-reversal and hard-negative audits,
+phrasing-style shares, and that no text is shared between training seeds and the evaluation sets.
+Reports the surface cues of every view (``cues``, ``seeds.cues``). Not handled here: one seed's schema
 (``seeds``), the evaluation layout (``corpora``).
 """
 
@@ -15,9 +16,20 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..core.config import AUDIT_PATH, EVAL_SETS, FOLLOWIR_DIR, NARRATIVE_AUDIT_PATH, SEEDS_PATH
+from ..core.config import (
+    ABSTRACT_AUDIT_PATH,
+    AUDIT_PATH,
+    EVAL_SETS,
+    FOLLOWIR_DIR,
+    NARRATIVE_AUDIT_PATH,
+    NEGATIVE_AUDIT_PATH,
+    SEEDS_PATH,
+)
 from ..core.jsonl import read_jsonl
+from ..core.models import load_model
 from ..evaluation.corpora import load_followir
+from ..seeds.cues import followir_cues, model_cues, seed_cues
+from ..seeds.negative_audit import audit_counts, check_negative_audit
 from ..seeds.schema import INSTRUCTION_TYPES, NARRATIVE_FIELDS, load_seeds
 from ..synthesis.checks import phrasing_style
 
@@ -40,10 +52,25 @@ def style_shares(texts: Iterable[str]) -> dict[str, float]:
     return {k: round(v / n, 3) for k, v in c.most_common()}
 
 
-def data_stats(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = FOLLOWIR_DIR) -> dict:
-    """Counts for ``ifir data stats``: seeds, types, domains, passages, eval queries and docs."""
+def data_stats(
+    seeds_path: str | Path = SEEDS_PATH,
+    followir_dir: str | Path = FOLLOWIR_DIR,
+    negative_audit_path: str | Path | None = NEGATIVE_AUDIT_PATH,
+    cues_model: str | None = None,
+) -> dict:
+    """Counts for ``ifir data stats``: seeds, types, domains, passages, eval queries and docs, the
+    hard-negative audit's counts, and ``cues``: each view's surface cues on the seeds and the same
+    overlap share on every evaluation set (``seeds.cues``); with ``cues_model``, also how often
+    that untrained embedder ranks each view's right document above the wrong one."""
     seeds = load_seeds(seeds_path)
     ev = load_followir(followir_dir)
+    sets = {name: folder for name, folder in EVAL_SETS.items() if Path(folder).exists()}
+    evs = {
+        name: ev if Path(folder) == Path(followir_dir) else load_followir(folder)
+        for name, folder in sets.items()
+    }
+    if Path(followir_dir) not in map(Path, sets.values()):
+        evs[Path(followir_dir).name] = ev
     words = [len(_WORD.findall(p["text"])) for s in seeds for p in passages_of(s)]
     return {
         "seeds": len(seeds),
@@ -63,12 +90,24 @@ def data_stats(seeds_path: str | Path = SEEDS_PATH, followir_dir: str | Path = F
             s["reference_reversal"] for s in seeds if s.get("reference_reversal")
         ),
         "instruction_styles": style_shares(s["instruction"] for s in seeds),
-        "eval_sets": {
-            name: len((ev if Path(folder) == Path(followir_dir) else load_followir(folder)).queries)
-            for name, folder in EVAL_SETS.items()
-            if Path(folder).exists()
+        "with_abstract_reversal": sum(1 for s in seeds if s.get("abstract_reversal")),
+        "eval_sets": {name: len(evs[name].queries) for name in sets},
+        "hard_negative_audit": (
+            audit_counts(negative_audit_path)
+            if negative_audit_path and Path(negative_audit_path).exists()
+            else None
+        ),
+        "cues": {
+            "seeds": seed_cues(seeds),
+            "eval": {name: followir_cues(e) for name, e in evs.items()},
+            **({"model": {"name": cues_model, **_model_cues(seeds, cues_model)}} if cues_model else {}),
         },
     }
+
+
+def _model_cues(seeds: list[dict], name: str) -> dict:
+    model = load_model(name)
+    return model_cues(seeds, lambda texts: model.encode(texts, batch_size=64, normalize_embeddings=True))
 
 
 def validate_bundle(
@@ -78,6 +117,8 @@ def validate_bundle(
     max_words: int = 120,
     audit_path: str | Path | None = AUDIT_PATH,
     narrative_audit_path: str | Path | None = NARRATIVE_AUDIT_PATH,
+    negative_audit_path: str | Path | None = NEGATIVE_AUDIT_PATH,
+    abstract_audit_path: str | Path | None = ABSTRACT_AUDIT_PATH,
 ) -> list[str]:
     """Check the bundled data; return a list of problems (empty means valid).
 
@@ -85,8 +126,9 @@ def validate_bundle(
     other seeds' passages by id); passage lengths; at least 3 hard negatives and a reference
     reversal per seed (what every mode needs); the audit file covers every seed with a passing
     verdict and the same target negative; every seed with narratives has a passing narrative
-    verdict for exactly its text (``narratives_sha256``); no phrasing style above ``MAX_STYLE_SHARE`` of the
-    reversals; and no passage text shared between the training seeds and any evaluation set
+    verdict for exactly its text (``narratives_sha256``), and every abstract reversal one for its
+    text; every borrowed hard negative has a ``keep`` row in the hard-negative audit for exactly its
+    text (``seeds.negative_audit``); no phrasing style above ``MAX_STYLE_SHARE`` of the reversals; and no passage text shared between the training seeds and any evaluation set
     (``followir_dir``, default: every set in ``config.EVAL_SETS``).
     """
     problems = []
@@ -113,6 +155,8 @@ def validate_bundle(
             problems.append(f"passage {pid} has {n} words (want {min_words}-{max_words})")
     problems += _check_audit(seeds, audit_path)
     problems += _check_narrative_audit(seeds, narrative_audit_path)
+    problems += _check_abstract_audit(seeds, abstract_audit_path)
+    problems += check_negative_audit(seeds, negative_audit_path)
     shares = style_shares(s["reference_reversal"] for s in seeds if s.get("reference_reversal"))
     problems += [
         f"reversal style {k!r} is {v:.1%} of reversals (max {MAX_STYLE_SHARE:.0%})"
@@ -180,3 +224,16 @@ def _check_narrative_audit(seeds: list[dict], audit_path: str | Path | None) -> 
             return ": the narratives changed after their review"
 
     return _audited(with_narratives, audit_path, ("pass",), "ships narratives", same_text)
+
+
+def _check_abstract_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
+    """Every seed that carries an abstract reversal has a ``pass`` verdict for exactly its text."""
+    with_abstract = [s for s in seeds if s.get("abstract_reversal")]
+    if audit_path is None or not with_abstract:
+        return []
+
+    def same_text(s, row):
+        if row.get("text_sha256") != hashlib.sha256(s["abstract_reversal"].encode()).hexdigest():
+            return ": the abstract reversal changed after its review"
+
+    return _audited(with_abstract, audit_path, ("pass",), "ships an abstract reversal", same_text)

@@ -8,7 +8,9 @@ tasks) it runs our evaluator or mteb's (``engine``), and appends one row per met
 (``RunFolder``: mode, rng_seed), else ``base`` and 0. Every row also records ``prompts``
 (``'model'``: the model's stored query / document prompts on every set; ``'benchmark'``: each
 benchmark's own rule, ``evaluation.tasks.PROMPT_RULES``) and ``plan`` (the experiment plan hash
-the run belongs to, ``''`` outside an experiment). Example::
+the run belongs to, ``''`` outside an experiment). ``backend`` (``'torch'``, ``'onnx'``,
+``'onnx-int8'``: ``evaluation.onnx_backend``) picks our evaluator's encoder; mteb's engine and
+named tasks encode with PyTorch only. Example::
 
     evaluate_models({"minilm": "minilm"}, followir=[C.FOLLOWIR_DIR], results_csv="out/r.csv")
     -> {"minilm": [EvalResult(dataset='followir_mini', metrics={'p_mrr': -5.03, ...})]}
@@ -34,6 +36,7 @@ from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
 from ..evaluation.corpora import load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
+from ..evaluation.onnx_backend import check_backend
 from ..evaluation.tasks import PROMPT_CHOICES
 from ..reporting.results import check_outputs, load_results, make_run_id, save_result
 
@@ -60,6 +63,7 @@ def evaluate_models(
     style: str | None = "line",
     prompts: str = "model",
     plan: str = "",
+    backend: str = "torch",
 ) -> dict[str, list[EvalResult]]:
     """Evaluate every model on every set; returns ``{label: [EvalResult, ...]}``.
 
@@ -68,11 +72,13 @@ def evaluate_models(
     ``bootstrap_rng_seed`` draws the bootstrap resamples (default: the model's ``rng_seed``).
     ``style``: ``'line'`` prints one line per result, ``'table'`` every metric with its interval,
     None nothing. ``prompts`` (``'model'`` | ``'benchmark'``) and ``plan`` label every row (module docstring).
+    ``backend``: the encoder of ``engine='ours'`` (``'torch'``, ``'onnx'``, ``'onnx-int8'``).
     """
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     if prompts not in PROMPT_CHOICES:
         raise ConfigError(f"prompts: unknown choice {prompts!r}; choose from {', '.join(PROMPT_CHOICES)}")
+    _check_backend(backend, engine, tasks)
     models = dict(models) if isinstance(models, Mapping) else {str(m): m for m in models}
     if rng_seed is not None and not str(rng_seed).strip().removeprefix("-").isdigit():
         raise ConfigError(f"rng_seed: the table's random-seed label must be an integer, not {rng_seed!r}")
@@ -89,7 +95,9 @@ def evaluate_models(
     for label, path in models.items():
         labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
         seed = bootstrap_rng_seed if bootstrap_rng_seed is not None else labels["rng_seed"]
-        options = dict(batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed, prompts=prompts)
+        options = dict(
+            batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed, prompts=prompts, backend=backend
+        )
         key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts)
         todo = [f for f in followir if (*key, Path(f).name) not in done]
         if len(todo) < len(followir) and style:
@@ -107,6 +115,16 @@ def evaluate_models(
                 print(format_result(r, style=style, **labels))
         out[label] = results
     return out
+
+
+def _check_backend(backend: str, engine: str, tasks: Sequence[str]) -> None:
+    """An unknown backend, a missing onnxruntime, or an ONNX backend with mteb fail before any work."""
+    check_backend(backend)
+    if backend != "torch" and (engine == "mteb" or tasks):
+        raise ConfigError(
+            f"backend {backend!r} applies to our evaluator (--followir/--beir folders, --engine ours); "
+            "mteb's engine and named --tasks encode with torch"
+        )
 
 
 def labels_of(model: str | Path, mode: str | None = None, rng_seed=None) -> tuple[str, object]:
@@ -134,19 +152,24 @@ def _evaluate_one(path, followir, beir, named, engine, cache, options) -> list[E
     except OSError as e:
         raise DataError(path, None, f"cannot load the model ({str(e).splitlines()[0][:200]})") from None
     kw = dict(options, name=path)
+    mteb_kw = {k: v for k, v in kw.items() if k != "backend"}  # mteb encodes with torch (_check_backend)
     results = []
     for folder in followir:
         if engine == "mteb":
-            results.append(mteb_glue.evaluate_mteb_task(model, mteb_glue.local_followir_task(folder), **kw))
+            results.append(
+                mteb_glue.evaluate_mteb_task(model, mteb_glue.local_followir_task(folder), **mteb_kw)
+            )
         else:
             results.append(evaluate_followir(model, folder, cache=cache, **kw))
     for folder in beir:
         if engine == "mteb":
-            results.append(mteb_glue.evaluate_mteb_task(model, mteb_glue.local_retrieval_task(folder), **kw))
+            results.append(
+                mteb_glue.evaluate_mteb_task(model, mteb_glue.local_retrieval_task(folder), **mteb_kw)
+            )
         else:
             results.append(evaluate_beir(model, folder, cache=cache, **kw))
     if named:
-        results += mteb_glue.evaluate_mteb(model, named, **kw)
+        results += mteb_glue.evaluate_mteb(model, named, **mteb_kw)
     return results
 
 

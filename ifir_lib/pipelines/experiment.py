@@ -78,6 +78,8 @@ class ExperimentConfig:
     in_batch_negatives: bool | None = None
     co_batch_views: bool | None = None
     temperature: float | None = None
+    train_top_layers: int | None = None  # the cheaper variant for every mode: train the top k layers only
+    lr_schedule: str | None = None  # linear (decay to 0) or wsd (hold, then decay over the last 10%)
     narrative_share: float = NARRATIVE_SHARE  # seeds with narratives drawn into narrative form
     eval_steps: int = 250
     keep_best: bool = False  # False: every run's fixed final step is its model (the primary result)
@@ -160,23 +162,29 @@ TRAIN_FIELDS = (
     "in_batch_negatives",
     "co_batch_views",
     "temperature",
+    "train_top_layers",
+    "lr_schedule",
     "eval_steps",
     "keep_best",
     "early_stopping_patience",
 )
 
-# Why the cpu preset is what it is: docs/experiments.md, entry of 2026-12-03.
+# Why the cpu preset is what it is: docs/experiments.md, entry of 2026-12-04.
 _FAST = dict(max_steps=4, eval_steps=2, bootstrap=100, n_boot=200)
 EXPERIMENT_PRESETS: dict[str, dict] = {
     "paper": dict(budget=480_000),  # the paper's Ins-* budget; All-* build 440k seeds x 2 views from it
     "cpu": dict(
         train_preset="cpu",
-        budget=640,
+        modes=("ins-orig", "ins-dv", "ins-aug"),
+        extra_modes=("ins-dv-abstract",),  # one run: the abstract reversal style (docs/method.md §2)
+        budget=1056,  # every usable seed once for Ins-orig; Ins-DV 528 seeds x 2 views
         heldout_seeds=64,
-        epochs=1.0,
-        max_steps=0,
+        max_steps=200,  # 3,200 examples per run (5x the 640 of the 2026-12-03 preset), about 3 epochs
         learning_rate=3e-5,  # the paper preset's
-        eval_steps=20,  # logged only: the final step is the model
+        num_negatives=1,
+        train_top_layers=2,  # the cheaper variant, every mode: top 2 of 6 layers, frozen bottom cached
+        lr_schedule="wsd",  # warm up, hold, decay over the last 10% of the steps
+        eval_steps=100,  # logged only: the final step is the model
         eval=("v1", "v2"),
         primary_set="v2",  # the larger development set (64 queries, four constraint styles)
     ),

@@ -25,6 +25,7 @@ MODE_LABELS = {
     "ins-dv-nocobatch": "Ins-DV (views apart)",
     "ins-dv-cobatch": "Ins-DV (views together)",
     "ins-dv-inbatch": "Ins-DV (in-batch neg.)",
+    "ins-dv-abstract": "Ins-DV (abstract I')",
 }
 MODE_COLORS = {
     "base": "#999999",
@@ -38,6 +39,7 @@ MODE_COLORS = {
     "ins-dv-nocobatch": "#004488",
     "ins-dv-cobatch": "#336699",
     "ins-dv-inbatch": "#77AADD",
+    "ins-dv-abstract": "#44AA99",  # the abstract reversal style: Ins-DV's blue shifted to teal
 }
 OTHER_COLOR = "#555555"  # a mode outside MODE_ORDER (e.g. a "custom" training run)
 # Line dash per mode, for line plots: a greyscale print still tells the modes apart.
@@ -53,6 +55,7 @@ MODE_DASHES = {
     "ins-dv-nocobatch": "15px,6px,3px,6px,3px,6px",
     "ins-dv-cobatch": "9px,3px,3px,3px",
     "ins-dv-inbatch": "3px,9px",
+    "ins-dv-abstract": "12px,4px",
 }
 # Synthesis statuses get hues the modes do not use, so no colour means two things.
 STATUS_COLORS = {"accepted": "#009E73", "declined": "#CC79A7", "rejected": "#332288", "failed": "#BBBBBB"}

@@ -5,6 +5,7 @@ One folder holds (written by ``seeds.promptriever``)::
     DIR/passages.arrow   id, text                      one row per distinct passage id
     DIR/seeds.arrow      id, query, instruction, instruction_type, domain, reference_reversal,
                          reference_negative_index, aug_instruction, the three narratives,
+                         abstract_reversal (optional string columns: null when a seed has none),
                          positive: int, instruction_negatives: [int], hard_negatives: [int],
                          counterpart_positive: int?, counterpart_hard_negatives: [int]?
     DIR/meta.json        source, rows read, seeds, passages, counterparts kept
@@ -36,7 +37,7 @@ from ..core.errors import DataError
 PASSAGES_FILE, SEEDS_FILE, META_FILE = "passages.arrow", "seeds.arrow", "meta.json"
 PASSAGES_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
 _TEXT_COLUMNS = "id query instruction instruction_type domain reference_reversal".split()
-_NARRATIVE_COLUMNS = "aug_instruction narrative reversal_narrative aug_narrative".split()
+_NARRATIVE_COLUMNS = "aug_instruction narrative reversal_narrative aug_narrative abstract_reversal".split()
 SEEDS_SCHEMA = pa.schema(
     [(c, pa.string()) for c in _TEXT_COLUMNS]
     + [("reference_negative_index", pa.int64())]
@@ -53,6 +54,7 @@ _OPTIONAL = (
     "narrative",
     "reversal_narrative",
     "aug_narrative",
+    "abstract_reversal",
 )
 LIST_COLUMNS = ("instruction_negatives", "hard_negatives")
 COUNTERPART_COLUMNS = ("counterpart_positive", "counterpart_hard_negatives")  # nullable, set together
@@ -225,7 +227,7 @@ class ArrowSeeds:
                 "reference_reversal": d["reference_reversal"][j],
             }
             for f in _OPTIONAL:
-                if d[f][j] is not None:
+                if f in d and d[f][j] is not None:  # a column absent from an older folder: no value
                     s[f] = d[f][j]
             if cps[j] is not None:
                 s["counterpart_positive"] = dict(passage[cps[j]])

@@ -9,6 +9,7 @@ A seed is one instruction-following training instance (docs/method.md §4)::
      "reference_reversal"?: str,                       # the authors' complementary instruction
      "reference_negative_index"?: int,                 # which instruction negative it targets (N*)
      "aug_instruction"?: str,                          # the wording control: I reworded like I', labels kept
+     "abstract_reversal"?: str,                        # I' for N* without N*'s distinctive words
      "narrative"?, "reversal_narrative"?, "aug_narrative"?: str,  # I, I', aug as TREC-style narratives
      "counterpart_positive"?: {"id", "text"},          # the source's non-instruction row for q:
      "counterpart_hard_negatives"?: [{"id", "text"}, ...]}  # its own positive and hard negatives
@@ -119,7 +120,7 @@ def validate_seed(
             f"got {k!r}",
             "reference_negative_index",
         )
-    for f in ("aug_instruction", *NARRATIVE_FIELDS):
+    for f in ("aug_instruction", "abstract_reversal", *NARRATIVE_FIELDS):
         if row.get(f) is not None and (not isinstance(row[f], str) or not row[f].strip()):
             raise DataError(path, n, "must be a non-empty string or absent", f)
     given = [f for f in NARRATIVE_FIELDS if row.get(f) is not None]

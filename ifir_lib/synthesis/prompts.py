@@ -17,6 +17,9 @@ from pathlib import Path
 from ..core.config import TEMPLATES_DIR
 
 DEFAULT_TEMPLATE = "reversal_prompt.j2"
+# ``ifir synthesize --style``: the reference reversal prompt, or the abstract style's (its I' must
+# select N* without N*'s distinctive words; docs/method.md §2, reversal styles)
+STYLE_TEMPLATES = {"reference": DEFAULT_TEMPLATE, "abstract": "reversal_prompt_abstract.j2"}
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
         self.show_progress_bar = show_progress_bar
         # CachedLossMixin checks this flag; without a mini-batch size we run a plain forward.
         self.uses_gradient_cache = bool(mini_batch_size)
+        self.doc_encoder = None  # ``frozen.FrozenBottom`` when only the top layers train
 
     @staticmethod
     def relation_matrix(doc_ids: Tensor) -> tuple[Tensor, Tensor]:
@@ -147,7 +148,10 @@ class RelationInfoNCELoss(CachedLossMixin, nn.Module):
             embeddings = embed_columns(self.model, sentence_features)
             return self.calculate_loss([[e] for e in embeddings], labels)
         queries = self.model(sentence_features[0])["sentence_embedding"]
-        docs_u = self.model(unique)["sentence_embedding"]
+        if self.doc_encoder is not None:
+            docs_u = self.doc_encoder.encode(unique)
+        else:
+            docs_u = self.model(unique)["sentence_embedding"]
         return self.info_nce(queries, docs_u, rel.to(queries.device), labels)
 
     def get_config_dict(self) -> dict[str, Any]:

@@ -79,6 +79,10 @@ class TrainConfig:
     save_total_limit: int = 2
     logging_steps: int = 10
     rng_seed: int = 0
+    # Cheaper variants (docs/method.md §3): None trains every layer; k trains the top k only, with
+    # documents' frozen lower layers computed once (``frozen.FrozenBottom``)
+    train_top_layers: int | None = None
+    lr_schedule: str = "linear"  # linear decay to 0; "wsd": warm up, hold, decay over the last 10%
 
     def __post_init__(self):
         if self.batch_size < 2:
@@ -95,6 +99,14 @@ class TrainConfig:
             raise ConfigError(f"unknown pooling {self.pooling!r}")
         if self.early_stopping_patience > 0 and self.eval_steps <= 0:
             raise ConfigError("early_stopping_patience needs eval_steps > 0 (held-out evaluations)")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        if self.lr_schedule == "wsd" and self.max_steps <= 0:
+            raise ConfigError(
+                "lr_schedule 'wsd' needs max_steps > 0 (its decay is the last 10% of the steps)"
+            )
+        if self.train_top_layers is not None and self.mini_batch_size is not None:
+            raise ConfigError("train_top_layers needs mini_batch_size None (no gradient caching)")
         if self.early_stopping_patience > 0 and not self.keep_best:
             raise ConfigError("early_stopping_patience stops at the best checkpoint; it needs keep_best=True")
 
@@ -110,6 +122,9 @@ class TrainConfig:
         name = check_preset(name or default_preset(), "training")
         return cls(**TRAIN_PRESETS[name]).replace(**overrides)
 
+
+LR_SCHEDULES = ("linear", "wsd")
+WSD_DECAY_SHARE = 0.1
 
 _CPU = dict(
     base_model="minilm",
@@ -271,6 +286,10 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None):
             mini_batch_size=cfg.mini_batch_size,
         )
         sampler = DualViewBatchSampler if cfg.co_batch_views else SingleViewBatchSampler
+        if cfg.train_top_layers is not None:
+            from .frozen import FrozenBottom
+
+            loss_fn.doc_encoder = FrozenBottom(model, cfg.train_top_layers, share_as=str(cfg.base_model))
     elif loss == "mnrl":
         loss_fn = MultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature)
         sampler = "batch_sampler"
@@ -300,7 +319,7 @@ def _training_args(cfg: TrainConfig, run: RunFolder, sampler, prompts: dict, tra
         num_train_epochs=cfg.epochs,
         learning_rate=cfg.learning_rate,
         warmup_steps=cfg.warmup_steps,
-        lr_scheduler_type="linear",
+        **_schedule(cfg),
         weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm,
         bf16=cfg.bf16 and cuda and torch.cuda.is_bf16_supported(),
@@ -322,6 +341,14 @@ def _training_args(cfg: TrainConfig, run: RunFolder, sampler, prompts: dict, tra
         use_cpu=(device == "cpu"),
         ddp_find_unused_parameters=False,
     )
+
+
+def _schedule(cfg: TrainConfig) -> dict:
+    """The scheduler arguments: linear decay to 0, or warmup-stable-decay (decay over the last 10%)."""
+    if cfg.lr_schedule == "linear":
+        return {"lr_scheduler_type": "linear"}
+    decay = max(1, round(WSD_DECAY_SHARE * cfg.max_steps))
+    return {"lr_scheduler_type": "warmup_stable_decay", "lr_scheduler_kwargs": {"num_decay_steps": decay}}
 
 
 def _resume_point(run: RunFolder, rank: int) -> str | None:

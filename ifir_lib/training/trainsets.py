@@ -240,11 +240,25 @@ class _ArrowPool:
         return self.seeds.passage(int(self.rows[j]))
 
 
+def _abstract_reversals(seeds, ids: list[str], arrow: bool) -> dict[str, dict]:
+    """The seeds' abstract reversals (docs/method.md §2, reversal styles), same N* as the reference
+    one; seeds without one are not usable in this mode."""
+    if arrow:
+        if "abstract_reversal" not in seeds.seeds.column_names:
+            raise ConfigError("mode ins-dv-abstract: these Arrow seeds have no abstract_reversal column")
+        rows = zip(ids, seeds.column("abstract_reversal"), seeds.column("reference_negative_index"))
+    else:
+        rows = ((s["id"], s.get("abstract_reversal"), s.get("reference_negative_index")) for s in seeds)
+    return {i: {"reversal": r, "negative_index": int(k or 0)} for i, r, k in rows if r}
+
+
 def _reversals_for(mode: str, seeds, ids: list[str], arrow: bool, reversals):
-    """The template baseline's reversals, the seeds' reference ones, or ``reversals`` as given."""
+    """The template baseline's reversals, the seeds' abstract or reference ones, or ``reversals``."""
     if ABLATIONS.get(mode, {}).get("reversals") == "template":
         instructions = seeds.column("instruction") if arrow else (s["instruction"] for s in seeds)
         return {i: {"reversal": template_reversal(x), "negative_index": 0} for i, x in zip(ids, instructions)}
+    if ABLATIONS.get(mode, {}).get("reversals") == "abstract":
+        return _abstract_reversals(seeds, ids, arrow)
     if reversals is not None:
         return reversals
     if not arrow:

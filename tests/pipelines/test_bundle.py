@@ -93,3 +93,52 @@ def test_style_shares_classify_phrasing():
         ]
     )
     assert shares == {"exclusion": 0.25, "question": 0.25, "persona": 0.25, "affirmative": 0.25}
+
+
+def test_abstract_reversals_ship_only_with_a_passing_review_of_their_exact_text(tmp_path):
+    from ifir_lib.core.config import ABSTRACT_AUDIT_PATH
+
+    seeds = seed_io.load_seeds()
+    shipped = {s["id"] for s in seeds if s.get("abstract_reversal")}
+    rows = [json.loads(line) for line in ABSTRACT_AUDIT_PATH.read_text().splitlines()]
+    assert len(shipped) >= 1000 and {r["id"] for r in rows if r["verdict"] == "pass"} == shipped
+    assert all(r["reviewer"] and r["reviewer"] != r["writer"] for r in rows)
+    first = next(i for i, r in enumerate(rows) if r["id"] in shipped)
+    edited = tmp_path / "seeds.jsonl"
+    changed = [
+        {**s, "abstract_reversal": "Something else entirely, please."} if s["id"] == rows[first]["id"] else s
+        for s in seeds
+    ]
+    edited.write_text("".join(json.dumps(s) + "\n" for s in changed))
+    assert bundle.validate_bundle(edited) == [
+        f"{ABSTRACT_AUDIT_PATH}:{first + 1}: {rows[first]['id']}: the abstract reversal changed after its review"
+    ]
+
+
+def test_every_borrowed_hard_negative_has_a_reviewed_keep(tmp_path):
+    from ifir_lib.core.config import NEGATIVE_AUDIT_PATH
+    from ifir_lib.seeds.negative_audit import borrowed
+
+    seeds = seed_io.load_seeds()
+    rows = [json.loads(line) for line in NEGATIVE_AUDIT_PATH.read_text().splitlines()]
+    carried = {(s["id"], h["id"]) for s in seeds for h in borrowed(s)}
+    keep = {(r["seed"], r["hn"]) for r in rows if r["verdict"] == "keep" and r["reviewers"]}
+    assert carried <= keep and all(r["verdict"] in ("keep", "drop") for r in rows)
+    dropped = next(r for r in rows if r["verdict"] == "drop" and r.get("origin") == "original")
+    seed = next(s for s in seeds if s["id"] == dropped["seed"])
+    assert dropped["hn"] not in {h["id"] for h in seed["hard_negatives"]}
+    counts = bundle.data_stats()["hard_negative_audit"]
+    assert counts["borrowed_screened"] >= 2700 and counts["dropped"] > 0
+
+
+def test_stats_measure_the_surface_cues_of_each_view():
+    cues = bundle.data_stats()["cues"]
+    views = cues["seeds"]["views"]
+    assert set(views) == {"instruction", "reference_reversal", "abstract_reversal", "aug_instruction"}
+    # the abstract style's I' is not solved by word overlap more often than I is
+    assert views["abstract_reversal"]["overlap_picks_right"] <= views["instruction"]["overlap_picks_right"]
+    assert (
+        views["abstract_reversal"]["copies_4gram_of_right"]
+        < views["reference_reversal"]["copies_4gram_of_right"]
+    )
+    assert set(cues["eval"]) >= {"v1", "v2"} and set(cues["eval"]["v2"]) == {"og", "changed"}

@@ -230,3 +230,28 @@ def test_ablation_modes_are_ins_dv_with_one_thing_changed():
     assert mode_config(cfg.replace(co_batch_views=False), "ins-dv-cobatch").co_batch_views is True
     assert mode_config(cfg, "ins-dv-inbatch").in_batch_negatives is True
     assert mode_config(cfg, "ins-dv-template") == cfg == mode_config(cfg, "ins-dv")
+
+
+def test_abstract_mode_trains_the_abstract_reversals_and_needs_them():
+    from ifir_lib.testing.inputs import make_seed
+
+    seeds = [make_seed(i) for i in range(10)]
+    seeds = [
+        {**s, "abstract_reversal": f"abstract reversal of {s['id']}"} if i % 5 else s
+        for i, s in enumerate(seeds)
+    ]
+    ts = build_trainset("ins-dv-abstract", seeds, budget=16, num_negatives=3)
+    dv = [e for e in ts.examples if e["view"] == "dv"]
+    assert len(dv) == 8 and {e["group"] for e in ts.examples} == {
+        s["id"] for i, s in enumerate(seeds) if i % 5
+    }
+    for e in dv:
+        seed = next(s for s in seeds if s["id"] == e["group"])
+        k = seed.get("reference_negative_index") or 0
+        assert (
+            e["instruction"] == seed["abstract_reversal"]
+            and e["positive"] == seed["instruction_negatives"][k]
+        )
+    plain = [{k: v for k, v in s.items() if k != "abstract_reversal"} for s in seeds]
+    with pytest.raises(ConfigError):
+        build_trainset("ins-dv-abstract", plain, budget=16, num_negatives=3)

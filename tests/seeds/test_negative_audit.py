@@ -1,0 +1,101 @@
+"""Borrowed hard negatives: the screen, the audit rows, and what ``ifir data validate`` refuses."""
+
+import json
+
+from ifir_lib.seeds import negative_audit as na
+
+
+def _seed(sid, query, hn_ids, texts):
+    return {
+        "id": sid,
+        "query": query,
+        "instruction": "Only field trials run outside Europe.",
+        "reference_reversal": "Only laboratory studies, wherever they ran.",
+        "reference_negative_index": 0,
+        "positive": {"id": f"{sid}-pos", "text": texts[f"{sid}-pos"]},
+        "instruction_negatives": [{"id": f"{sid}-in1", "text": texts[f"{sid}-in1"]}],
+        "hard_negatives": [{"id": h, "text": texts[h]} for h in hn_ids],
+    }
+
+
+TEXTS = {
+    "A-001-pos": "A field trial in Kenya tested drought-tolerant maize over three seasons.",
+    "A-001-in1": "A greenhouse study in the Netherlands measured maize roots under drought.",
+    "A-001-hn1": "Knitting patterns for winter scarves, with wool weights and needle sizes.",
+    "B-002-pos": "A field trial in Malawi compared drought-tolerant maize with local varieties.",
+    "B-002-in1": "A laboratory study grew maize seedlings in dry soil in controlled chambers.",
+    "B-002-hn1": "Tide tables for a harbour, with times of high and low water.",
+}
+SEEDS = [
+    _seed("A-001", "drought tolerant maize yields", ["A-001-hn1", "B-002-pos"], TEXTS),
+    _seed("B-002", "Drought tolerant maize  yields", ["B-002-hn1", "A-001-hn1"], TEXTS),
+]
+
+
+def test_borrowed_and_owner():
+    assert na.owner("A-011-hn1") == "A-011" and na.owner("M-116-in2") == "M-116"
+    assert [h["id"] for h in na.borrowed(SEEDS[0])] == ["B-002-pos"]
+
+
+def test_screen_flags_a_shared_query_and_a_near_positive():
+    rows = {r["hn"]: r for r in na.screen(SEEDS)}
+    assert set(rows) == {"B-002-pos", "A-001-hn1"}
+    assert rows["B-002-pos"]["same_query"] and rows["B-002-pos"]["flagged"]
+    assert rows["B-002-pos"]["sim_positive"] > rows["A-001-hn1"]["sim_positive"]
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_audit_rows_and_what_validate_refuses(tmp_path):
+    screened = [
+        {"seed": "A-001", "hn": "B-002-pos", "flagged": True},
+        {"seed": "B-002", "hn": "A-001-hn1", "flagged": False},
+    ]
+    reviews = [
+        {
+            "seed": "A-001",
+            "hn": "B-002-pos",
+            "verdict": "drop",
+            "note": "a field trial outside Europe",
+            "reviewer": "r1",
+        },
+        {"seed": "B-002", "hn": "A-001-hn1", "verdict": "keep", "note": "knitting", "reviewer": "r2"},
+    ]
+    rows = na.audit_rows(SEEDS, screened, reviews, sampled={("B-002", "A-001-hn1")})
+    assert [r["verdict"] for r in rows] == ["drop", "keep"] and rows[1]["sampled"] and not rows[0]["sampled"]
+    assert rows[0]["text_sha256"] == na.text_sha256(TEXTS["B-002-pos"])
+    audit = _write(tmp_path / "audit.jsonl", rows)
+    # the seeds still carry the dropped one: refused, with file and line
+    assert na.check_negative_audit(SEEDS, audit) == [
+        f"{audit}:1: A-001 carries B-002-pos with verdict 'drop'"
+    ]
+    cleaned = na.without_dropped(SEEDS, rows)
+    assert [h["id"] for h in cleaned[0]["hard_negatives"]] == ["A-001-hn1"]
+    assert na.check_negative_audit(cleaned, audit) == []
+    # a borrowed text edited after its review, an unreviewed row, a missing row
+    edited = [
+        cleaned[0],
+        {
+            **cleaned[1],
+            "hard_negatives": [cleaned[1]["hard_negatives"][0], {"id": "A-001-hn1", "text": "Other text."}],
+        },
+    ]
+    assert na.check_negative_audit(edited, audit) == [
+        f"{audit}:2: B-002 A-001-hn1: the text changed after its review"
+    ]
+    _write(audit, [rows[0], {**rows[1], "reviewers": []}])
+    assert na.check_negative_audit(cleaned, audit) == [f"{audit}:2: B-002 A-001-hn1: no reviewer read it"]
+    _write(audit, [rows[0]])
+    assert na.check_negative_audit(cleaned, audit) == [
+        "B-002: borrowed hard negative A-001-hn1 is not in audit.jsonl"
+    ]
+    counts = na.audit_counts(_write(audit, rows))
+    assert (
+        counts["borrowed_screened"] == 2
+        and counts["flagged"] == 1
+        and counts["dropped"] == 1
+        and counts["reviewed"] == 2
+    )
