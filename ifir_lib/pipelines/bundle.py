@@ -29,7 +29,7 @@ from ..core.jsonl import read_jsonl
 from ..core.models import load_model
 from ..evaluation.corpora import load_followir
 from ..seeds.cues import followir_cues, model_cues, seed_cues
-from ..seeds.negative_audit import audit_counts, check_negative_audit
+from ..seeds.negative_audit import audit_counts, check_negative_audit, text_sha256
 from ..seeds.schema import INSTRUCTION_TYPES, NARRATIVE_FIELDS, load_seeds
 from ..synthesis.checks import phrasing_style
 
@@ -233,7 +233,7 @@ def _check_abstract_audit(seeds: list[dict], audit_path: str | Path | None) -> l
         return []
 
     def same_text(s, row):
-        if row.get("text_sha256") != hashlib.sha256(s["abstract_reversal"].encode()).hexdigest():
+        if row.get("text_sha256") != text_sha256(s["abstract_reversal"]):
             return ": the abstract reversal changed after its review"
 
     return _audited(with_abstract, audit_path, ("pass",), "ships an abstract reversal", same_text)

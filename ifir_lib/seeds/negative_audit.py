@@ -3,11 +3,12 @@
 Mined hard negatives reuse other seeds' passages by id, and a passage written for another seed can
 be relevant to the borrowing seed's instruction I or reversal I' (a seed with the same query, or a
 positive that meets the same constraint). A relevant document trained as a negative teaches the
-model to ignore the instruction. So every borrowed hard negative is screened, the flagged ones are
-read by a reviewer against a written rubric (the data card, "Hard-negative audit"), relevant ones
-are dropped or replaced, and the verdicts ship in ``hard_negative_audit.jsonl``: one row per
-borrowed hard negative the seeds carry, and one per dropped one. ``ifir data validate`` fails on
-a borrowed hard negative without a ``keep`` row for exactly its text.
+model to ignore the instruction. So every borrowed hard negative is screened, then read by a
+reviewer against a written rubric (the data card, "Hard-negative audit"); relevant ones are
+dropped or replaced, and the verdicts ship in ``hard_negative_audit.jsonl``: one row per screened
+hard negative, per reviewed replacement candidate and per own hard negative re-read (``origin``).
+``ifir data validate`` fails on a borrowed hard negative without a reviewed ``keep`` row for
+exactly its text.
 Not handled here: mining (``mining``), the other bundle checks (``pipelines.bundle``).
 """
 
