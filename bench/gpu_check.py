@@ -327,6 +327,7 @@ def run_training(cfg, examples: list[dict], device: str, scratch: Path) -> dict:
     step_s = [b - a for a, b in zip(times, times[1:])]  # the first step (warm-up) has no interval
     return {
         "batch_size": cfg.batch_size,
+        "mini_batch_size": cfg.mini_batch_size,  # None: no GradCache
         "steps": steps,
         "wall_s": round(time.time() - t0, 2),
         "step_s": [round(s, 3) for s in step_s],
@@ -482,11 +483,17 @@ def main(argv: list[str] | None = None) -> int:
             def run(b):
                 try:
                     r = run_training(
-                        cfg.replace(batch_size=b, mini_batch_size=mini, max_steps=1),
+                        # dataclasses.replace: TrainConfig.replace ignores None (unset CLI flags),
+                        # which would leave GradCache on in the search "without GradCache"
+                        replace(cfg, batch_size=b, mini_batch_size=mini, max_steps=1),
                         synthetic_examples(b, cc, words, rng_seed=b),
                         device,
                         scratch,
                     )
+                    if r["mini_batch_size"] != mini:  # the probe must train as it says
+                        raise RuntimeError(
+                            f"probe ran with mini_batch_size {r['mini_batch_size']}, not {mini}"
+                        )
                     return True, r["peak_gpu_gb"]
                 except Exception as e:  # noqa: BLE001 - only out-of-memory is an answer
                     if not is_oom(e):

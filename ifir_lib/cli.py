@@ -38,6 +38,14 @@ DESCRIPTIONS = {  # the longer text ``ifir <command> --help`` shows under its us
     "commit, status (done, running, stopped, failed) and p-MRR / Score per evaluation set.",
     "synthesize": "Write one complementary instruction per seed (per seed and negative with "
     "--negative all). Rerun the same command to resume after a kill.",
+    "data": "Counts (stats), checks (validate) and the hard-negative screen (screen-negatives) of the "
+    "bundled data or your own. validate holds the bundled seed file to the release's rules and its four "
+    "audit files, and any other seed file (your own) to the seed schema (id, query, instruction, "
+    "positive, instruction_negatives; other fields checked when present), unique ids and one text per "
+    "passage id, and to the audits given with --audit KIND=FILE only. Every --followir folder (default: "
+    "every bundled evaluation set) is checked row by row and for text shared with the seeds. A "
+    "malformed row stops with one line naming file, line and field (exit 2); other problems are "
+    "listed, one a line (exit 1).",
 }
 
 
@@ -84,10 +92,24 @@ def _preset(cls, a, kind: str, **kw):
 
 # ---- data ---------------------------------------------------------------------------------
 def _add_data(sub):
-    p = add_parser(sub, "data", "bundled data: counts, validation, the hard-negative screen")
+    p = add_parser(
+        sub, "data", "counts and validation of the bundled data or your own; the hard-negative screen"
+    )
     p.add_argument("action", choices=["stats", "validate", "screen-negatives"])
     _seeds_flag(p, "seed JSONL")
-    p.add_argument("--followir", default=str(C.FOLLOWIR_DIR), help="FollowIR-format folder")
+    p.add_argument(
+        "--followir",
+        default=None,
+        help="FollowIR-format folder; unset, stats reads evaluation set v1 and validate every bundled set",
+    )
+    p.add_argument(
+        "--audit",
+        action="append",
+        default=[],
+        metavar="KIND=FILE",
+        help="validate: also check this audit file; KIND is reversal, narrative, abstract or negative "
+        "(the bundled seed file gets the bundled four, each replaced by the one given); repeatable",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--out", help="screen-negatives: one JSONL row per borrowed hard negative (to review)")
     p.add_argument(
@@ -98,22 +120,36 @@ def _add_data(sub):
 
 
 def _cmd_data(a):
-    from .pipelines.bundle import data_stats, validate_bundle
+    from .pipelines.bundle import data_stats
 
     if a.action == "screen-negatives":
         return _screen_negatives(a)
-    if a.action == "stats":
-        stats = data_stats(a.seeds, a.followir, cues_model=a.cues_model)
-        if a.json:
-            print(json.dumps(stats))
-        else:
-            for k, v in stats.items():
-                print(f"{k:>24}: {v}")
-        return 0
-    problems = validate_bundle(a.seeds, a.followir)
+    if a.action == "validate":
+        return _validate(a)
+    stats = data_stats(a.seeds, a.followir or C.FOLLOWIR_DIR, cues_model=a.cues_model)
+    if a.json:
+        print(json.dumps(stats))
+    else:
+        for k, v in stats.items():
+            print(f"{k:>24}: {v}")
+    return 0
+
+
+def _validate(a):
+    """``ifir data validate``: the problems, one a line, then what was checked (the rule: ``DESCRIPTIONS``)."""
+    from .pipelines.bundle import is_bundled, validate_data
+
+    if bad := [x for x in a.audit if "=" not in x]:
+        raise ConfigError(f"--audit {bad[0]!r}: expected KIND=FILE, e.g. reversal=my_audit.jsonl")
+    audits = dict(x.split("=", 1) for x in a.audit)
+    problems = validate_data(a.seeds, a.followir, audits)
     for p in problems:
         print(p)
-    print(f"{len(problems)} problems")
+    rules = "the release's rules and audits" if is_bundled(a.seeds) else "seed schema and consistency"
+    given = f", audits {', '.join(audits)}" if audits else ""
+    print(
+        f"{len(problems)} problems ({a.seeds}: {rules}{given}; {a.followir or 'every bundled evaluation set'})"
+    )
     return 1 if problems else 0
 
 
@@ -637,7 +673,12 @@ def _cmd_compare(a):
 
 # ---- figures -------------------------------------------------------------------
 def _add_figures(sub):
-    p = add_parser(sub, "figures", "paper figures (PNG, SVG, HTML) from a results table")
+    p = add_parser(
+        sub,
+        "figures",
+        "paper figures (PDF and SVG for print, PNG for screens, HTML) from a results table, "
+        "each with <name>.caption.txt beside it",
+    )
     p.add_argument(
         "--results",
         required=True,
@@ -661,7 +702,7 @@ def _add_figures(sub):
         metavar="FILE",
         help="synthesis output JSONL (repeat to compare backends)",
     )
-    p.add_argument("--formats", default="png,svg,html", help="comma-separated: png, svg, pdf, html")
+    p.add_argument("--formats", default="pdf,svg,png,html", help="comma-separated: pdf, svg, png, html")
     p.set_defaults(func=_cmd_figures)
 
 

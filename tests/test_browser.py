@@ -12,7 +12,9 @@ person sees:
 - notebooks 03 to 05: each plotly figure is drawn, with its traces.
 
 With ``IFIR_SCREENSHOTS=<folder>`` (``make screenshots``) it saves a PNG of each notebook's key
-view there (at most 300 KB). Not covered here: what the notebooks compute (nbmake and the unit
+view there (at most 300 KB). Then the notebooks run on the demo's outputs (``IFIR_OUT``, which
+``make demo`` filled; not smoke mode), one at a time, so the screenshots show real loss curves and
+rankings; the explorer is not clicked, so no decision lands in the demo's folder. Not covered here: what the notebooks compute (nbmake and the unit
 tests check that). Two notebooks run at a time (the machine has two cores), longest first.
 """
 
@@ -35,7 +37,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 FIRST = ("03_train",)  # the longest (training) starts first, so the two lanes finish together
-LANES = 2
+SCREENSHOTS = os.environ.get("IFIR_SCREENSHOTS")  # make screenshots: the demo's outputs, not smoke
+LANES = 1 if SCREENSHOTS else 2
 RUN_TIMEOUT_S = 900  # per notebook, as nbmake's --nbmake-timeout in the Makefile
 VIEWPORT = {"width": 1400, "height": 900}
 MIN_FIGURES = {"03_train": 1, "05_figures": 2}  # plotly figures each notebook must draw, at least
@@ -106,6 +109,14 @@ def chromium():
     return path
 
 
+def _screenshot_env() -> dict:
+    """The demo's folder as the chain's folder, outside smoke mode (``make screenshots``)."""
+    out = Path(os.environ.get("IFIR_OUT", REPO / "out" / "demo")).resolve()
+    if not (out / "results.csv").exists():
+        pytest.fail(f"screenshots show the demo's outputs: no {out / 'results.csv'}; run make demo first")
+    return {"IFIR_SMOKE": "0", "CI": "", "IFIR_OUT": str(out)}
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab on copies of the notebooks; its own config, data, settings and temp folders."""
@@ -123,6 +134,7 @@ def lab(tmp_path_factory):
     env = {
         **os.environ,
         **SMOKE_ENV,
+        **(_screenshot_env() if SCREENSHOTS else {}),
         "TMPDIR": str(kernel_tmp),
         "JUPYTER_CONFIG_DIR": str(root / "config"),  # no user config or user kernels interfere
         "JUPYTER_DATA_DIR": str(root / "data"),
@@ -337,9 +349,9 @@ def test_notebook_in_browser(name, executed, lab, tmp_path):
         )
         assert run["state"] == "done", f"{name}: Run All stopped; cells {unrun} did not run"
         assert not run["page_errors"], f"{name}: uncaught errors in the page: {run['page_errors']}"
-        if folder := os.environ.get("IFIR_SCREENSHOTS"):  # before the clicks below change the view
-            save_screenshot(page, name, REPO / folder)
-        if name == "02_inspect":
+        if SCREENSHOTS:  # the demo's outputs: no clicks, no decision written into its folder
+            save_screenshot(page, name, REPO / SCREENSHOTS)
+        elif name == "02_inspect":
             check_explorer(page, lab)
         figures = check_figures(page, name)
     except AssertionError:

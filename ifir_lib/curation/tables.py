@@ -53,6 +53,21 @@ COLUMNS = (
 # The example table
 
 
+def reference_row(seed: dict) -> dict:
+    """A seed's bundled reference reversal as a synthesis row (backend ``reference``, accepted)."""
+    return {
+        "key": seed["id"],
+        "seed_id": seed["id"],
+        "negative_index": int(seed.get("reference_negative_index") or 0),
+        "backend": "reference",
+        "model": None,
+        "status": "accepted",
+        "reason": None,
+        "reversal": seed["reference_reversal"],
+        "reasoning": None,
+    }
+
+
 def build_examples(seeds: list[dict], rows: list[dict] | None = None) -> pd.DataFrame:
     """One row per example with the texts a curator needs (columns ``COLUMNS``).
 
@@ -66,21 +81,7 @@ def build_examples(seeds: list[dict], rows: list[dict] | None = None) -> pd.Data
     by_id = {s["id"]: s for s in seeds}
     out = []
     if rows is None:
-        rows = [
-            {
-                "key": s["id"],
-                "seed_id": s["id"],
-                "negative_index": int(s.get("reference_negative_index") or 0),
-                "backend": "reference",
-                "model": None,
-                "status": "accepted",
-                "reason": None,
-                "reversal": s["reference_reversal"],
-                "reasoning": None,
-            }
-            for s in seeds
-            if s.get("reference_reversal")
-        ]
+        rows = [reference_row(s) for s in seeds if s.get("reference_reversal")]
     for r in rows:
         seed = by_id.get(r.get("seed_id"))
         if seed is None:

@@ -12,6 +12,7 @@ embedding cache; results go to a table through ``pipelines.evaluate``.
 - ``corpora``: FollowIR-format folders (read, check, write) and BEIR folders.
 - ``evaluator``: ``EvalResult`` and our evaluation (``evaluate_followir``, ``evaluate_beir``).
 - ``embed_cache``: each unique text encoded once per model, on disk.
+- ``explain``: notebook 04's worked example, one query's p-MRR by hand from its two rankings.
 - ``tasks`` and ``mteb_glue``: every mteb task in one place (the paper's columns, InfoSearch,
   MAIR, local FollowIR/BEIR folders as mteb tasks) and running them through ``mteb.evaluate``.
 

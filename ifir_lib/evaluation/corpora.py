@@ -14,6 +14,8 @@ never scored as zero; candidates missing from the corpus are reported and ignore
 line raises ``DataError`` naming file, line and field, and so do data that no choice of ours
 could score rightly: an ``_id`` given twice in corpus.jsonl or queries.jsonl, a document with
 neither text nor title, a (query, document) pair judged twice with different scores.
+``check_followir`` (``ifir data validate``) names, by file, line and field, every row the loader
+would drop or ignore, instead of counting them.
 ``SCORE_METRIC`` says which metric is each FollowIR dataset's Score (the paper's Table 1).
 Not handled here: encoding or scoring (``evaluator``), synthetic sets for tests (``testing.inputs``).
 """
@@ -116,6 +118,8 @@ def _read_corpus(path: Path) -> dict[str, dict]:
         _need(row, ("_id", "text"), path, n)
         if not isinstance(row["text"], str):
             raise DataError(path, n, "must be a string", "text")
+        if not isinstance(row.get("title") or "", str):
+            raise DataError(path, n, "must be a string or absent", "title")
         _unique(seen, str(row["_id"]), path, n)
         title = row.get("title") or ""
         if not row["text"].strip() and not str(title).strip():
@@ -131,6 +135,8 @@ def _read_queries(path: Path) -> dict[str, dict]:
         for k in ("text", "instruction_og"):
             if not isinstance(row[k], str):
                 raise DataError(path, n, "must be a string", k)
+        if not isinstance(row.get("instruction_changed") or "", str):
+            raise DataError(path, n, "must be a string", "instruction_changed")
         _unique(seen, str(row["_id"]), path, n)
         queries[str(row["_id"])] = {
             "text": row["text"],
@@ -211,9 +217,7 @@ def load_followir(folder: str | Path = FOLLOWIR_DIR, *, unknown_qrels: str = "ex
     """
     if unknown_qrels not in ("exclude", "keep"):
         raise ValueError(f"unknown_qrels must be 'exclude' or 'keep', not {unknown_qrels!r}")
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise DataError(folder, None, "not a directory (expected a FollowIR-format folder)")
+    folder = _followir_folder(folder)
     corpus = _read_corpus(folder / "corpus.jsonl")
     queries = _read_queries(folder / "queries.jsonl")
     qrels_og = _load_qrels(folder / "qrels_og" / "test.jsonl")
@@ -232,6 +236,94 @@ def load_followir(folder: str | Path = FOLLOWIR_DIR, *, unknown_qrels: str = "ex
         top_ranked,
         problems,
     )
+
+
+FOLLOWIR_FILES = (
+    "corpus.jsonl",
+    "queries.jsonl",
+    "qrels_og/test.jsonl",
+    "qrels_changed/test.jsonl",
+    "top_ranked.jsonl",
+)
+
+
+def _followir_folder(folder: str | Path) -> Path:
+    """``folder`` as a Path once it holds every file of the layout; else a ``DataError`` naming the
+    first missing file (and how many others are missing)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(folder, None, "not a directory (expected a FollowIR-format folder)")
+    missing = [f for f in FOLLOWIR_FILES if not (folder / f).is_file()]
+    if missing:
+        more = f" ({len(missing) - 1} other files missing too)" if len(missing) > 1 else ""
+        raise DataError(
+            folder / missing[0],
+            None,
+            f"file not found{more}; a FollowIR-format folder holds {', '.join(FOLLOWIR_FILES)}",
+        )
+    return folder
+
+
+def check_followir(folder: str | Path, cap: int = 5) -> list[str]:
+    """Every row of a FollowIR-format folder that ``load_followir`` would drop or ignore, as
+    ``file:line: field 'f': what``; at most ``cap`` per file and field, then a count. Empty means
+    every query is scored. A malformed row or a missing file raises ``DataError`` as in loading.
+
+    Named: qrels or top_ranked rows whose ``query-id``/``qid`` is not in queries.jsonl or whose
+    ``corpus-id``/``pid`` is not in corpus.jsonl; queries without ``instruction_changed``, without
+    a candidate in the corpus, or without og or changed judgments (mteb drops those).
+    """
+    folder = _followir_folder(folder)
+    corpus = _read_corpus(folder / "corpus.jsonl")
+    queries = _read_queries(folder / "queries.jsonl")
+    found: dict[tuple[str, str], list[str]] = {}
+    covered = {}  # file -> the queries it has a usable row for
+    for name in ("qrels_og/test.jsonl", "qrels_changed/test.jsonl"):
+        _load_qrels(folder / name)  # malformed rows and conflicting scores raise
+        covered[name] = _unknown_refs(folder / name, "query-id", "corpus-id", queries, corpus, found)
+    covered["top_ranked.jsonl"] = _unknown_refs(
+        folder / "top_ranked.jsonl", "qid", "pid", queries, corpus, found
+    )
+    path = folder / "queries.jsonl"
+    for n, row in read_jsonl(path):
+        qid = str(row["_id"])
+        if not (row.get("instruction_changed") or "").strip():
+            _note(found, path, n, "instruction_changed", f"missing or empty: query {qid!r} cannot be scored")
+        for name, qids in covered.items():
+            if qid not in qids:
+                _note(found, path, n, "_id", f"query {qid!r} has no row in {name} naming a corpus document")
+    return _capped(found, cap)
+
+
+def _capped(found: dict[tuple[str, str], list[str]], cap: int) -> list[str]:
+    """The first ``cap`` lines per (file, field), then one line counting the rest."""
+    out = []
+    for (where, fld), lines in found.items():
+        out += lines[:cap]
+        if len(lines) > cap:
+            out.append(f"{where}: field '{fld}': {len(lines) - cap} more like these")
+    return out
+
+
+def _note(found: dict, path: Path, n: int, fld: str, what: str) -> None:
+    found.setdefault((str(path), fld), []).append(f"{path}:{n}: field '{fld}': {what}")
+
+
+def _unknown_refs(path: Path, q_key: str, d_key: str, queries, corpus, found: dict) -> set[str]:
+    """Note the rows of ``path`` naming a query or document the folder lacks; return the queries
+    that have a row naming a corpus document. ``d_key`` may hold one id or a list."""
+    covered = set()
+    for n, row in read_jsonl(path):
+        _need(row, (q_key, d_key), path, n)
+        qid = str(row[q_key])
+        if qid not in queries:
+            _note(found, path, n, q_key, f"query {qid!r} is not in queries.jsonl")
+        for did in map(str, row[d_key] if isinstance(row[d_key], list) else [row[d_key]]):
+            if did in corpus:
+                covered.add(qid)
+            else:
+                _note(found, path, n, d_key, f"document {did!r} is not in corpus.jsonl")
+    return covered
 
 
 def write_followir(data: FollowIRData, folder: str | Path) -> Path:

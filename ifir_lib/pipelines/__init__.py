@@ -9,6 +9,8 @@ nothing else drives training or evaluation.
   ``plan``: the experiment's plan file and its hash; ``experiment_report``: its summary.
 - ``registry``: ``runs_table``, every run and evaluation under a folder (``ifir runs``).
 - ``bundle``: statistics and validation of the bundled data (``ifir data stats|validate``).
+- ``chain``: the notebooks' one output folder (``chain_folder``, ``Chain``): where each notebook
+  writes, what the next one reads or falls back to; ``evaluate_chain`` for notebook 04.
 
 Reads and writes what the stages do: seeds, reversals, run folders, results tables, figures.
 Imports: every earlier stage.

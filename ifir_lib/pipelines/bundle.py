@@ -3,8 +3,10 @@
 Checks what no single row can: unique passage ids across seeds, passage lengths, that every seed
 carries what every mode needs, the reversal, abstract-reversal and hard-negative audits,
 phrasing-style shares, and that no text is shared between training seeds and the evaluation sets.
+The bundled seed file is held to all of it (``validate_bundle``); a user's own seed file to its
+schema and consistency, and to the audits the user names (``validate_data``, the rule).
 Reports the surface cues of every view (``cues``, ``seeds.cues``). Not handled here: one seed's schema
-(``seeds``), the evaluation layout (``corpora``).
+(``seeds``), the evaluation layout and its row-by-row check (``corpora``).
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from ..core.config import (
     NEGATIVE_AUDIT_PATH,
     SEEDS_PATH,
 )
+from ..core.errors import ConfigError
 from ..core.jsonl import read_jsonl
 from ..core.models import load_model
-from ..evaluation.corpora import load_followir
+from ..evaluation.corpora import check_followir, load_followir
 from ..seeds.cues import followir_cues, model_cues, seed_cues
 from ..seeds.negative_audit import audit_counts, check_negative_audit, text_sha256
-from ..seeds.schema import INSTRUCTION_TYPES, NARRATIVE_FIELDS, load_seeds
+from ..seeds.schema import INSTRUCTION_TYPES, NARRATIVE_FIELDS, load_seeds, read_seeds
 from ..synthesis.checks import phrasing_style
 
 _WORD = re.compile(r"\S+")
@@ -110,6 +113,44 @@ def _model_cues(seeds: list[dict], name: str) -> dict:
     return model_cues(seeds, lambda texts: model.encode(texts, batch_size=64, normalize_embeddings=True))
 
 
+AUDITS = {  # the release's verdict files, by the kind ``ifir data validate --audit KIND=FILE`` names
+    "reversal": AUDIT_PATH,
+    "narrative": NARRATIVE_AUDIT_PATH,
+    "abstract": ABSTRACT_AUDIT_PATH,
+    "negative": NEGATIVE_AUDIT_PATH,
+}
+
+
+def is_bundled(seeds_path: str | Path) -> bool:
+    """True when ``seeds_path`` is the bundled release's seed file (``config.SEEDS_PATH``)."""
+    return Path(seeds_path).resolve() == Path(SEEDS_PATH).resolve()
+
+
+def validate_data(
+    seeds_path: str | Path = SEEDS_PATH,
+    followir_dir: str | Path | None = None,
+    audits: dict[str, str | Path] | None = None,
+) -> list[str]:
+    """``ifir data validate``: the problems of a seed file and evaluation folders (empty: valid).
+
+    The rule: the bundled seed file (``is_bundled``) is held to the release's checks
+    (``validate_bundle``), its four audit files included. Any other seed file, a user's own, gets
+    the schema of the synthesis and training stages (``id``, ``query``, ``instruction``,
+    ``positive``, ``instruction_negatives``; every other field it has is checked too), unique seed
+    ids, one text per passage id and no passage in two roles of one seed; and the audits named in
+    ``audits`` (``{kind: file}``, kinds of ``AUDITS``), none by default. Either way every
+    evaluation folder is checked row by row (``corpora.check_followir``) and against the seeds
+    (no shared text or id); ``followir_dir`` defaults to every set in ``config.EVAL_SETS``.
+    A malformed row raises ``DataError`` naming file, line and field; other problems are listed,
+    each naming file, line and field where it has them.
+    """
+    if unknown := sorted(set(audits or {}) - set(AUDITS)):
+        raise ConfigError(f"unknown audit kind {unknown[0]!r}; choose from {', '.join(AUDITS)}")
+    release = is_bundled(seeds_path)
+    audits = {**(AUDITS if release else {}), **(audits or {})}
+    return _validate(seeds_path, followir_dir, audits, release)
+
+
 def validate_bundle(
     seeds_path: str | Path = SEEDS_PATH,
     followir_dir: str | Path | None = None,
@@ -120,61 +161,128 @@ def validate_bundle(
     negative_audit_path: str | Path | None = NEGATIVE_AUDIT_PATH,
     abstract_audit_path: str | Path | None = ABSTRACT_AUDIT_PATH,
 ) -> list[str]:
-    """Check the bundled data; return a list of problems (empty means valid).
+    """The bundled release's checks on ``seeds_path`` (any file: tests run them on edited copies
+    of the bundle); a list of problems, empty means valid. ``None`` skips one audit.
 
-    Checks: the seed schema; unique seed ids; one text per passage id (mined hard negatives reuse
-    other seeds' passages by id); passage lengths; at least 3 hard negatives and a reference
-    reversal per seed (what every mode needs); the audit file covers every seed with a passing
-    verdict and the same target negative; every seed with narratives has a passing narrative
-    verdict for exactly its text (``narratives_sha256``), and every abstract reversal one for its
-    text; every borrowed hard negative has a ``keep`` row in the hard-negative audit for exactly its
-    text (``seeds.negative_audit``); no phrasing style above ``MAX_STYLE_SHARE`` of the reversals; and no passage text shared between the training seeds and any evaluation set
-    (``followir_dir``, default: every set in ``config.EVAL_SETS``).
+    Checks what ``validate_data`` checks for every file, and the release's own rules: the full
+    seed schema, at least 3 hard negatives, a reference reversal and one of the 11 instruction
+    types per seed (what every mode needs); each positive and instruction negative owned by one
+    seed (mined hard negatives reuse other seeds' passages by id); passages of ``min_words`` to
+    ``max_words`` words; no phrasing style above ``MAX_STYLE_SHARE`` of the reversals; and the
+    audits: the reversal audit covers every seed with a passing verdict and the same target
+    negative; every seed with narratives has a passing narrative verdict for exactly its text
+    (``narratives_sha256``), and every abstract reversal one for its text; every borrowed hard
+    negative has a ``keep`` row in the hard-negative audit for exactly its text
+    (``seeds.negative_audit``).
     """
-    problems = []
-    seeds = load_seeds(seeds_path)  # schema + unique seed ids (raises on the first problem)
-    owner: dict[str, str] = {}
-    text_of: dict[str, str] = {}
-    for s in seeds:
-        if len(s["hard_negatives"]) < 3:
-            problems.append(f"{s['id']}: {len(s['hard_negatives'])} hard negatives (< 3)")
-        if not s.get("reference_reversal"):
-            problems.append(f"{s['id']}: no reference_reversal")
-        if s["instruction_type"] not in INSTRUCTION_TYPES:
-            problems.append(f"{s['id']}: unknown instruction_type {s['instruction_type']!r}")
-        for p in (s["positive"], *s["instruction_negatives"]):
-            if p["id"] in owner:
-                problems.append(f"{s['id']}: passage id {p['id']} also in {owner[p['id']]}")
-            owner[p["id"]] = s["id"]
-        for p in passages_of(s):
-            if text_of.setdefault(p["id"], p["text"]) != p["text"]:
-                problems.append(f"{s['id']}: passage id {p['id']} has two different texts")
-    for pid, text in text_of.items():
-        n = len(_WORD.findall(text))
-        if not min_words <= n <= max_words:
-            problems.append(f"passage {pid} has {n} words (want {min_words}-{max_words})")
-    problems += _check_audit(seeds, audit_path)
-    problems += _check_narrative_audit(seeds, narrative_audit_path)
-    problems += _check_abstract_audit(seeds, abstract_audit_path)
-    problems += check_negative_audit(seeds, negative_audit_path)
-    shares = style_shares(s["reference_reversal"] for s in seeds if s.get("reference_reversal"))
-    problems += [
-        f"reversal style {k!r} is {v:.1%} of reversals (max {MAX_STYLE_SHARE:.0%})"
-        for k, v in shares.items()
-        if v > MAX_STYLE_SHARE
-    ]
-    texts = {t.strip() for t in text_of.values()}
+    given = {
+        "reversal": audit_path,
+        "narrative": narrative_audit_path,
+        "abstract": abstract_audit_path,
+        "negative": negative_audit_path,
+    }
+    audits = {kind: path for kind, path in given.items() if path is not None}
+    return _validate(seeds_path, followir_dir, audits, release=True, words=(min_words, max_words))
+
+
+def _validate(seeds_path, followir_dir, audits: dict, release: bool, words=(40, 120)) -> list[str]:
+    """``validate_data`` and ``validate_bundle``: the release's rules when ``release``, the audits
+    in ``audits`` (``{kind: file}``), and the checks every file gets."""
+    numbered = read_seeds(seeds_path, stage="bundle" if release else "train")  # raises on the first bad row
+    seeds = [s for _, s in numbered]
+    problems = _passage_problems(numbered, seeds_path)
+    if release:
+        problems += _release_problems(numbered, seeds_path, words)
+    checks = {
+        "reversal": _check_audit,
+        "narrative": _check_narrative_audit,
+        "abstract": _check_abstract_audit,
+        "negative": check_negative_audit,
+    }
+    problems += [p for kind in AUDITS if kind in audits for p in checks[kind](seeds, audits[kind])]
     folders = (
         [followir_dir] if followir_dir is not None else [f for f in EVAL_SETS.values() if Path(f).exists()]
     )
-    for folder in folders:
-        ev = load_followir(folder)
-        for did, doc in ev.corpus.items():
-            if doc["text"].strip() in texts:
-                problems.append(f"{Path(folder).name}: eval doc {did} repeats a training passage")
-            if did in text_of:
-                problems.append(f"{Path(folder).name}: eval doc id {did} collides with a training passage id")
-        problems += ev.problems
+    return problems + [p for folder in folders for p in _eval_problems(seeds, folder)]
+
+
+def _fields(seed: dict) -> Iterable[tuple[str, dict]]:
+    """``passages_of`` with each passage's field: ``('instruction_negatives[1]', {...})``."""
+    yield "positive", seed["positive"]
+    for f in ("instruction_negatives", "hard_negatives"):
+        for i, p in enumerate(seed[f]):
+            yield f"{f}[{i}]", p
+
+
+def _passage_problems(numbered: list[tuple[int, dict]], path) -> list[str]:
+    """Any seed file: one text per passage id across the file (a batch deduplicates passages by
+    id), and no passage id in two roles of one seed (a positive that is also its negative)."""
+    problems, first = [], {}  # passage id -> (text, line)
+    for n, s in numbered:
+        role: dict[str, str] = {}
+        for fld, p in _fields(s):
+            if p["id"] in role:
+                problems.append(f"{path}:{n}: field '{fld}': passage id {p['id']!r} is also {role[p['id']]}")
+            role.setdefault(p["id"], fld)
+            text, m = first.setdefault(p["id"], (p["text"], n))
+            if text != p["text"]:
+                problems.append(
+                    f"{path}:{n}: field '{fld}': passage id {p['id']!r} has another text on line {m}"
+                )
+    return problems
+
+
+def _release_problems(numbered: list[tuple[int, dict]], path, words: tuple[int, int]) -> list[str]:
+    """The bundled release's own rules (``validate_bundle``), each problem naming line and field."""
+    (lo, hi), problems = words, []
+    owner: dict[str, tuple[str, int]] = {}
+    measured: set[str] = set()
+    for n, s in numbered:
+        where = f"{path}:{n}: field"
+        if len(s["hard_negatives"]) < 3:
+            problems.append(
+                f"{where} 'hard_negatives': {len(s['hard_negatives'])} passages (the release needs 3+)"
+            )
+        if not s.get("reference_reversal"):
+            problems.append(f"{where} 'reference_reversal': missing (the release needs one per seed)")
+        if s["instruction_type"] not in INSTRUCTION_TYPES:
+            problems.append(
+                f"{where} 'instruction_type': {s['instruction_type']!r} is not one of {', '.join(INSTRUCTION_TYPES)}"
+            )
+        for fld, p in _fields(s):
+            if not fld.startswith("hard_negatives"):
+                if p["id"] in owner:
+                    problems.append(
+                        f"{where} '{fld}': passage id {p['id']!r} also belongs to {owner[p['id']][0]} "
+                        f"(line {owner[p['id']][1]})"
+                    )
+                owner[p["id"]] = (s["id"], n)
+            if p["id"] not in measured:
+                measured.add(p["id"])
+                k = len(_WORD.findall(p["text"]))
+                if not lo <= k <= hi:
+                    problems.append(f"{where} '{fld}': passage {p['id']!r} has {k} words (want {lo}-{hi})")
+    shares = style_shares(s["reference_reversal"] for _, s in numbered if s.get("reference_reversal"))
+    return problems + [
+        f"{path}: reversal style {k!r} is {v:.1%} of reversals (max {MAX_STYLE_SHARE:.0%})"
+        for k, v in shares.items()
+        if v > MAX_STYLE_SHARE
+    ]
+
+
+def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
+    """``check_followir``'s problems for ``folder``, and its documents that repeat a training
+    passage's text or id (a test set must not hold what the model was trained on)."""
+    text_of = {p["id"]: p["text"] for s in seeds for p in passages_of(s)}
+    texts = {t.strip() for t in text_of.values()}
+    problems = check_followir(folder)
+    path = Path(folder) / "corpus.jsonl"
+    for n, doc in read_jsonl(path):
+        did = str(doc["_id"])
+        if doc["text"].strip() in texts:
+            problems.append(f"{path}:{n}: field 'text': document {did!r} repeats a training passage")
+        if did in text_of:
+            problems.append(f"{path}:{n}: field '_id': document id {did!r} is also a training passage id")
     return problems
 
 

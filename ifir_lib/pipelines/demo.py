@@ -20,7 +20,7 @@ from ..reporting.figures import make_all_figures
 from ..reporting.results import per_query_path
 from ..synthesis.run import synthesize
 from ..training.trainer import TrainConfig
-from .evaluate import evaluate_models
+from .evaluate import evaluate_models, run_label
 from .train import train_modes
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class DemoConfig:
 
     train_preset: str = "paper"  # the TrainConfig preset
     base_model: str | None = None  # None = the preset's (MiniLM for 'cpu')
-    modes: tuple[str, ...] = C.PAPER_MODES
+    modes: tuple[str, ...] = (*C.PAPER_MODES, "ins-aug")  # the paper's four and the wording control
     budget: int | None = None  # the Ins-* budget B (All-* take B x 440/480 seeds x 2 views); None = all
     rng_seeds: tuple[int, ...] = (0,)
     backend: str = "reference"  # synthesis backend for the reversals
@@ -83,18 +83,21 @@ def run_demo(
     cfg: DemoConfig | None = None,
     *,
     seeds_path=C.SEEDS_PATH,
-    followir_dir=C.FOLLOWIR_DIR,
+    eval_dirs=(C.FOLLOWIR_DIR, C.FOLLOWIR_V2_DIR),
     figures_dir=C.FIGURES_DIR,
 ) -> DemoResult:
     """Run every stage; write ``out_dir/results.csv``, ``out_dir/models/<mode>/`` and figures
-    (with several rng_seeds, ``out_dir/models/rng<k>/<mode>/``)."""
+    (with several rng_seeds, ``out_dir/models/rng<k>/<mode>/``). ``out_dir`` is laid out as the
+    notebook chain's folder (``pipelines.chain``), so the notebooks continue where the demo ends."""
     cfg = cfg or DemoConfig.preset(C.resolve_preset(None, "demo"))
     t0 = time.time()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_csv = out / "results.csv"
     base = cfg.base_model or TrainConfig.preset(cfg.train_preset).base_model
-    evaluate = dict(followir=[followir_dir], results_csv=results_csv, bootstrap=cfg.bootstrap, skip_done=True)
+    evaluate = dict(
+        followir=list(eval_dirs), results_csv=results_csv, bootstrap=cfg.bootstrap, skip_done=True
+    )
 
     print(f"[1/5] synthesize reversals ({cfg.backend} backend)")
     syn_path = out / f"reversals_{cfg.backend}.jsonl"
@@ -121,11 +124,11 @@ def run_demo(
             base_model=cfg.base_model,
             max_steps=cfg.max_steps,
         )
-        print(f"[4/5] evaluate the trained models on {Path(followir_dir).name}")
+        print(f"[4/5] evaluate the trained models on {', '.join(Path(d).name for d in eval_dirs)}")
         for mode, res in runs.items():
             models[f"{mode}/rng{rng_seed}" if several else mode] = res.run_dir
             # the table names a trained model by its run folder, whose run record holds the backbone
-            evaluate_models({str(res.run_dir): res.run_dir}, mode=mode, rng_seed=rng_seed, **evaluate)
+            evaluate_models({run_label(res.run_dir): res.run_dir}, mode=mode, rng_seed=rng_seed, **evaluate)
 
     print(f"[5/5] figures -> {figures_dir}")
     figs = make_all_figures(

@@ -127,6 +127,14 @@ def _check_backend(backend: str, engine: str, tasks: Sequence[str]) -> None:
         )
 
 
+def run_label(path: str | Path) -> str:
+    """A trained run's label in the results table: its path from the checkout when it lies inside
+    (``out/demo/models/ins-dv``: the same from ``make demo`` and from a notebook), else absolute.
+    Two experiments' runs never share a label, and ``results.backbone_of`` finds the run record."""
+    p = Path(path).resolve()
+    return str(p.relative_to(C.REPO_DIR)) if p.is_relative_to(C.REPO_DIR) else str(p)
+
+
 def labels_of(model: str | Path, mode: str | None = None, rng_seed=None) -> tuple[str, object]:
     """``(mode, rng_seed)`` that label ``model`` in the table: the given ones, else its run
     record's (``RunFolder``), else ``('base', 0)``."""

@@ -12,7 +12,9 @@ LaTeX/Markdown/CSV tables, figures (PNG, SVG, PDF, HTML).
   (``ifir compare``, the experiment's tables).
 - ``tables``: the paper's Tables 1-2 layout, and the one Markdown table writer.
 - ``style``: one colour per mode, the plotly template, sizes for a paper.
-- ``figures``: functions from tidy DataFrames to plotly figures, saving them, rebuilding all.
+- ``figures``: functions from tidy DataFrames to plotly figures with captions, saving them (PDF,
+  SVG, PNG, HTML), rebuilding all.
+- ``reading``: a comparison in sentences with its intervals (notebook 05).
 
 Imports: ``core``, ``synthesis`` (synthesis rows), ``evaluation`` (statistics).
 """

@@ -1,28 +1,35 @@
-"""Paper figures: plotly Figures drawn from tidy DataFrames, and the files they are saved as.
+"""Paper figures: plotly Figures drawn from tidy DataFrames, their captions, and the files they are saved as.
 
 Inputs are the tidy DataFrames of ``results`` (the results and per-query tables, train logs,
 synthesis rows) and the published numbers of arXiv 2604.18845, Tables 1-2 (``load_published``).
-Every figure uses the ``ifir`` template and one colour per mode (``style``); modes are compared
-within a backbone. In reading order:
+Every figure uses the ``ifir`` template, one colour per mode and labels in words (``style``:
+"all-MiniLM-L6-v2", "bundled set v1", one named metric per axis); modes are compared within a
+backbone. In reading order:
 
 - result figures: (a) ``fig_metrics_by_mode`` p-MRR and Score per mode, the paper's values in
   their own panel; (b) ``fig_tradeoff`` p-MRR against Score; (c) ``fig_per_query`` the
-  per-query distribution and bootstrap CIs;
+  per-query distribution and bootstrap CIs. Error bars are 95% intervals when per-query scores
+  are given (``summaries.summarize``: the experiment's two-stage bootstrap over runs and
+  queries); every value axis, ours and the paper's, starts at 0;
 - process figures, about how the training data and models came about: (d)
   ``fig_synthesis_stats`` synthesis outcomes per instruction type and backend; (e)
   ``fig_loss_curves`` training loss;
-- saving: ``save_figure`` writes PNG (scale 3), SVG, PDF and HTML files under LaTeX-safe names.
-  Static formats go through kaleido and a Chrome (``make setup`` provides one; ``BROWSER_PATH``
-  overrides where it is found); HTML pages share one ``plotly.min.js`` and need neither;
+- captions: every figure function stores a one-paragraph caption (what is plotted, what the
+  marks are, which interval) in ``fig.layout.meta``; ``caption_for`` returns it;
+- saving: ``save_figure`` writes PDF and SVG (print), PNG (scale 3, screens) and HTML under
+  LaTeX-safe names, and ``<name>.caption.txt`` beside them. Static formats go through kaleido
+  and a Chrome (``make setup`` provides one; ``BROWSER_PATH`` overrides where it is found); HTML
+  pages share one ``plotly.min.js`` and need neither;
 - rebuilding: ``make_all_figures`` redraws every figure whose input files exist.
 
 Not handled here: metrics or their CIs (``evaluation``, ``stats``), the numbers behind each
-figure (``summaries``), table I/O (``results``), figure captions (they belong in the paper's
-LaTeX), and Chrome itself (set-up installs it; HTML output works without it).
+figure (``summaries``), table I/O (``results``), and Chrome itself (set-up installs it; HTML
+output works without it).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -48,10 +55,10 @@ from .results import (
 from .style import (
     BASE_FONT,
     COLUMN_WIDTH,
-    METRIC_LABELS,
     OTHER_COLOR,
     PAGE_WIDTH,
     PAPER_BACKBONES,
+    PAPER_SOURCE,
     PNG_SCALE,
     PUBLISHED_METRICS,
     SMALL_FONT,
@@ -61,19 +68,44 @@ from .style import (
     _legend_above_titles,
     _legend_marker,
     _rank,
-    _short_model,
+    axis_title,
+    backbone_label,
+    dataset_label,
+    is_followir,
+    metric_label,
     mode_color,
     mode_dash,
     mode_label,
 )
-from .summaries import per_query_summary, smoothed_losses, summarize, synthesis_summary
+from .summaries import (
+    interval_phrase,
+    metric_sets,
+    per_query_summary,
+    smoothed_losses,
+    summarize,
+    synthesis_summary,
+)
 
 TRADEOFF_HEIGHT = {1: 500, 2: 900}  # px, by number of panels (ours; ours over the paper's)
 BACKBONE_SYMBOLS = ("circle", "triangle-up", "hexagon", "star", "cross")  # our backbones in (b)
 INK = "#222222"  # error bars, outlines, the paper's markers
 ZERO_LINE = dict(color="#888888", width=1)
+PAPER_PANEL = f"{PAPER_SOURCE}, FollowIR"  # the paper's panel title in (a) and (b)
+PAPER_MARKERS = ", ".join(f"{symbol}: {name}" for name, (_, symbol) in PAPER_BACKBONES.items())
+PAPER_WORDS = (
+    f"as published by {PAPER_SOURCE}, Tables 1-2 (open markers; {PAPER_MARKERS}), on their own axes "
+    "since the paper's backbones, benchmark and Score differ from ours; the paper gives no intervals"
+)
+FORMATS = ("pdf", "svg", "png", "html")  # print, print, screens, interactive (extra)
 
 # ---- pieces the figures share --------------------------------------------------------------------
+
+
+def _labelled(results: pd.DataFrame, runs_dir=None) -> pd.DataFrame:
+    """``results`` with a ``backbone`` column in words (``backbone_label``): a run that recorded
+    ``'minilm'`` and one that recorded the packaged folder are one backbone, "all-MiniLM-L6-v2"."""
+    out = add_backbone(results, runs_dir)
+    return out.assign(backbone=out["backbone"].map(backbone_label))
 
 
 def _paper_values(published: pd.DataFrame | None, metric: str) -> pd.DataFrame:
@@ -89,14 +121,20 @@ def _published_or_default(published):
     return published
 
 
-def _ours_title(metric: str, prefix: str = "") -> str:
-    """Axis title for our values: ``'p-MRR (×100)'``; ``prefix='per-query '`` -> ``'per-query p-MRR (×100)'``."""
-    return f"{prefix}{METRIC_LABELS.get(metric, metric)} (×100)"
-
-
 def _paper_title(metric: str) -> str:
-    """Axis title for the paper's values: ``'paper: FollowIR Score'``."""
-    return f"paper: FollowIR {METRIC_LABELS.get(metric, metric)}"
+    """Axis title for the paper's values, named on FollowIR: ``'FollowIR Score (×100)'`` (the
+    panel's title names the source)."""
+    return axis_title(metric, ["followir"])
+
+
+def _zero_range(values, pad: float = 0.12) -> list[float]:
+    """An axis range from 0 (lower for negative values) that holds ``values`` with ``pad`` of the
+    span as room: ``[4, 8]`` -> ``[0, 8.96]``; ``[-2, 8]`` -> ``[-3.2, 9.2]``. Markers, unlike
+    bars, do not pull plotly's axis to 0, and a cut axis makes small differences look large."""
+    v = [float(x) for x in values if pd.notna(x)]
+    lo, hi = min([0.0, *v]), max([0.0, *v])
+    room = pad * ((hi - lo) or 1.0)
+    return [lo - room if lo < 0 else 0.0, hi + room]
 
 
 def _error_bars(plus, minus, color: str = INK, thickness: float = 1.5, width: int = 3) -> dict:
@@ -129,7 +167,97 @@ def _add_paper_legend(fig: go.Figure, backbones: Collection[str]) -> None:
     """One open legend marker per paper backbone in ``backbones``, in ``PAPER_BACKBONES`` order."""
     for bb, (label, symbol) in PAPER_BACKBONES.items():
         if bb in backbones:
-            fig.add_trace(_legend_marker(f"{label} (paper)", symbol, INK, open_=True, group=bb))
+            fig.add_trace(_legend_marker(f"{label} (published)", symbol, INK, open_=True, group=bb))
+
+
+def _add_panel_note(fig: go.Figure, text: str, row: int, col: int) -> None:
+    """An empty panel: no axes, ``text`` in its middle."""
+    # plotly.js draws no axes for a panel without a trace, and an annotation that refers to
+    # undrawn axes falls back to the first panel: an invisible point keeps this panel's axes
+    fig.add_trace(
+        go.Scatter(x=[0], y=[0], mode="markers", opacity=0, showlegend=False, hoverinfo="skip"), row, col
+    )
+    panel = fig.get_subplot(row, col)
+    fig.update_xaxes(visible=False, row=row, col=col)
+    fig.update_yaxes(visible=False, row=row, col=col)
+    fig.add_annotation(
+        text=text,
+        showarrow=False,
+        xref=f"{panel.xaxis.plotly_name.replace('axis', '')} domain",
+        yref=f"{panel.yaxis.plotly_name.replace('axis', '')} domain",
+        x=0.5,
+        y=0.5,
+        font=dict(size=SMALL_FONT, color="#666666"),
+    )
+
+
+def _set_phrase(sets: Sequence[str]) -> str:
+    """Where a value comes from, in words: one set -> its label; FollowIR's collections -> 'FollowIR'
+    (their mean is its aggregate); else ``'mean over bundled set v1, bundled set v2'``."""
+    if len(sets) == 1:
+        return dataset_label(sets[0])
+    if sets and all(is_followir(s) for s in sets):
+        return "FollowIR"
+    return "mean over " + _and([dataset_label(s) for s in sets])
+
+
+def _on(phrase: str) -> str:
+    """``'FollowIR'`` -> ``'on FollowIR'``; ``'mean over A and B'`` -> ``'on the mean over A and B'``."""
+    return f"on the {phrase}" if phrase.startswith("mean over") else f"on {phrase}"
+
+
+def _panels_words(panels: Sequence[tuple[str, str]]) -> str:
+    """``[(b, v1), (b, v2)]`` -> ``'b on bundled set v1 and bundled set v2'``: sets grouped by backbone."""
+    by: dict[str, list[str]] = {}
+    for backbone, dset in panels:
+        by.setdefault(backbone, []).append(dataset_label(dset))
+    return "; ".join(f"{b} on {_and(sets)}" for b, sets in by.items())
+
+
+def _and(words: Sequence[str]) -> str:
+    """``['a'] -> 'a'``, ``['a', 'b', 'c'] -> 'a, b and c'``."""
+    words = list(dict.fromkeys(words))
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _runs_words(summaries: Sequence[pd.DataFrame]) -> str:
+    """How many runs each mode's mean averages: ``'2 runs per mode'``, or per mode when they differ."""
+    runs: dict[str, int] = {}
+    for sm in summaries:
+        for mode, n in zip(sm["mode"], sm["n_runs"]):
+            runs[mode] = max(runs.get(mode, 0), int(n))
+    if len(set(runs.values())) == 1:
+        n = next(iter(runs.values()))
+        return f"{n} run{'s' if n > 1 else ''} per mode"
+    return "runs per mode: " + ", ".join(f"{mode_label(m)} {runs[m]}" for m in mode_order(runs))
+
+
+def _interval_words(parts: Sequence[tuple[str, pd.DataFrame]]) -> str:
+    """The error bars of ``(what, summary)`` parts in one sentence, naming each kind of interval
+    (``summaries.interval_phrase``) and, when kinds differ, which metrics and modes have which:
+    ``'Error bars: 95% bootstrap CI over queries for Base; 95% two-stage ... for Ins-DV'``."""
+    by: dict[str, tuple[dict, dict]] = {}  # phrase -> (whats, modes), insertion-ordered
+    whats, modes = {}, {}
+    for what, sm in parts:
+        whats[what] = None
+        for kind, n, mode in zip(sm["error"], sm["n_runs"], sm["mode"]):
+            modes[mode] = None
+            w, m = by.setdefault(interval_phrase(kind, n), ({}, {}))
+            w[what], m[mode] = None, None
+    if len(by) <= 1:
+        return f"Error bars: {next(iter(by))}." if by else "No error bars."
+    items = []
+    for phrase, (w, m) in by.items():
+        scope = [_and(list(w))] if len(w) < len(whats) else []
+        scope += [_and([mode_label(x) for x in mode_order(m)])] if len(m) < len(modes) else []
+        items.append(f"{phrase} for {', '.join(scope)}")
+    return "Error bars: " + "; ".join(items) + "."
+
+
+def _with_caption(fig: go.Figure, caption: str) -> go.Figure:
+    """Store ``caption`` (one paragraph) with the figure, for ``caption_for`` and ``save_figure``."""
+    fig.update_layout(meta=dict(caption=" ".join(caption.split())))
+    return fig
 
 
 # ---- result figures: (a) metrics by mode ---------------------------------------------------------
@@ -143,37 +271,48 @@ def _panel_sets(results: pd.DataFrame, dataset: str | None) -> list[str]:
     return [d for d in sets if d.lower() in AGGREGATE_DATASETS] or sets
 
 
-def _mode_bars(
-    results: pd.DataFrame, metric: str, backbone: str, dset: str, xpos: dict, error: str
-) -> go.Bar:
-    """(a) One panel's bars: a mode's mean over seeds, with its error bar (``summarize``)."""
+def _panel_data(results: pd.DataFrame, dset: str) -> pd.DataFrame:
     # an aggregate panel stands for its collections: a metric without an aggregate row
     # (p-MRR is often stored per collection) is their mean (``per_run``)
-    agg = dset.lower() in AGGREGATE_DATASETS
-    sm = summarize(results if agg else results[results["dataset"].astype(str) == dset], metric, None, error)
-    sm = sm[sm["backbone"] == backbone]
+    return results if dset.lower() in AGGREGATE_DATASETS else results[results["dataset"].astype(str) == dset]
+
+
+def _panel_summary(results, per_query, metric, backbone, dset, error, n_boot) -> pd.DataFrame:
+    """(a) One panel's numbers: each mode's mean over runs and error bar (``summarize``)."""
+    part = _panel_data(results, dset)
+    if per_query is not None and dset.lower() not in AGGREGATE_DATASETS:
+        per_query = per_query[per_query["dataset"].astype(str) == dset]
+    sm = summarize(part, metric, None, error, per_query, n_boot)
+    return sm[sm["backbone"] == backbone].reset_index(drop=True)
+
+
+def _mode_bars(sm: pd.DataFrame, modes: list[str], where: str) -> go.Bar:
+    """(a) One panel's bars: a mode's mean over runs, with its error bar, at its slot in ``modes``."""
+    lo, hi = sm["mean"] - sm["err_minus"], sm["mean"] + sm["err_plus"]
     return go.Bar(
-        x=[xpos[k] for k in sm["mode"]],
+        x=[modes.index(k) for k in sm["mode"]],
         y=sm["mean"],
         width=0.62,
         showlegend=False,
         marker=dict(color=[mode_color(k) for k in sm["mode"]], line=dict(width=0)),
         error_y=_error_bars(sm["err_plus"], sm["err_minus"], width=5),
-        customdata=np.stack([sm["n_runs"], sm["error"]], axis=-1) if len(sm) else None,
-        hovertemplate="%{y:.2f} (n seeds %{customdata[0]}, bar: %{customdata[1]})<extra>"
-        + f"{_short_model(backbone)} · {dset}</extra>",
+        hovertext=[
+            f"{mode_label(m)}: {v:.2f} [{a:.2f}, {b:.2f}], mean of {n} run{'s' if n > 1 else ''}"
+            for m, v, a, b, n in zip(sm["mode"], sm["mean"], lo, hi, sm["n_runs"])
+        ],
+        hovertemplate=f"%{{hovertext}}<extra>{where}</extra>",
     )
 
 
-def _add_paper_markers(fig: go.Figure, paper: pd.DataFrame, xpos: dict, row: int, col: int) -> None:
+def _add_paper_markers(fig: go.Figure, paper: pd.DataFrame, modes: list[str], row: int, col: int) -> None:
     """(a) The paper's values of one metric: an open marker per mode, shape = backbone, the
     backbones side by side within the mode's slot."""
     offsets = {"gte-multilingual-mlm-base": -0.12, "bge-m3-retromae": 0.12}
     for bb, g in paper.groupby("backbone"):
-        g = g[g["mode"].isin(xpos)]
+        g = g[g["mode"].isin(modes)]
         fig.add_trace(
             go.Scatter(
-                x=[xpos[k] + offsets[bb] for k in g["mode"]],
+                x=[modes.index(k) + offsets[bb] for k in g["mode"]],
                 y=g["value"],
                 mode="markers",
                 showlegend=False,
@@ -181,11 +320,66 @@ def _add_paper_markers(fig: go.Figure, paper: pd.DataFrame, xpos: dict, row: int
                 marker=dict(
                     symbol=PAPER_BACKBONES[bb][1], size=11, color="white", line=dict(color=INK, width=2)
                 ),
-                hovertemplate="%{y:.2f}<extra>paper (FollowIR), " + bb + "</extra>",
+                hovertemplate=f"%{{y:.2f}}<extra>paper: {PAPER_SOURCE}, {PAPER_BACKBONES[bb][0]}</extra>",
             ),
             row=row,
             col=col,
         )
+
+
+def _draw_ours(fig, sm: pd.DataFrame, row: int, col: int, where: str, title: str | None) -> list[str]:
+    """(a) One of our panels: bars, mode axis (only modes with a value), y axis from 0; the modes drawn."""
+    modes = mode_order(sm["mode"])
+    if not modes:
+        _add_panel_note(fig, "no values", row, col)
+        return modes
+    fig.add_trace(_mode_bars(sm, modes, where), row=row, col=col)
+    _mode_axis(fig, modes, row=row, col=col)
+    fig.update_yaxes(title_text=title, rangemode="tozero", row=row, col=col)
+    return modes
+
+
+def _draw_paper(fig, paper: pd.DataFrame, metric: str, row: int, col: int) -> list[str]:
+    """(a) The paper's panel of one metric: its modes only, its own y axis (right) from 0."""
+    modes = mode_order(paper["mode"])
+    if not modes:
+        _add_panel_note(fig, "not published", row, col)
+        return modes
+    _add_paper_markers(fig, paper, modes, row=row, col=col)
+    _mode_axis(fig, modes, row=row, col=col)
+    # the paper's axis on the right, clear of our panels; from 0, as ours: its ~20 FollowIR Score
+    # on an axis from 19.5 made differences of 1 point look large
+    fig.update_yaxes(
+        title_text=_paper_title(metric), side="right", range=_zero_range(paper["value"]), row=row, col=col
+    )
+    return modes
+
+
+def _hide_repeated_ticks(fig: go.Figure, drawn: dict[tuple[int, int], list[str]], n_rows: int) -> None:
+    """Mode names once per column, at the bottom, where the panel below shows the same modes."""
+    for (r, c), modes in drawn.items():
+        if r < n_rows and modes and drawn.get((r + 1, c)) == modes:
+            fig.update_xaxes(showticklabels=False, row=r, col=c)
+
+
+def _by_mode_caption(metrics, panels, names, cells, has_paper: bool) -> str:
+    """(a) The caption: what each row plots, where, what bars and error bars are, the paper's panel."""
+    rows = ["top", "bottom"] if len(metrics) == 2 else [f"row {i}" for i in range(1, len(metrics) + 1)]
+    what = _and(
+        [
+            f"{_and([names[(m, p)] for p in panels])} (×100{', ' + rows[i] + ' row' if len(metrics) > 1 else ''})"
+            for i, m in enumerate(metrics)
+        ]
+    )
+    where = _panels_words(panels)
+    parts = [(names[(m, p)], cells[(m, p)]) for m in metrics for p in panels]
+    return (
+        f"Each training mode's {what}, for {where}. "
+        f"Bars: the mean over each mode's runs ({_runs_words([sm for _, sm in parts])}). "
+        f"{_interval_words(parts)} "
+        + (f"Right-hand panel: FollowIR p-MRR and Score {PAPER_WORDS}. " if has_paper else "")
+        + "Every value axis starts at 0."
+    )
 
 
 def fig_metrics_by_mode(
@@ -194,57 +388,67 @@ def fig_metrics_by_mode(
     published: pd.DataFrame | str | None = "default",
     dataset: str | None = None,
     error: str = "auto",
+    per_query: pd.DataFrame | None = None,
+    n_boot: int = 2000,
 ) -> go.Figure:
     """(a) One row per metric; one column per backbone and evaluation set, each bar a mode (mean
-    over seeds, error bar per ``summarize``); then, on its own y axis, a column with the paper's
-    Table 1/2 FollowIR values (diamond = gte-multilingual-mlm-base, square = bge-m3-retromae).
+    over runs, error bar per ``summarize``: with ``per_query`` scores, a 95% interval); then, on
+    its own y axis, a column with the paper's Table 1/2 FollowIR values (diamond =
+    gte-multilingual-mlm-base, square = bge-m3-retromae).
 
-    The paper's backbones and benchmark differ from ours, and its Score is FollowIR's (about 20)
-    where ours is the bundled set's MAP (about 80): the separate panel shows the published
-    direction of each mode without putting the two scales on one axis. ``dataset`` keeps one set;
-    by default an aggregate row (``followir``, ``mean``...) stands for its collections.
+    Each panel shows only the modes it has values for, and names its metric: ``score`` is MAP@1000
+    on a bundled set and the paper's FollowIR Score on FollowIR (``style.metric_label``); the
+    paper's backbones and benchmark differ from ours, so its values get their own panel, whose
+    axis starts at 0 as ours do. ``dataset`` keeps one set; by default an aggregate row
+    (``followir``, ``mean``...) stands for its collections. The caption is in ``caption_for(fig)``.
     """
     published = _published_or_default(published)
     metrics = [m for m in metrics if (results["metric"] == m).any()]
     if not metrics:
         raise ValueError("none of the requested metrics is in the results table")
-    results = add_backbone(results)
+    results = _labelled(results)
     panels = [(b, d) for b in dict.fromkeys(results["backbone"]) for d in _panel_sets(results, dataset)]
-    first = _paper_values(published, metrics[0])  # its modes get slots, its backbones a legend
-    has_paper = any(not _paper_values(published, m).empty for m in metrics)
-    modes = mode_order(set(results["mode"]) | set(first["mode"]))
-    xpos = {c: i for i, c in enumerate(modes)}
-    titles = [f"{_short_model(b)} · {d}" for b, d in panels] + (["paper · FollowIR"] if has_paper else [])
-    n_cols = len(titles)
-    fig = make_subplots(
-        rows=len(metrics),
-        cols=n_cols,
-        shared_xaxes=True,
-        vertical_spacing=0.08,
-        horizontal_spacing=0.07,
-        column_titles=titles,
+    cells = {
+        (m, p): _panel_summary(results, per_query, m, *p, error, n_boot) for m in metrics for p in panels
+    }
+    names = {
+        (m, p): metric_label(m, metric_sets(_panel_data(results, p[1]), m)) for m in metrics for p in panels
+    }
+    paper = {m: _paper_values(published, m) for m in metrics}
+    has_paper = any(len(p) for p in paper.values())
+    n_cols = len(panels) + has_paper
+    # three or more columns share a page: each title on two lines, so neighbours do not run together
+    sep = "<br>" if n_cols > 2 else ", "
+    titles = [f"{b}{sep}{dataset_label(d)}" for b, d in panels] + (
+        [PAPER_PANEL.replace(", ", sep)] if has_paper else []
     )
-    for r, metric in enumerate(metrics, 1):
-        for c, (backbone, dset) in enumerate(panels, 1):
-            fig.add_trace(_mode_bars(results, metric, backbone, dset, xpos, error), row=r, col=c)
-            fig.update_yaxes(title_text=_ours_title(metric) if c == 1 else None, row=r, col=c)
+    fig = make_subplots(
+        rows=len(metrics), cols=n_cols, vertical_spacing=0.1, horizontal_spacing=0.07, column_titles=titles
+    )
+    drawn = {}
+    for r, m in enumerate(metrics, 1):
+        for c, p in enumerate(panels, 1):
+            # name the axis where its metric differs from the panel to its left (MAP@1000 | FollowIR Score)
+            title = (
+                f"{names[(m, p)]} (×100)" if c == 1 or names[(m, p)] != names[(m, panels[c - 2])] else None
+            )
+            drawn[(r, c)] = _draw_ours(fig, cells[(m, p)], r, c, f"{p[0]}, {dataset_label(p[1])}", title)
         if has_paper:
-            _add_paper_markers(fig, _paper_values(published, metric), xpos, row=r, col=n_cols)
-            # the paper's axis on the right, clear of our panels
-            fig.update_yaxes(title_text=_paper_title(metric), side="right", row=r, col=n_cols)
-        for c in range(1, n_cols + 1):
-            _mode_axis(fig, modes, row=r, col=c)
-        if metric == "p_mrr":
+            drawn[(r, n_cols)] = _draw_paper(fig, paper[m], m, r, n_cols)
+        if m == "p_mrr":
             fig.add_hline(y=0, line=ZERO_LINE, row=r, col="all")
+    _hide_repeated_ticks(fig, drawn, len(metrics))
     # bars are ours; only the paper's markers need a legend (a grey "ours" swatch read as Base)
-    _add_paper_legend(fig, set(first["backbone"]) if has_paper else ())
+    _add_paper_legend(fig, {b for p in paper.values() for b in p["backbone"]})
     fig.update_layout(
         template=TEMPLATE,
         width=min(PAGE_WIDTH, COLUMN_WIDTH * n_cols),
         height=120 + 300 * len(metrics),
     )
     _facet_layout(fig, n_cols)
-    return fig
+    if n_cols > 2:
+        _legend_above_titles(fig, 125)  # room for the two-line titles
+    return _with_caption(fig, _by_mode_caption(metrics, panels, names, cells, has_paper))
 
 
 # ---- result figures: (b) p-MRR against Score -----------------------------------------------------
@@ -272,7 +476,7 @@ def _add_tradeoff_ours(fig: go.Figure, s: pd.DataFrame, backbones: list[str]) ->
                     ),
                     error_x=_error_bars([r["err_plus_x"]], [r["err_minus_x"]], color),
                     error_y=_error_bars([r["err_plus_y"]], [r["err_minus_y"]], color),
-                    hovertemplate=f"{_short_model(backbone)}, {mode_label(r['mode'])}<br>%{{x:.2f}}, %{{y:.2f}}<extra></extra>",
+                    hovertemplate=f"{backbone}, {mode_label(r['mode'])}<br>%{{x:.2f}}, %{{y:.2f}}<extra></extra>",
                 ),
                 row=1,
                 col=1,
@@ -297,7 +501,7 @@ def _add_tradeoff_paper(fig: go.Figure, paper: pd.DataFrame) -> None:
                     line=dict(color=[mode_color(c) for c in g["mode"]], width=2.5),
                 ),
                 text=[mode_label(c) for c in g["mode"]],
-                hovertemplate="paper, " + label + ", %{text}<br>%{x:.2f}, %{y:.2f}<extra></extra>",
+                hovertemplate=f"paper: {PAPER_SOURCE}, {label}, %{{text}}<br>%{{x:.2f}}, %{{y:.2f}}<extra></extra>",
             ),
             row=2,
             col=1,
@@ -315,8 +519,40 @@ def _add_tradeoff_legend(fig: go.Figure, s: pd.DataFrame, paper: pd.DataFrame, b
     if len(backbones) > 1:
         for i, backbone in enumerate(backbones):
             symbol = BACKBONE_SYMBOLS[i % len(BACKBONE_SYMBOLS)]
-            fig.add_trace(_legend_marker(_short_model(backbone), symbol, "#666666"))
+            fig.add_trace(_legend_marker(backbone, symbol, "#666666"))
     _add_paper_legend(fig, set(paper["backbone"]))
+
+
+def _where(results: pd.DataFrame, metrics: Sequence[str], dataset: str | None) -> str:
+    """(b) The sets behind each axis in words: ``'on FollowIR'``, or ``'p-MRR on A; MAP@1000 on B'``."""
+    phrases = {m: _set_phrase(metric_sets(results, m, dataset)) for m in metrics}
+    if len(set(phrases.values())) == 1:
+        return _on(next(iter(phrases.values())))
+    return "; ".join(
+        f"{metric_label(m, metric_sets(results, m, dataset))} {_on(w)}" for m, w in phrases.items()
+    )
+
+
+def _tradeoff_caption(results, s, paper, dataset, x_metric, y_metric, backbones) -> str:
+    """(b) The caption: the two metrics, the marks, the interval, the paper's panel."""
+    x_name, y_name = (metric_label(m, metric_sets(results, m, dataset)) for m in (x_metric, y_metric))
+    cols = ["backbone", "mode", "n_runs", "error"]
+    sx = s[[c + ("_x" if c in ("n_runs", "error") else "") for c in cols]].set_axis(cols, axis=1)
+    sy = s[[c + ("_y" if c in ("n_runs", "error") else "") for c in cols]].set_axis(cols, axis=1)
+    shapes = ", shape = backbone" if len(backbones) > 1 else ""
+    return (
+        f"{y_name} (×100) against {x_name} (×100) for {_and(backbones)} "
+        f"{_where(results, (x_metric, y_metric), dataset)}: one filled marker per training mode "
+        f"(colour{shapes}) at the mean over its runs ({_runs_words([sx, sy])}). "
+        f"{_interval_words([(f'{y_name}, vertical', sy), (f'{x_name}, horizontal', sx)])} "
+        + (
+            "Lower panel: FollowIR p-MRR against FollowIR Score, each marker outlined in its mode's "
+            f"colour, {PAPER_WORDS}. "
+            if len(paper)
+            else ""
+        )
+        + "Every axis starts at 0."
+    )
 
 
 def fig_tradeoff(
@@ -326,46 +562,47 @@ def fig_tradeoff(
     x_metric: str = "score",
     y_metric: str = "p_mrr",
     error: str = "auto",
+    per_query: pd.DataFrame | None = None,
+    n_boot: int = 2000,
 ) -> go.Figure:
     """(b) p-MRR against Score: one filled point per (backbone, mode) with error bars on both
-    axes; below it, in its own panel, the paper's Table 1/2 FollowIR values as open markers in
-    the same colours (shape = backbone).
+    axes (``summarize``: with ``per_query`` scores, 95% intervals); below it, in its own panel,
+    the paper's Table 1/2 FollowIR values as open markers in the same colours (shape = backbone).
 
     The two panels have their own axes for the reason ``fig_metrics_by_mode`` gives: the
-    paper's Score is FollowIR's (about 20), ours the bundled set's MAP (about 80), and one axis
-    for both would squeeze our points into a corner.
+    paper's Score is FollowIR's (about 20), ours the bundled set's MAP (about 80). Both panels'
+    axes start at 0, so neither makes a small difference look large.
     """
     published = _published_or_default(published)
-    sx, sy = summarize(results, x_metric, dataset, error), summarize(results, y_metric, dataset, error)
+    results = _labelled(results)
+    sx, sy = (summarize(results, m, dataset, error, per_query, n_boot) for m in (x_metric, y_metric))
     s = sx.merge(sy, on=["backbone", "mode"], suffixes=("_x", "_y"))
     if s.empty:
         raise ValueError(f"no run has both {x_metric} and {y_metric}")
     backbones = list(dict.fromkeys(s["backbone"]))
     px_, py_ = _paper_values(published, x_metric), _paper_values(published, y_metric)
     paper = px_.merge(py_, on=["backbone", "mode"], suffixes=("_x", "_y"))
-    sets = list(dict.fromkeys(results["dataset"].astype(str)))
-    where = dataset or (sets[0] if len(sets) == 1 else "mean over sets")
-    ours_title = f"{', '.join(_short_model(b) for b in backbones)} · {where}"
     n_rows = 2 if len(paper) else 1
+    where = _where(results, (x_metric, y_metric), dataset).removeprefix("on the ").removeprefix("on ")
+    ours_title = f"{', '.join(backbones)}, {where}"
     fig = make_subplots(
-        rows=n_rows,
-        cols=1,
-        vertical_spacing=0.16,
-        subplot_titles=(ours_title, "paper · FollowIR")[:n_rows],
+        rows=n_rows, cols=1, vertical_spacing=0.16, subplot_titles=(ours_title, PAPER_PANEL)[:n_rows]
     )
     fig.add_hline(y=0, line=ZERO_LINE, row="all", col=1)
     _add_tradeoff_ours(fig, s, backbones)
     _add_tradeoff_paper(fig, paper)
     _add_tradeoff_legend(fig, s, paper, backbones)
-    fig.update_xaxes(title_text=_ours_title(x_metric), row=1, col=1)
-    fig.update_yaxes(title_text=_ours_title(y_metric), row=1, col=1)
-    if n_rows == 2:
-        fig.update_xaxes(title_text=_paper_title(x_metric), row=2, col=1)
-        fig.update_yaxes(title_text=_paper_title(y_metric), row=2, col=1)
+    for metric, update in ((x_metric, fig.update_xaxes), (y_metric, fig.update_yaxes)):
+        update(
+            title_text=axis_title(metric, metric_sets(results, metric, dataset)), rangemode="tozero", row=1
+        )
+        if n_rows == 2:
+            axis = "value_x" if metric == x_metric else "value_y"
+            update(title_text=_paper_title(metric), range=_zero_range(paper[axis]), row=2, col=1)
     fig.update_layout(template=TEMPLATE, width=COLUMN_WIDTH, height=TRADEOFF_HEIGHT[n_rows])
     if n_rows == 2:  # legend at the top of the canvas, clear of the panel title (4 rows of it)
         _legend_above_titles(fig, 175)
-    return fig
+    return _with_caption(fig, _tradeoff_caption(results, s, paper, dataset, x_metric, y_metric, backbones))
 
 
 # ---- result figures: (c) per query ---------------------------------------------------------------
@@ -397,7 +634,7 @@ def _ci_markers(cis: pd.DataFrame, xpos: dict, showlegend: bool) -> go.Scatter:
         y=cm["mean"],
         mode="markers",
         showlegend=showlegend,
-        name="mean, 95% bootstrap CI",
+        name="mean, 95% bootstrap CI over queries",
         legendgroup="ci",
         marker=dict(symbol="diamond", size=11, color=INK, line=dict(color="white", width=1)),
         error_y=_error_bars(cm["ci_high"] - cm["mean"], cm["mean"] - cm["ci_low"], thickness=2.5, width=7),
@@ -406,13 +643,35 @@ def _ci_markers(cis: pd.DataFrame, xpos: dict, showlegend: bool) -> go.Scatter:
     )
 
 
+def _without_aggregates(per_query: pd.DataFrame) -> pd.DataFrame:
+    """Per-query rows of the collections only, when there are any: an aggregate set (``followir``)
+    repeats its collections' queries as ``'<set>/<query>'``, which would count each query twice."""
+    agg = per_query["dataset"].astype(str).str.lower().isin(AGGREGATE_DATASETS)
+    return per_query[~agg] if (~agg).any() else per_query
+
+
+def _per_query_caption(points: pd.DataFrame, metric: str, n_boot: int, backbones: list[str]) -> str:
+    sets = list(dict.fromkeys(points["dataset"].astype(str)))
+    name = metric_label(metric, sets)
+    strata = ", queries resampled within each set" if len(sets) > 1 else ""
+    weights = " (sets weighted equally)" if len(sets) > 1 else ""
+    return (
+        f"Per-query {name} (×100) of each training mode, for {_and(backbones)} on "
+        f"{_and([dataset_label(s) for s in sets])}: each dot is one query (its value averaged over "
+        "the mode's runs), the box its quartiles and median. Black diamonds and whiskers: the mean "
+        f"over queries{weights} and its 95% bootstrap CI over queries (percentile, {n_boot} "
+        f"resamples{strata})."
+    )
+
+
 def fig_per_query(
     per_query: pd.DataFrame, results: pd.DataFrame, metric: str = "p_mrr", n_boot: int = 2000, seed: int = 0
 ) -> go.Figure:
     """(c) Per-query distribution per mode (box + every query as a dot, averaged over seeds),
     with the mean and its percentile-bootstrap 95% CI (black diamond and whiskers), both
-    stratified by dataset (``per_query_summary``)."""
-    points, cis = per_query_summary(per_query, results, metric, n_boot, seed)
+    stratified by dataset (``per_query_summary``). Each backbone's column shows its own modes."""
+    results = _labelled(results)
+    points, cis = per_query_summary(_without_aggregates(per_query), results, metric, n_boot, seed)
     if points.empty:
         raise ValueError(f"no per-query {metric} values match a run in the results table")
     backbones = list(dict.fromkeys(points["backbone"]))
@@ -421,27 +680,28 @@ def fig_per_query(
         cols=len(backbones),
         shared_yaxes=True,
         horizontal_spacing=0.04,
-        column_titles=[_short_model(m) for m in backbones] if len(backbones) > 1 else None,
+        column_titles=backbones if len(backbones) > 1 else None,
     )
-    modes = mode_order(points["mode"])
-    xpos = {k: i for i, k in enumerate(modes)}
-    # numeric x with at least 4 slots: one mode alone would otherwise get a page-wide box
-    pad = max(0, 4 - len(modes)) / 2
     for c, backbone in enumerate(backbones, 1):
         pm = points[points["backbone"] == backbone]
-        for mode in mode_order(pm["mode"]):
+        modes = mode_order(pm["mode"])
+        xpos = {k: i for i, k in enumerate(modes)}
+        for mode in modes:
             fig.add_trace(_query_box(pm[pm["mode"] == mode]["value"], mode, xpos[mode]), row=1, col=c)
         fig.add_trace(_ci_markers(cis[cis["backbone"] == backbone], xpos, showlegend=c == 1), row=1, col=c)
+        # numeric x with at least 4 slots' room: one mode alone would otherwise get a page-wide box;
         # six labels touch at column width
+        pad = max(0, 4 - len(modes)) / 2
         _mode_axis(fig, modes, row=1, col=c, pad=pad, tickangle=30 if len(modes) * len(backbones) > 5 else 0)
     if metric == "p_mrr":
         fig.add_hline(y=0, line=ZERO_LINE)
-    fig.update_yaxes(title_text=_ours_title(metric, prefix="per-query "), row=1, col=1)
+    sets = list(dict.fromkeys(points["dataset"].astype(str)))
+    fig.update_yaxes(title_text=axis_title(metric, sets, prefix="per-query "), row=1, col=1)
     fig.update_layout(
         template=TEMPLATE, width=min(PAGE_WIDTH, COLUMN_WIDTH * len(backbones)), height=440, boxmode="overlay"
     )
     _facet_layout(fig, len(backbones))
-    return fig
+    return _with_caption(fig, _per_query_caption(points, metric, n_boot, backbones))
 
 
 # ---- process figures: (d) synthesis outcomes -----------------------------------------------------
@@ -483,27 +743,6 @@ def _add_status_bars(fig: go.Figure, by_type: pd.DataFrame, by_backend: pd.DataF
         )
 
 
-def _add_panel_note(fig: go.Figure, text: str, row: int, col: int) -> None:
-    """An empty panel: no axes, ``text`` in its middle."""
-    # plotly.js draws no axes for a panel without a trace, and an annotation that refers to
-    # undrawn axes falls back to the first panel: an invisible point keeps this panel's axes
-    fig.add_trace(
-        go.Scatter(x=[0], y=[0], mode="markers", opacity=0, showlegend=False, hoverinfo="skip"), row, col
-    )
-    panel = fig.get_subplot(row, col)
-    fig.update_xaxes(visible=False, row=row, col=col)
-    fig.update_yaxes(visible=False, row=row, col=col)
-    fig.add_annotation(
-        text=text,
-        showarrow=False,
-        xref=f"{panel.xaxis.plotly_name.replace('axis', '')} domain",
-        yref=f"{panel.yaxis.plotly_name.replace('axis', '')} domain",
-        x=0.5,
-        y=0.5,
-        font=dict(size=SMALL_FONT, color="#666666"),
-    )
-
-
 def _add_verified(fig: go.Figure, verify: pd.DataFrame) -> None:
     """(d) Bottom right: the share of verified flips per backend, ``passed/n`` over each bar."""
     if not len(verify):
@@ -522,6 +761,20 @@ def _add_verified(fig: go.Figure, verify: pd.DataFrame) -> None:
         ),
         row=2,
         col=2,
+    )
+
+
+def _synthesis_caption(t: dict[str, pd.DataFrame]) -> str:
+    n = int(t["by_type"]["n"].sum())
+    backends = list(dict.fromkeys(t["by_backend"]["backend"]))
+    return (
+        f"Synthesis outcomes of {n} seed rows, {len(backends)} synthesis backend"
+        f"{'s' if len(backends) > 1 else ''} ({_and(backends)}). Top left: seed rows per "
+        "instruction type, stacked by outcome (accepted, declined, rejected, failed). Top right: the "
+        "length in words of each generated reversal. Bottom left: each outcome's share of a "
+        "backend's rows, labelled from 8%. Bottom right: the share of accepted reversals whose flip "
+        "the embedder verified, passed/n above each bar. Counts and shares of every row, not "
+        "estimates from a sample: no intervals."
     )
 
 
@@ -551,6 +804,8 @@ def fig_synthesis_stats(rows: list[dict] | pd.DataFrame) -> go.Figure:
             row=1,
             col=2,
         )
+    else:
+        _add_panel_note(fig, "no reversals", row=1, col=2)
     _add_verified(fig, t["verify"])
     fig.update_layout(
         barmode="stack",
@@ -567,17 +822,57 @@ def fig_synthesis_stats(rows: list[dict] | pd.DataFrame) -> go.Figure:
     fig.update_xaxes(title_text="synthesis backend", row=2, col=2)
     fig.update_yaxes(title_text="% of rows", range=[0, 100], row=2, col=1)
     fig.update_yaxes(title_text="% verified", range=[0, 115], tickvals=[0, 25, 50, 75, 100], row=2, col=2)
-    return fig
+    return _with_caption(fig, _synthesis_caption(t))
 
 
 # ---- process figures: (e) loss curves ------------------------------------------------------------
 
 
+def _integer_step(span: float, target: int = 6) -> int:
+    """A tick spacing of 1, 2 or 5 x 10^k steps giving about ``target`` ticks over ``span``, at
+    least 1, so no tick falls between two steps: 1 -> 1, 38 -> 10, 1000 -> 200."""
+    raw = max(span / target, 1.0)
+    mag = 10 ** math.floor(math.log10(raw))
+    return int(next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw))
+
+
+def _smoothing_words(smooth: pd.DataFrame, short: bool = False) -> str:
+    """What the bold lines are, true for the windows used: ``'mean over runs, centred 5-point
+    rolling mean'`` (``short``: ``'5-point rolling mean'``, for the legend); a mode too short to
+    smooth (window 1) is named as such."""
+    window = smooth.groupby("mode", sort=False)["window"].first()
+    runs = smooth.groupby("mode", sort=False)["n_runs"].max()
+    smoothed = sorted(int(w) for w in set(window) if w > 1)
+    rough = [mode_label(m) for m, w in window.items() if w <= 1]
+    if short:
+        what = f"{'/'.join(map(str, smoothed))}-point rolling mean" if smoothed else "not smoothed"
+        return what + (f" ({_and(rough)}: none)" if smoothed and rough else "")
+    mean = "mean over runs" if (runs > 1).any() else "each mode's loss"
+    if not smoothed:
+        return f"{mean}, not smoothed (too few logged steps)"
+    return f"{mean}, centred {'/'.join(map(str, smoothed))}-point rolling mean (fewer points at the ends)" + (
+        f"; {_and(rough)} not smoothed (too few logged steps)" if rough else ""
+    )
+
+
+def _loss_caption(logs: pd.DataFrame, smooth: pd.DataFrame) -> str:
+    backbones = sorted({backbone_label(m) for m in logs.get("model", pd.Series(dtype=str)).dropna()})
+    on = f" (backbone {_and(backbones)})" if backbones else ""
+    runs = smooth.groupby("mode", sort=False)["n_runs"].max().reset_index()
+    return (
+        f"Training loss per logged step of each training mode{on}. Faint thin lines: each run's raw "
+        f"loss; bold lines: {_smoothing_words(smooth)}; "
+        f"{_runs_words([runs])}. Modes differ by colour and dash. No intervals: every run is drawn."
+    )
+
+
 def fig_loss_curves(logs: pd.DataFrame, window: int | None = None) -> go.Figure:
     """(e) Training loss per step: each run's raw loss as a faint thin line, and per mode the
     loss averaged over the mode's runs and smoothed by a centred rolling mean of ``window``
-    logged steps (``summaries.smoothed_losses``; None: about a fifth of the run) as a bold line.
-    No markers; modes differ by colour and dash (``mode_dash``), so greyscale print still works."""
+    logged steps (``summaries.smoothed_losses``; None: about a fifth of the run; never more
+    points than the curve has, so the legend's "n-point" is true) as a bold line. Steps are
+    integers, and so are the ticks. No markers; modes differ by colour and dash (``mode_dash``),
+    so greyscale print still works."""
     if logs.empty:
         raise ValueError("no training log lines with a loss")
     fig = go.Figure()
@@ -594,7 +889,7 @@ def fig_loss_curves(logs: pd.DataFrame, window: int | None = None) -> go.Figure:
                     showlegend=False,
                     opacity=0.25,
                     line=dict(color=mode_color(mode), width=1),
-                    hovertemplate=f"{run}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
+                    hovertemplate=f"{mode_label(mode)}, run {run}<br>step %{{x}}: %{{y:.4f}}<extra></extra>",
                 )
             )
     smooth = smoothed_losses(logs, window)
@@ -613,26 +908,101 @@ def fig_loss_curves(logs: pd.DataFrame, window: int | None = None) -> go.Figure:
                 + " (mean of %{customdata[0]} runs, rolling over %{customdata[1]} points)<extra></extra>",
             )
         )
-    windows = sorted(set(smooth["window"]))
-    what = f"{'/'.join(map(str, windows))}-point rolling mean"
+    steps = logs["step"].astype(float)
     fig.update_layout(
         template=TEMPLATE,
         width=COLUMN_WIDTH,
         height=440,
-        xaxis_title="training step",
+        # whole steps only: plotly's own ticks fall at 1.5 on a 2-step run
+        xaxis=dict(
+            title="training step",
+            tickmode="linear",
+            tick0=0,
+            dtick=_integer_step(steps.max() - steps.min()),
+            tickformat="d",
+        ),
         yaxis_title="training loss",
         # 60 px legend samples, so that each mode's dash pattern shows
         legend=dict(
-            title=dict(text=f"bold: {what}; faint: each run", side="top"),
+            title=dict(text=f"bold: {_smoothing_words(smooth, short=True)}; faint: each run", side="top"),
             title_font_size=SMALL_FONT,
             itemwidth=60,
         ),
         yaxis_rangemode="tozero",
     )
-    return fig
+    return _with_caption(fig, _loss_caption(logs, smooth))
 
 
-# ---- saving: PNG/SVG/PDF through kaleido and Chrome, HTML without --------------------------------
+# ---- captions ------------------------------------------------------------------------------------
+
+FIGURE_NAMES = {
+    "a": "fig_pmrr_by_config",
+    "b": "fig_pmrr_vs_score",
+    "c": "fig_per_query_pmrr",
+    "d": "fig_synthesis_stats",
+    "e": "fig_loss_curves",
+}
+
+
+def _stored_caption(fig: go.Figure) -> str | None:
+    meta = fig.layout.meta
+    return meta.get("caption") if isinstance(meta, dict) else None
+
+
+def _draw(name: str, results, per_query, logs, synthesis, published) -> go.Figure:
+    """The figure ``name`` (a value of ``FIGURE_NAMES``) from in-memory inputs; a ``ValueError``
+    names the input it lacks."""
+    needs = {
+        FIGURE_NAMES["a"]: (
+            "results",
+            lambda: fig_metrics_by_mode(results, published=published, per_query=per_query),
+        ),
+        FIGURE_NAMES["b"]: (
+            "results",
+            lambda: fig_tradeoff(results, published=published, per_query=per_query),
+        ),
+        FIGURE_NAMES["c"]: ("results and per_query", lambda: fig_per_query(per_query, results)),
+        FIGURE_NAMES["d"]: ("synthesis", lambda: fig_synthesis_stats(synthesis)),
+        FIGURE_NAMES["e"]: ("logs", lambda: fig_loss_curves(logs)),
+    }
+    if name not in needs:
+        raise ValueError(f"unknown figure {name!r}; use one of {', '.join(needs)}")
+    what, draw = needs[name]
+    given = dict(results=results, per_query=per_query, logs=logs, synthesis=synthesis)
+    missing = [k for k in given if k in what.split(" and ") and given[k] is None]
+    if missing:
+        raise ValueError(f"{name} is drawn from {what}: pass {', '.join(missing)}")
+    return draw()
+
+
+def caption_for(
+    figure: go.Figure | str,
+    results: pd.DataFrame | None = None,
+    *,
+    per_query: pd.DataFrame | None = None,
+    logs: pd.DataFrame | None = None,
+    synthesis: list[dict] | pd.DataFrame | None = None,
+    published: pd.DataFrame | str | None = "default",
+) -> str:
+    """A figure's caption, one paragraph: what is plotted, what the marks are, which interval.
+
+    ``figure`` is a figure drawn here (its function stored the caption) or a name of
+    ``FIGURE_NAMES`` with the inputs it is drawn from (``results``, ``per_query`` for the 95%
+    intervals, ``logs``, ``synthesis``). Example: ``caption_for(fig_metrics_by_mode(results))``
+    or ``caption_for('fig_pmrr_by_config', results, per_query=pq)`` -> ``'p-MRR (×100, top row)
+    and ... Error bars: 95% two-stage bootstrap interval over runs and queries ...'``.
+    """
+    if isinstance(figure, str):
+        figure = _draw(figure, results, per_query, logs, synthesis, published)
+    caption = _stored_caption(figure)
+    if caption is None:
+        raise ValueError(
+            "this figure carries no caption: draw it with a function of ifir_lib.reporting.figures"
+        )
+    return caption
+
+
+# ---- saving: PDF/SVG/PNG through kaleido and Chrome, HTML without, a caption file beside ---------
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
@@ -645,7 +1015,7 @@ def _check_name(name: str) -> None:
 
 
 def _write_static(items: list[tuple[go.Figure, Path]]) -> None:
-    """Render PNG/SVG files in one Chromium session (kaleido starts one browser per call, ~3 s)."""
+    """Render PDF/SVG/PNG files in one Chromium session (kaleido starts one browser per call, ~3 s)."""
     if not items:
         return
     figs, files, scales, widths, heights = [], [], [], [], []
@@ -657,7 +1027,7 @@ def _write_static(items: list[tuple[go.Figure, Path]]) -> None:
         heights.append(int(fig.layout.height or 400))
     # one kaleido call renders them all, so the bar moves once, at the end; it shows what is running
     try:
-        with progress(total=len(files), desc="export PNG/SVG", unit="file", delay=0) as bar:
+        with progress(total=len(files), desc="export PDF/SVG/PNG", unit="file", delay=0) as bar:
             pio.write_images(figs, files, scale=scales, width=widths, height=heights)
             bar.update(len(files))
     except RuntimeError as e:
@@ -673,9 +1043,9 @@ def _write_static(items: list[tuple[go.Figure, Path]]) -> None:
 def _save_many(figs: dict[str, go.Figure], out_dir: str | Path, formats: Sequence[str]) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    bad = set(formats) - {"png", "svg", "html", "pdf"}
+    bad = set(formats) - set(FORMATS)
     if bad:
-        raise ValueError(f"unknown format(s) {sorted(bad)}; use png, svg, pdf or html")
+        raise ValueError(f"unknown format(s) {sorted(bad)}; use {', '.join(FORMATS)}")
     written, static = [], []
     for name, fig in figs.items():
         _check_name(name)
@@ -687,14 +1057,20 @@ def _save_many(figs: dict[str, go.Figure], out_dir: str | Path, formats: Sequenc
             else:
                 static.append((fig, path))
             written.append(path)
+        caption = _stored_caption(fig)
+        if caption:
+            path = out_dir / f"{name}.caption.txt"
+            path.write_text(caption + "\n", encoding="utf-8")
+            written.append(path)
     _write_static(static)
     return written
 
 
 def save_figure(
-    fig: go.Figure, out_dir: str | Path, name: str, formats: Sequence[str] = ("png", "svg", "html")
+    fig: go.Figure, out_dir: str | Path, name: str, formats: Sequence[str] = FORMATS
 ) -> list[Path]:
-    """Write ``out_dir/name.{png,svg,html}`` (PNG at scale 3); return the paths.
+    """Write ``out_dir/name.{pdf,svg,png,html}`` (PNG at scale 3) and, for a figure drawn here,
+    ``out_dir/name.caption.txt`` (``caption_for``); return the paths.
 
     ``name`` must be LaTeX-friendly (``fig_pmrr_by_config``). Static formats go through kaleido
     and Chromium (``BROWSER_PATH`` overrides where Chromium is found).
@@ -704,13 +1080,11 @@ def save_figure(
 
 # ---- rebuilding every figure from files ----------------------------------------------------------
 
-FIGURE_NAMES = {
-    "a": "fig_pmrr_by_config",
-    "b": "fig_pmrr_vs_score",
-    "c": "fig_per_query_pmrr",
-    "d": "fig_synthesis_stats",
-    "e": "fig_loss_curves",
-}
+
+def _synthesis_paths(synthesis_path) -> list:
+    if synthesis_path is None:
+        return []
+    return [synthesis_path] if isinstance(synthesis_path, (str, Path)) else list(synthesis_path)
 
 
 def make_all_figures(
@@ -719,45 +1093,41 @@ def make_all_figures(
     per_query_csv: str | Path | None = None,
     runs_dir: str | Path | None = None,
     synthesis_path: str | Path | Sequence[str | Path] | None = None,
-    formats: Sequence[str] = ("png", "svg", "html"),
+    formats: Sequence[str] = FORMATS,
 ) -> list[Path]:
-    """Rebuild every figure whose inputs exist; print a note for each one skipped.
+    """Rebuild every figure whose inputs exist, each with its caption file; print a note for each
+    one skipped.
 
-    Example: only ``results_csv`` -> (a) and (b), plus (c) when the sibling
+    Example: only ``results_csv`` -> (a) and (b), with 95% intervals and (c) when the sibling
     ``<stem>_per_query.csv`` that ``evaluate`` writes exists (or ``per_query_csv`` is given);
     ``synthesis_path`` (one file, or several to compare backends) -> (d); ``runs_dir`` -> (e).
-    Returns the written paths.
+    Returns the written paths (figures, then ``<name>.caption.txt``).
     """
-    results = add_backbone(load_results(results_csv), runs_dir)
+    results = _labelled(load_results(results_csv), runs_dir)
     published = load_published()
     if per_query_csv is None:
         # ``evaluate.append_results`` writes per-query scores next to the table: results_per_query.csv
         per_query_csv = Path(results_csv).with_name(f"{Path(results_csv).stem}_per_query.csv")
-    figs: dict[str, go.Figure] = {}
 
     def absent(p):
         return p is None or not Path(p).exists()
 
+    per_query = None if absent(per_query_csv) else load_per_query(per_query_csv)
+    figs: dict[str, go.Figure] = {}
     metrics = set(results["metric"])
     if metrics & {"p_mrr", "score"}:
-        figs[FIGURE_NAMES["a"]] = fig_metrics_by_mode(results, published=published)
+        figs[FIGURE_NAMES["a"]] = fig_metrics_by_mode(results, published=published, per_query=per_query)
     else:
         print(f"skipped {FIGURE_NAMES['a']}: results have neither p_mrr nor score")
     if {"p_mrr", "score"} <= metrics:
-        figs[FIGURE_NAMES["b"]] = fig_tradeoff(results, published=published)
+        figs[FIGURE_NAMES["b"]] = fig_tradeoff(results, published=published, per_query=per_query)
     else:
         print(f"skipped {FIGURE_NAMES['b']}: results need both p_mrr and score")
-    if absent(per_query_csv):
+    if per_query is None:
         print(f"skipped {FIGURE_NAMES['c']}: no per-query file ({per_query_csv})")
     else:
-        figs[FIGURE_NAMES["c"]] = fig_per_query(load_per_query(per_query_csv), results)
-    synth = (
-        []
-        if synthesis_path is None
-        else [synthesis_path]
-        if isinstance(synthesis_path, (str, Path))
-        else list(synthesis_path)
-    )
+        figs[FIGURE_NAMES["c"]] = fig_per_query(per_query, results)
+    synth = _synthesis_paths(synthesis_path)
     missing = [str(p) for p in synth if absent(p)]
     if not synth or missing:
         print(f"skipped {FIGURE_NAMES['d']}: no synthesis file ({', '.join(missing) or None})")

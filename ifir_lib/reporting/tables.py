@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..core.errors import DataError
 from .results import add_backbone, load_published, mode_order
-from .style import mode_label
+from .style import backbone_label, mode_label
 
 # column key (= the metric names of data/published_results.csv) -> (group, label, datasets, metric)
 COLUMNS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
@@ -66,7 +66,7 @@ def column_of(dataset: str, metric: str) -> str | None:
 
 @dataclass
 class Row:
-    block: str  # e.g. "ours: minilm" or "paper, Table 1: gte-multilingual-mlm-base"
+    block: str  # e.g. "ours: all-MiniLM-L6-v2" or "paper (Table 1): gte-multilingual-mlm-base"
     mode: str
     values: dict[str, float]  # column key -> value (x100)
     runs: int | None = 1  # None: published numbers (the paper reports no runs or seeds)
@@ -99,10 +99,13 @@ def build_table(
     """The table's rows and columns from a tidy results DataFrame (``results.load_results``).
 
     Example: rows ``(minilm, ins-dv, followir, p_mrr, 7.5)`` and ``(..., 8.5)`` of two runs ->
-    one row ``Ins-DV`` with ``followir_p_mrr = 8.0`` and ``runs = 2``. Raises ``DataError`` (naming
+    one row ``Ins-DV`` with ``followir_p_mrr = 8.0`` and ``runs = 2``, in block ``'ours:
+    all-MiniLM-L6-v2'`` (``style.backbone_label``). Raises ``DataError`` (naming
     ``source``) when no row of ``results`` maps to a column.
     """
     df = add_backbone(results, runs_dir)
+    # the backbone in words: 'minilm' and the packaged folder are one block, "all-MiniLM-L6-v2"
+    df = df.assign(backbone=df["backbone"].map(backbone_label))
     df = df.assign(column=[column_of(d, m) for d, m in zip(df["dataset"], df["metric"])])
     if not df["column"].notna().any():
         have = sorted({f"{d}/{m}" for d, m in zip(results["dataset"], results["metric"])})

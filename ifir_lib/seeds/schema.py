@@ -148,6 +148,26 @@ def _check_counterpart(row: dict, path, n) -> None:
         _check_passage(path, n, f"counterpart_hard_negatives[{i}]", p)
 
 
+def read_seeds(
+    path: str | Path = SEEDS_PATH, min_hard_negatives: int = 2, stage: str = "bundle"
+) -> list[tuple[int, dict]]:
+    """``(line_number, seed)`` for every row of a seed JSONL file, each checked for ``stage``;
+    duplicate ids and a file without rows are errors. ``load_seeds`` without the line numbers,
+    which ``ifir data validate`` names in its problems."""
+    if stage not in STAGE_FIELDS:
+        raise ValueError(f"unknown stage {stage!r}; choose from {', '.join(STAGE_FIELDS)}")
+    rows, seen = [], {}
+    for n, row in read_jsonl(path):
+        validate_seed(row, path, n, min_hard_negatives=min_hard_negatives, stage=stage)
+        if row["id"] in seen:
+            raise DataError(path, n, f"duplicate id {row['id']!r} (first on line {seen[row['id']]})", "id")
+        seen[row["id"]] = n
+        rows.append((n, row))
+    if not rows:
+        raise DataError(path, None, "no seed rows")
+    return rows
+
+
 def load_seeds(
     path: str | Path = SEEDS_PATH,
     limit: int | None = None,
@@ -159,17 +179,7 @@ def load_seeds(
     Every row is checked before anything is returned, so a bad line 900 fails before line 1 is
     sent to an LLM.
     """
-    if stage not in STAGE_FIELDS:
-        raise ValueError(f"unknown stage {stage!r}; choose from {', '.join(STAGE_FIELDS)}")
-    seeds, seen = [], {}
-    for n, row in read_jsonl(path):
-        validate_seed(row, path, n, min_hard_negatives=min_hard_negatives, stage=stage)
-        if row["id"] in seen:
-            raise DataError(path, n, f"duplicate id {row['id']!r} (first on line {seen[row['id']]})", "id")
-        seen[row["id"]] = n
-        seeds.append(row)
-    if not seeds:
-        raise DataError(path, None, "no seed rows")
+    seeds = [row for _, row in read_seeds(path, min_hard_negatives, stage)]
     return seeds[:limit] if limit else seeds
 
 

@@ -17,6 +17,7 @@ verification columns (``ifir verify``).
 - ``template``: the template baseline, a rule-based negation for ablations.
 - ``pricing``: requests, tokens, cost and time of a run before it is sent.
 - ``verify``: the retriever flip check and the optional LLM judge.
+- ``explain``: notebook 01's worked example, the untrained model's topic shortcut on one seed.
 
 Imports: ``core``, ``seeds``.
 """

@@ -219,7 +219,7 @@ def _train(
     tracker_args, tracker_callbacks = reporting(
         report_to, run.path, cfg_dict, mode=mode, rng_seed=cfg.rng_seed, evaluates=cfg.eval_steps > 0
     )  # an uninstalled tracker fails here, before the model loads
-    if _check_rerun(run, cfg_dict, mode):
+    if _check_rerun(run, cfg_dict, mode, manifest):
         log.warning("%s already finished; nothing to do", run.path)
         return TrainResult(run.path, run.info().get("steps", 0), 0.0, 0.0, run.read_log())
     if rank == 0:
@@ -251,8 +251,10 @@ def _train(
     return TrainResult(run.path, trainer.state.global_step, seconds, eps, run.read_log(), resume)
 
 
-def _check_rerun(run: RunFolder, cfg_dict: dict, mode: str) -> bool:
-    """True when ``run`` already holds this finished run; a ``ConfigError`` when it holds another."""
+def _check_rerun(run: RunFolder, cfg_dict: dict, mode: str, manifest: dict | None = None) -> bool:
+    """True when ``run`` already holds this finished run; a ``ConfigError`` when it holds another:
+    another config or mode, or (when both record one) other training data (``sha256`` of the
+    examples), so a rerun on new reversals never silently reuses a model trained on the old."""
     if not run.is_run():
         return False
     prev = run.read()
@@ -260,6 +262,13 @@ def _check_rerun(run: RunFolder, cfg_dict: dict, mode: str) -> bool:
         raise ConfigError(
             f"{run.run_file}: this run directory holds a run with another config or mode; "
             "use a new --out or delete it"
+        )
+    old_sha, new_sha = (prev.get("data") or {}).get("sha256"), (manifest or {}).get("sha256")
+    if old_sha and new_sha and old_sha != new_sha:
+        raise ConfigError(
+            f"{run.run_file}: this run directory holds a {mode} run trained on other data "
+            f"(examples sha256 {old_sha[:12]}, now {new_sha[:12]}: other seeds, reversals, curation "
+            "or budget); use a new --out or delete it"
         )
     return prev.get("status") == "finished" and run.has_model()
 

@@ -11,7 +11,7 @@ from ifir_lib.seeds import schema as seed_io
 
 
 def test_bundled_data_is_valid_and_large_enough():
-    assert bundle.validate_bundle() == []
+    assert bundle.validate_bundle() == [] and bundle.validate_data() == []
     s = bundle.data_stats()
     assert s["seeds"] >= 1000 and len(s["instruction_types"]) >= 10 and len(s["domains"]) >= 16
     assert max(s["reversal_styles"].values()) <= 0.40 and abs(sum(s["reversal_styles"].values()) - 1) < 0.01
@@ -27,7 +27,9 @@ def test_validator_catches_train_eval_overlap(tmp_path, bundled_seeds):
     corpus[0]["text"] = bundled_seeds[3]["hard_negatives"][0]["text"]
     (ev / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
     problems = bundle.validate_bundle(SEEDS_PATH, ev)
-    assert problems == [f"ev: eval doc {corpus[0]['_id']} repeats a training passage"]
+    assert problems == [
+        f"{ev / 'corpus.jsonl'}:1: field 'text': document {corpus[0]['_id']!r} repeats a training passage"
+    ]
 
 
 def test_cli_data_stats_json_last_line():

@@ -24,6 +24,7 @@ def test_the_demo_budget_is_the_ins_budget_all_modes_build_theirs_from(preset):
         "ins-dv": cfg.budget,
         "all-orig": 2 * r,
         "all-dv": 2 * r,
+        "ins-aug": cfg.budget,  # the wording control: the Ins budget, I reworded
     }
     assert sets["all-dv"].manifest()["sha256"] != sets["ins-dv"].manifest()["sha256"]
 
@@ -54,10 +55,11 @@ def test_demo_smoke_writes_results_models_and_figures(tmp_path):
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     df = pd.read_csv(out / "results.csv")
-    assert set(df["mode"]) == {"base", "ins-orig", "ins-dv", "all-orig", "all-dv"}
+    assert set(df["mode"]) == {"base", "ins-orig", "ins-dv", "all-orig", "all-dv", "ins-aug"}
+    assert set(df["dataset"]) == {"followir_mini", "followir_v2"}  # the bundled sets v1 and v2
     assert {"p_mrr", "map_at_1000", "ndcg_at_5"} <= set(df.metric)
     assert df.value.notna().all() and (df.git_commit.astype(str) != "").all()
-    for mode in ("ins-orig", "ins-dv", "all-orig", "all-dv"):
+    for mode in ("ins-orig", "ins-dv", "all-orig", "all-dv", "ins-aug"):
         assert (out / "models" / mode / "modules.json").exists()
     assert {p.name for p in figs.glob("*.png")} >= {
         "fig_pmrr_by_config.png",
@@ -68,4 +70,4 @@ def test_demo_smoke_writes_results_models_and_figures(tmp_path):
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(pd.read_csv(out / "results.csv")) == len(df)
-    assert again.stdout.count("already in results.csv") == 5
+    assert again.stdout.count("already in results.csv") == 6

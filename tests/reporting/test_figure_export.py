@@ -1,5 +1,7 @@
-"""Saving figures: LaTeX-safe names, real PNG/SVG/HTML through kaleido and Chrome, make_all_figures, the CLI."""
+"""Saving figures: LaTeX-safe names, real PDF/SVG/PNG/HTML through kaleido and Chrome, caption files,
+make_all_figures, the CLI."""
 
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -9,7 +11,9 @@ from PIL import Image
 
 from ifir_lib.cli import main
 from ifir_lib.reporting import figures as F
+from ifir_lib.reporting import results as R
 from ifir_lib.reporting import style as ST
+from ifir_lib.reporting import summaries as S
 from ifir_lib.testing.inputs import write_example_inputs
 
 
@@ -30,23 +34,64 @@ def test_save_figure_rejects_names_latex_cannot_include(tmp_path):
     fig = F.fig_loss_curves(pd.DataFrame({"run": ["r"], "mode": ["ins-dv"], "step": [1], "loss": [1.0]}))
     with pytest.raises(ValueError, match="lowercase"):
         F.save_figure(fig, tmp_path, "Fig A", formats=("html",))
-    assert F.save_figure(fig, tmp_path, "fig_a", formats=("html",)) == [tmp_path / "fig_a.html"]
+    written = F.save_figure(fig, tmp_path, "fig_a", formats=("html",))
+    assert written == [tmp_path / "fig_a.html", tmp_path / "fig_a.caption.txt"]
+    assert (tmp_path / "fig_a.caption.txt").read_text() == F.caption_for(fig) + "\n"
+
+
+def _check_pdf(path, fig):
+    """A real one-page PDF: header and trailer, the page in the figure's proportions, an embedded font
+    (the text is text, not pixels)."""
+    data = path.read_bytes()
+    assert data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF"), path
+    assert len(re.findall(rb"/Type\s*/Page\b(?!s)", data)) == 1, path
+    (box,) = re.findall(rb"/MediaBox\s*\[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", data)
+    w, h = (float(v) for v in box)
+    assert w / h == pytest.approx(fig.layout.width / fig.layout.height, rel=0.01), path
+    assert b"/FontFile" in data, path
 
 
 @pytest.mark.slow
-def test_make_all_figures_renders_real_png_svg_html(tmp_path):
-    """Through kaleido and Chromium: valid PNGs at 3x the layout size, not blank; SVG and HTML parse."""
+def test_make_all_figures_renders_real_pdf_svg_png_html_and_captions(tmp_path):
+    """Through kaleido and Chromium, by default: PDF and SVG for print, PNG at 3x the layout size (not
+    blank), HTML; and beside each figure a one-paragraph caption that names its interval."""
     ex = write_example_inputs(tmp_path / "in")
     paths = F.make_all_figures(ex["results"], tmp_path / "out", ex["per_query"], ex["runs"], ex["synthesis"])
-    names = {p.stem for p in paths}
-    assert names == set(F.FIGURE_NAMES.values()) and len(paths) == 3 * len(names)
+    out = tmp_path / "out"
+    names = set(F.FIGURE_NAMES.values())
+    assert sorted(p.name for p in paths) == sorted(
+        f"{n}.{ext}" for n in names for ext in (*F.FORMATS, "caption.txt")
+    )
     for p in paths:
-        assert p.exists() and p.stat().st_size > 1000, p
+        assert p.exists() and p.stat().st_size > 200, p
+    for name in names:
+        svg = ET.parse(out / f"{name}.svg").getroot()
+        assert svg.tag.endswith("svg"), name
+        caption = (out / f"{name}.caption.txt").read_text()
+        assert caption.count("\n") == 1 and len(caption) > 100, name  # one paragraph
+    drawn = {
+        "fig_pmrr_by_config": F.fig_metrics_by_mode(
+            R.load_results(ex["results"]), per_query=R.load_per_query(ex["per_query"])
+        ),
+        "fig_loss_curves": F.fig_loss_curves(R.load_train_logs(ex["runs"])),
+    }
+    for name, fig in drawn.items():
+        _check_pdf(out / f"{name}.pdf", fig)
+        assert (out / f"{name}.caption.txt").read_text().strip() == F.caption_for(fig)
+    intervals = {
+        "fig_pmrr_by_config": S.TWO_STAGE,  # the example's p-MRR has per-query scores for both runs
+        "fig_pmrr_vs_score": S.TWO_STAGE,
+        "fig_per_query_pmrr": S.QUERY_CI,
+        "fig_synthesis_stats": "no intervals",
+        "fig_loss_curves": "No intervals",
+    }
+    for name, words in intervals.items():
+        assert words in (out / f"{name}.caption.txt").read_text(), name
     sizes = {p.stem: _png_header(p) for p in paths if p.suffix == ".png"}
     tradeoff_height = F.TRADEOFF_HEIGHT[2]  # our panel over the paper's
     assert sizes["fig_pmrr_vs_score"] == (ST.COLUMN_WIDTH * ST.PNG_SCALE, tradeoff_height * ST.PNG_SCALE)
     assert sizes["fig_synthesis_stats"][0] == ST.PAGE_WIDTH * ST.PNG_SCALE
-    px = _png_pixels(tmp_path / "out" / "fig_pmrr_by_config.png")
+    px = _png_pixels(out / "fig_pmrr_by_config.png")
     assert px.shape[:2] == sizes["fig_pmrr_by_config"][::-1]
     rgb = px[..., :3].astype(float)
     assert rgb.std() > 20  # not blank
@@ -54,9 +99,8 @@ def test_make_all_figures_renders_real_png_svg_html(tmp_path):
     packed = (px[..., 0].astype(np.int64) << 16) | (px[..., 1].astype(np.int64) << 8) | px[..., 2]  # 0xRRGGBB
     for c in ("ins-dv", "all-dv"):  # the config colours were drawn
         assert (packed == int(ST.MODE_COLORS[c][1:], 16)).sum() > 1000, c
-    svg = ET.parse(tmp_path / "out" / "fig_pmrr_vs_score.svg").getroot()
-    assert svg.tag.endswith("svg") and "p-MRR" in (tmp_path / "out" / "fig_pmrr_vs_score.svg").read_text()
-    assert (tmp_path / "out" / "plotly.min.js").exists()  # HTML pages open offline
+    assert "p-MRR" in (out / "fig_pmrr_vs_score.svg").read_text()
+    assert (out / "plotly.min.js").exists()  # HTML pages open offline
 
 
 def test_make_all_figures_skips_absent_inputs_with_a_note(tmp_path, capsys):
@@ -64,7 +108,12 @@ def test_make_all_figures_skips_absent_inputs_with_a_note(tmp_path, capsys):
     paths = F.make_all_figures(
         ex["results"], tmp_path / "out", per_query_csv=tmp_path / "nope.csv", formats=("html",)
     )
-    assert sorted(p.name for p in paths) == ["fig_pmrr_by_config.html", "fig_pmrr_vs_score.html"]
+    assert sorted(p.name for p in paths) == [
+        "fig_pmrr_by_config.caption.txt",
+        "fig_pmrr_by_config.html",
+        "fig_pmrr_vs_score.caption.txt",
+        "fig_pmrr_vs_score.html",
+    ]
     out = capsys.readouterr().out
     for name in ("fig_per_query_pmrr", "fig_synthesis_stats", "fig_loss_curves"):
         assert f"skipped {name}" in out
@@ -86,6 +135,7 @@ def test_cli_figures(tmp_path, capsys):
         ]
     )
     assert rc == 0 and (tmp_path / "out" / "fig_loss_curves.html").exists()
+    assert "loss" in (tmp_path / "out" / "fig_loss_curves.caption.txt").read_text()
     assert (tmp_path / "out" / "fig_per_query_pmrr.html").exists()  # the sibling results_per_query.csv
     assert "fig_pmrr_by_config.html" in capsys.readouterr().out
     assert main(["figures", "--results", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o")]) == 2

@@ -59,9 +59,11 @@ def test_paper_markers_have_their_own_axis_and_panels_name_the_set(tmp_path):
         t.yaxis for t in fig.data if t.type == "scatter" and t.hovertemplate and "paper" in t.hovertemplate
     }
     assert len(bar_axes) == 2 and len(paper_axes) == 1 and not bar_axes & paper_axes
-    titles = [a.text for a in fig.layout.annotations]
-    assert any(t.endswith("followir_mini") for t in titles) and any(t.endswith("followir_v2") for t in titles)
-    assert "paper · FollowIR" in titles
+    titles = [a.text.replace("<br>", ", ") for a in fig.layout.annotations]
+    assert any(t.endswith("bundled set v1") for t in titles) and any(
+        t.endswith("bundled set v2") for t in titles
+    )
+    assert F.PAPER_PANEL in titles
 
 
 def _logs(losses_by_run: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
@@ -139,7 +141,7 @@ def test_missing_verification_note_refers_to_the_verified_flips_panel(tmp_path):
 def test_missing_verification_note_renders_inside_the_verified_flips_panel(tmp_path):
     """Through kaleido and Chromium: the note's centre in the SVG lies in the lower-right panel."""
     fig = F.fig_synthesis_stats(_no_verification_rows(tmp_path))
-    (svg,) = F.save_figure(fig, tmp_path / "out", "fig_synthesis_stats", formats=("svg",))
+    svg, _caption = F.save_figure(fig, tmp_path / "out", "fig_synthesis_stats", formats=("svg",))
     root = ET.parse(svg).getroot()
     centre = None
     for g in root.iter("{http://www.w3.org/2000/svg}g"):

@@ -136,8 +136,8 @@ def test_synthesis_summary_counts_rates_and_lengths():
     )
 
 
-def test_smoothing_window_is_odd_about_a_fifth_and_at_least_three():
-    assert [S.smoothing_window(n) for n in (1, 10, 20, 40, 1000)] == [3, 3, 5, 9, 201]
+def test_smoothing_window_is_odd_about_a_fifth_at_least_three_and_never_longer_than_the_curve():
+    assert [S.smoothing_window(n) for n in (1, 2, 3, 4, 10, 20, 40, 1000)] == [1, 1, 3, 3, 3, 5, 9, 201]
 
 
 def test_smoothed_losses_average_the_runs_of_a_mode_then_a_centred_rolling_mean():
@@ -186,3 +186,32 @@ def test_rows_sort_by_backbone_then_mode_in_paper_order():
         ("b", "base"),
         ("b", "all-dv"),
     ]
+
+
+def test_summarize_with_per_query_scores_draws_the_two_stage_interval_only_for_complete_modes():
+    """Two runs of ins-dv with per-query scores: the 95% two-stage interval around their mean; ins-orig
+    lacks one run's scores, so it keeps the min-max over runs (``interval_phrase`` tells them apart)."""
+    rows, pq = [], []
+    for mode, seed, scores in (
+        ("ins-dv", 0, [1, 3, 5]),
+        ("ins-dv", 1, [3, 5, 7]),
+        ("ins-orig", 0, [0, 2, 4]),
+    ):
+        rid = f"{mode}-s{seed}"
+        rows.append({"run_id": rid, "model": rid, "mode": mode, "rng_seed": seed, "metric": "p_mrr"})
+        rows[-1]["value"] = float(np.mean(scores))
+        pq += [
+            {"run_id": rid, "dataset": "d", "metric": "p_mrr", "query_id": f"q{i}", "value": v}
+            for i, v in enumerate(scores)
+        ]
+    rows.append(
+        {"run_id": "o1", "model": "o1", "mode": "ins-orig", "rng_seed": 1, "metric": "p_mrr", "value": 4.0}
+    )
+    res = results_frame([{**r, "dataset": "d"} for r in rows]).assign(backbone="minilm")
+    s = S.summarize(res, "p_mrr", per_query=pd.DataFrame(pq), n_boot=500).set_index("mode")
+    dv = s.loc["ins-dv"]
+    assert dv["error"] == "two-stage" and dv["mean"] == (3.0 + 5.0) / 2
+    assert 0 < dv["err_minus"] and 0 < dv["err_plus"] and dv["mean"] + dv["err_plus"] <= 7.0
+    assert s.loc["ins-orig", "error"] == "spread" and s.loc["ins-orig", "err_plus"] == 4.0 - (2.0 + 4.0) / 2
+    assert S.interval_phrase("two-stage", 2) == S.TWO_STAGE and S.interval_phrase("ci", 1) == S.QUERY_CI
+    assert "not a 95% interval" in S.interval_phrase("spread", 2)

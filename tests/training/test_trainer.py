@@ -58,6 +58,19 @@ def test_other_config_in_same_run_dir_is_refused(smoke_run):
         train(ts.examples, res.run_dir, cfg.replace(learning_rate=1e-3), mode="ins-dv")
 
 
+def test_other_data_in_same_run_dir_is_refused(smoke_run, bundled_seeds):
+    """A rerun on other examples (new reversals, say) must not reuse the finished model quietly."""
+    cfg, ts, res = smoke_run
+    other = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives, rng_seed=8)
+    assert other.manifest()["sha256"] != ts.manifest()["sha256"]
+    with pytest.raises(ValueError, match="trained on other data"):
+        train(other.examples, res.run_dir, cfg, mode="ins-dv", manifest=other.manifest())
+    same = train(
+        ts.examples, res.run_dir, cfg, mode="ins-dv", manifest=ts.manifest()
+    )  # the same data: reused
+    assert same.seconds == 0.0 and same.steps == res.steps
+
+
 def test_non_finite_loss_stops_and_keeps_checkpoint(bundled_seeds, tmp_path):
     cfg = TrainConfig.preset("smoke", learning_rate=1e30, save_steps=1, max_steps=6)
     ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives)
