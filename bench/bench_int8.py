@@ -1,0 +1,170 @@
+"""Why ``onnx-int8`` misses issue 27's 0.5-point bound, and what the alternatives cost (run by hand).
+
+    .venv/bin/python bench/bench_int8.py [--docs 400] [--repeat 3] [--groups]
+
+Each scheme quantizes the same fp32 ONNX export of MiniLM (``onnx_backend.export_onnx``) and is
+measured against PyTorch fp32 in the same run:
+
+- ``dynamic``: the shipped ``onnx-int8`` (``quantize_dynamic``: per-channel int8 weights,
+  per-*tensor* uint8 activations, every weight MatMul);
+- ``dynamic, FFN-down fp32``: the same with each layer's FFN output MatMul left in fp32 (the
+  most sensitive group, see ``--groups``);
+- ``8-bit blocks``: ``MatMulNBitsQuantizer(bits=8, block_size=32, accuracy_level=4)``, weights in
+  blocks of 32 and activations quantized per row and block at run time (needs ``onnx-ir``;
+  skipped with a line saying so without it).
+
+For each it prints the mean and worst ``1 - cosine`` to PyTorch's document vectors on ``--docs``
+bundled v1 + v2 documents, the documents/s ratio to PyTorch on them (alternating rounds, fastest
+kept), and every metric's difference on v1 and v2 (points x100). ``--groups`` first prints each
+layer's MatMul groups (qkv, attention output, FFN up, FFN down) quantized alone: the errors add
+up, and no subset holding enough of the arithmetic for 2x keeps the error under ~1e-4, which
+v1's p-MRR needs (8-bit blocks at ~3e-4 still move it by ~0.6).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TQDM_DISABLE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from bench_evaluate import METRICS, bundled_documents, time_encoders  # noqa: E402
+
+from ifir_lib.core import config  # noqa: E402
+
+
+def weight_matmuls(path: Path) -> list[str]:
+    """Names of the MatMuls whose second input is a weight (what int8 quantizes)."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    weights = {i.name for i in graph.initializer}
+    return [n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+
+
+def group_of(name: str) -> str:
+    """``L3-qkv``, ``L3-attn-out``, ``L3-ffn-up`` or ``L3-ffn-down`` for a BERT MatMul name."""
+    layer = name.split("layer.")[1].split("/")[0]
+    part = (
+        "qkv"
+        if "/self/" in name
+        else "attn-out"
+        if "attention/output" in name
+        else "ffn-up"
+        if "intermediate" in name
+        else "ffn-down"
+    )
+    return f"L{layer}-{part}"
+
+
+def dynamic(src: Path, dst: Path, exclude: list[str]) -> Path:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(
+        str(src),
+        str(dst),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        op_types_to_quantize=["MatMul"],
+        nodes_to_exclude=exclude,
+    )
+    return dst
+
+
+def blocks8(src: Path, dst: Path) -> Path | None:
+    try:
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    except ImportError as err:
+        print(f"8-bit blocks: skipped ({err}; pip install onnx-ir)")
+        return None
+    q = MatMulNBitsQuantizer(str(src), bits=8, block_size=32, is_symmetric=True, accuracy_level=4)
+    q.process()
+    q.model.save_model_to_file(str(dst), False)
+    return dst
+
+
+def encoder(model, path: Path):
+    """An ``OnnxEncoder`` on a given ONNX file (the evaluator's code path, another graph)."""
+    from ifir_lib.evaluation import onnx_backend as O
+
+    enc = O.OnnxEncoder(model, "onnx-int8")
+    enc.path, enc._session = path, O._session(str(path), O.cpu_threads())
+    return enc
+
+
+def cosine_error(model, enc, docs: list[str]) -> tuple[float, float]:
+    from ifir_lib.core.models import encode
+
+    cos = (encode(model, docs, "document") * encode(enc, docs, "document")).sum(1)
+    return float(1 - cos.mean()), float(1 - cos.min())
+
+
+def metric_diffs(model, enc) -> dict[str, float]:
+    """Backend minus torch, points x100, for every metric on v1 and v2 (no cache, no bootstrap)."""
+    from ifir_lib.evaluation import evaluator as E
+
+    out = {}
+    for name, path in config.EVAL_SETS.items():
+        ref = E.evaluate_followir(model, path, bootstrap=0, cache=False).metrics
+        got = E.evaluate_followir(enc, path, bootstrap=0, cache=False).metrics
+        out.update({f"{name} {m}": got[m] - ref[m] for m in METRICS})
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--docs", type=int, default=400, help="bundled documents for the cosine and the speed")
+    ap.add_argument("--repeat", type=int, default=3, help="timing rounds (fastest kept)")
+    ap.add_argument("--groups", action="store_true", help="first, each MatMul group quantized alone")
+    a = ap.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    logging.getLogger("onnxruntime").setLevel(logging.ERROR)
+    from ifir_lib.core.models import load_model
+    from ifir_lib.evaluation.onnx_backend import export_onnx
+
+    docs = bundled_documents()
+    docs = [docs[i] for i in np.random.default_rng(0).permutation(len(docs))[: a.docs]]
+    model = load_model("minilm")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["IFIR_CACHE"] = tmp
+        fp32, tmp = export_onnx(model, "onnx"), Path(tmp)
+        names = weight_matmuls(fp32)
+        if a.groups:
+            print("each group quantized alone (dynamic), 1 - cosine to torch: mean, worst")
+            for g in dict.fromkeys(map(group_of, names)):
+                path = dynamic(fp32, tmp / "g.onnx", [n for n in names if group_of(n) != g])
+                mean, worst = cosine_error(model, encoder(model, path), docs)
+                print(f"  {g:12s} {mean:.1e}  {worst:.1e}", flush=True)
+        schemes = {
+            "dynamic (onnx-int8)": dynamic(fp32, tmp / "dyn.onnx", []),
+            "dynamic, FFN-down fp32": dynamic(
+                fp32, tmp / "dyn-nodown.onnx", [n for n in names if group_of(n).endswith("ffn-down")]
+            ),
+            "8-bit blocks": blocks8(fp32, tmp / "blocks8.onnx"),
+        }
+        encs = {k: encoder(model, p) for k, p in schemes.items() if p is not None}
+        secs = time_encoders({"torch": model, **encs}, docs, 32, a.repeat)
+        print(f"{'scheme':24s} {'1-cos mean':>10} {'worst':>8} {'docs/s x':>9}  largest metric diff (points)")
+        for key, enc in encs.items():
+            mean, worst = cosine_error(model, enc, docs)
+            diffs = metric_diffs(model, enc)
+            big = max(diffs, key=lambda k: abs(diffs[k]))
+            print(
+                f"{key:24s} {mean:10.1e} {worst:8.1e} {secs['torch'] / secs[key]:8.2f}x  "
+                f"{diffs[big]:+.2f} ({big}); " + ", ".join(f"{k} {v:+.2f}" for k, v in diffs.items()),
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
