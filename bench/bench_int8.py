@@ -93,7 +93,8 @@ def blocks8(src: Path, dst: Path) -> Path | None:
 
 
 def encoder(model, path: Path):
-    """An ``OnnxEncoder`` on a given ONNX file (the evaluator's code path, another graph)."""
+    """An ``OnnxEncoder`` on a given ONNX file (the evaluator's code path, another graph); one
+    file name per graph, because sessions are cached by path."""
     from ifir_lib.evaluation import onnx_backend as O
 
     enc = O.OnnxEncoder(model, "onnx-int8")
@@ -141,7 +142,7 @@ def main() -> int:
         if a.groups:
             print("each group quantized alone (dynamic), 1 - cosine to torch: mean, worst")
             for g in dict.fromkeys(map(group_of, names)):
-                path = dynamic(fp32, tmp / "g.onnx", [n for n in names if group_of(n) != g])
+                path = dynamic(fp32, tmp / f"{g}.onnx", [n for n in names if group_of(n) != g])
                 mean, worst = cosine_error(model, encoder(model, path), docs)
                 print(f"  {g:12s} {mean:.1e}  {worst:.1e}", flush=True)
         schemes = {
