@@ -12,9 +12,9 @@
    same batch size. The caches live in the temp folder and are removed afterwards.
 3. Print the numbers of both (they must agree) and the ratios: target cold <= 1.0x, repeat <= 0.2x.
 
-With ``--backend onnx|onnx-int8`` it measures the encoder instead (issue 27):
+With ``--backend torch-bf16|onnx|onnx-int8`` it measures the encoder instead (issue 27):
 
-    .venv/bin/python bench/bench_evaluate.py --backend onnx-int8 [--repeat 3]
+    .venv/bin/python bench/bench_evaluate.py --backend onnx-int8 [--repeat 3] [--model RUN_FOLDER]
 
 4. Encode the bundled v1 + v2 documents (``config.EVAL_SETS``, each unique document once, the
    evaluator's token-length batches, no cache) with PyTorch fp32 and with the backend in the same
@@ -122,9 +122,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="rounds; the fastest of each is reported")
     ap.add_argument(
         "--backend",
-        choices=["onnx", "onnx-int8"],
+        choices=["torch-bf16", "onnx", "onnx-int8"],
         default=None,
         help="compare this encoder with torch on the bundled v1 + v2 sets instead (steps 4-5)",
+    )
+    ap.add_argument(
+        "--model", default="minilm", help="with --backend: the model (name, or a training run folder)"
     )
     a = ap.parse_args()
     if a.threads:
@@ -243,18 +246,23 @@ def bench_backend(a) -> int:
     logging.basicConfig(level=logging.ERROR)
     from ifir_lib.core.models import load_model
     from ifir_lib.evaluation import evaluator as E
+    from ifir_lib.evaluation.backends import encoder_for
     from ifir_lib.evaluation.onnx_backend import OnnxEncoder, cpu_threads
 
     docs = bundled_documents()
     words = sum(len(d.split()) for d in docs) / len(docs)
-    model = load_model("minilm")
+    model = load_model(a.model)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["IFIR_CACHE"] = tmp  # the export and the embedding cache go here, then away
         t = time.perf_counter()
-        enc = OnnxEncoder(model, a.backend, threads=a.threads or cpu_threads()).load()  # timed apart
+        if a.backend.startswith("onnx"):
+            enc = OnnxEncoder(model, a.backend, threads=a.threads or cpu_threads()).load()  # timed apart
+        else:
+            enc = encoder_for(model, a.backend)
         export_s = time.perf_counter() - t
         print(
-            f"documents: {len(docs)} (v1 + v2, {words:.0f} words each on average); batch size {a.batch_size}; "
+            f"model {a.model}; documents: {len(docs)} (v1 + v2, {words:.0f} words each on average); "
+            f"batch size {a.batch_size}; "
             f"torch threads {torch.get_num_threads()}, onnxruntime threads {a.threads or cpu_threads()}; "
             f"{a.backend} export + load {export_s:.1f}s (once per model); load average {os.getloadavg()[0]:.1f}"
         )
@@ -263,7 +271,7 @@ def bench_backend(a) -> int:
         for name, path in config.EVAL_SETS.items():
             res = {
                 b: E.evaluate_followir(
-                    model, path, backend=b, bootstrap=0, cache=False, batch_size=a.batch_size
+                    model, path, name=a.model, backend=b, bootstrap=0, cache=False, batch_size=a.batch_size
                 )
                 for b in ("torch", a.backend)
             }

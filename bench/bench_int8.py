@@ -1,6 +1,6 @@
 """Why ``onnx-int8`` misses issue 27's 0.5-point bound, and what the alternatives cost (run by hand).
 
-    .venv/bin/python bench/bench_int8.py [--docs 400] [--repeat 3] [--groups]
+    .venv/bin/python bench/bench_int8.py [--docs 400] [--repeat 3] [--groups] [--simulate]
 
 Each scheme quantizes the same fp32 ONNX export of MiniLM (``onnx_backend.export_onnx``) and is
 measured against PyTorch fp32 in the same run:
@@ -18,7 +18,12 @@ bundled v1 + v2 documents, the documents/s ratio to PyTorch on them (alternating
 kept), and every metric's difference on v1 and v2 (points x100). ``--groups`` first prints each
 layer's MatMul groups (qkv, attention output, FFN up, FFN down) quantized alone: the errors add
 up, and no subset holding enough of the arithmetic for 2x keeps the error under ~1e-4, which
-v1's p-MRR needs (8-bit blocks at ~3e-4 still move it by ~0.6).
+v1's p-MRR needs (8-bit blocks at ~3e-4 still move it by 0.6 to 0.8).
+
+``--simulate`` separates the two halves of int8 in PyTorch (fake quantization: each Linear's
+input and weight rounded to int8 and back, the arithmetic in fp32), so the floor of each is seen
+apart from ONNX Runtime's kernels: per-channel int8 weights alone, activations alone (per tensor as
+``quantize_dynamic``, per token, per token with a zero point, per block of 32), and both.
 """
 
 from __future__ import annotations
@@ -121,11 +126,68 @@ def metric_diffs(model, enc) -> dict[str, float]:
     return out
 
 
+def _weights_int8(w):
+    """Symmetric int8 per output channel (``quantize_dynamic``'s ``per_channel``), as floats."""
+    s = w.abs().amax(1, keepdim=True).clamp_min(1e-12) / 127
+    return (w / s).round().clamp(-127, 127) * s
+
+
+def _rows(x, lo, hi, levels):
+    s = ((hi - lo) / levels).clamp_min(1e-12)
+    z = (-lo / s).round()
+    return ((x / s + z).round().clamp(0, levels) - z) * s
+
+
+ACTIVATIONS = {  # activation rounding schemes: x -> x rounded to 8 bits and back
+    "fp32": lambda x: x,
+    "per tensor (dynamic)": lambda x: _rows(x, x.min().clamp(max=0), x.max().clamp(min=0), 255),
+    "per token": lambda x: _rows(x, -x.abs().amax(-1, keepdim=True), x.abs().amax(-1, keepdim=True), 254),
+    "per token, zero point": lambda x: _rows(
+        x, x.amin(-1, keepdim=True).clamp(max=0), x.amax(-1, keepdim=True).clamp(min=0), 255
+    ),
+    "per block of 32": lambda x: _rows(
+        x.unflatten(-1, (-1, 32)), -x.unflatten(-1, (-1, 32)).abs().amax(-1, keepdim=True),
+        x.unflatten(-1, (-1, 32)).abs().amax(-1, keepdim=True), 254,
+    ).flatten(-2),
+}  # fmt: skip
+
+
+def simulate(model, docs: list[str]) -> None:
+    """``--simulate``: 1 - cosine to fp32 for weight and activation rounding, apart and together."""
+    import torch
+
+    from ifir_lib.core.models import encode
+
+    ref = encode(model, docs, "document")
+    linears = [m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "encoder" in n]
+    kept = {m: m.weight.data.clone() for m in linears}
+    print("simulated int8 (PyTorch fake quantization), 1 - cosine to fp32: mean, worst")
+    for weights in (False, True):
+        for name, act in ACTIVATIONS.items():
+            if not weights and name == "fp32":
+                continue
+            hooks = [m.register_forward_pre_hook(lambda mod, inp, f=act: (f(inp[0]),)) for m in linears]
+            for m in linears:
+                m.weight.data = _weights_int8(kept[m]) if weights else kept[m].clone()
+            try:
+                cos = (ref * encode(model, docs, "document")).sum(1)
+            finally:
+                for h in hooks:
+                    h.remove()
+                for m in linears:
+                    m.weight.data = kept[m].clone()
+            label = f"weights {'int8' if weights else 'fp32'}, activations {name}"
+            print(f"  {label:48s} {1 - cos.mean():.1e}  {1 - cos.min():.1e}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, default=400, help="bundled documents for the cosine and the speed")
     ap.add_argument("--repeat", type=int, default=3, help="timing rounds (fastest kept)")
     ap.add_argument("--groups", action="store_true", help="first, each MatMul group quantized alone")
+    ap.add_argument(
+        "--simulate", action="store_true", help="first, int8's weight and activation halves apart"
+    )
     a = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("onnxruntime").setLevel(logging.ERROR)
@@ -135,6 +197,8 @@ def main() -> int:
     docs = bundled_documents()
     docs = [docs[i] for i in np.random.default_rng(0).permutation(len(docs))[: a.docs]]
     model = load_model("minilm")
+    if a.simulate:
+        simulate(model, docs)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["IFIR_CACHE"] = tmp
         fp32, tmp = export_onnx(model, "onnx"), Path(tmp)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .core import config as C
 from .core.errors import ConfigError, IfirError
+from .evaluation.backends import BACKENDS as EVAL_BACKENDS
 from .seeds.forms import NARRATIVE_SHARE
 
 _FMT = argparse.ArgumentDefaultsHelpFormatter
@@ -499,11 +500,12 @@ def _cmd_train(a):
 # pipeline order: this is the order ``ifir --help`` lists them in
 # ---- evaluation ----------------------------------------------------------------------------
 _BACKEND_HELP = (
-    "encoder of our evaluator: torch (default, PyTorch fp32); onnx: the transformer exported to "
-    "ONNX Runtime, same vectors and metrics, ~1.4x torch's documents/s on 2 cores; onnx-int8: int8 "
-    "weights, ~2.6x, but p-MRR can move by a few points (needs pip install 'ifir-lib[onnx]'; the "
-    "export is cached, in RUN/onnx for a run folder; not with --engine mteb or --tasks; OpenVINO is "
-    "not offered; docs/method.md §5)"
+    "encoder of our evaluator: torch (default, PyTorch fp32); torch-bf16: the same model in bf16 "
+    "autocast (CPUs with bf16 instructions, or a GPU), ~1.6x torch's documents/s on 2 cores, every "
+    "metric within 0.5; onnx: ONNX Runtime, same vectors and metrics, ~1.1x; onnx-int8: int8 weights, "
+    "~2.4x, but metrics move by up to ~1 point (onnx*: pip install 'ifir-lib[onnx]', the export is "
+    "cached, in RUN/onnx for a run folder); not with --engine mteb or --tasks; recorded in the "
+    "table's backend column; docs/method.md §5"
 )
 
 
@@ -579,7 +581,7 @@ def _add_evaluate(sub):
         "each benchmark's own scripts (FollowIR as mteb, MAIR: the instruction as query prompt and no "
         "document prompt, InfoSearch: none; docs/method.md §5); recorded in the table's prompts column",
     )
-    p.add_argument("--backend", choices=["torch", "onnx", "onnx-int8"], default="torch", help=_BACKEND_HELP)
+    p.add_argument("--backend", choices=EVAL_BACKENDS, default="torch", help=_BACKEND_HELP)
     p.set_defaults(func=_cmd_evaluate)
 
 
@@ -779,6 +781,12 @@ def _add_experiment(sub):
         default=None,
         help="model: the models' stored prompts on every task (default); benchmark: each benchmark's own",
     )
+    p.add_argument(
+        "--eval-backend",
+        choices=EVAL_BACKENDS,
+        default=None,
+        help="the encoder of --collect's evaluation (default torch; as ifir evaluate --backend)",
+    )
     p.add_argument("--primary", default=None, help="the primary comparison: A,B[,METRIC[,SET]]")
     _experiment_training_flags(p)
     how = p.add_mutually_exclusive_group()
@@ -851,6 +859,7 @@ def _experiment_config(a):
         extra_modes=_names(a.extra_modes),
         eval=_names(a.eval),
         prompts=a.prompts,
+        eval_backend=a.eval_backend,
         learning_rate=a.learning_rate,
         temperature=a.temperature,
         num_negatives=a.num_negatives,

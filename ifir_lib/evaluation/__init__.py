@@ -11,7 +11,9 @@ embedding cache; results go to a table through ``pipelines.evaluate``.
   bootstrap and run-level tests that treat runs as the unit of replication.
 - ``corpora``: FollowIR-format folders (read, check, write) and BEIR folders.
 - ``evaluator``: ``EvalResult`` and our evaluation (``evaluate_followir``, ``evaluate_beir``).
-- ``embed_cache``: each unique text encoded once per model, on disk.
+- ``embed_cache``: each unique text encoded once per model and backend, on disk.
+- ``backends``: the encoder, chosen by name (``torch``, ``torch-bf16``, ``onnx``, ``onnx-int8``);
+  ``onnx_backend``: the ONNX Runtime ones (export once per model, int8 quantization, session).
 - ``explain``: notebook 04's worked example, one query's p-MRR by hand from its two rankings.
 - ``tasks`` and ``mteb_glue``: every mteb task in one place (the paper's columns, InfoSearch,
   MAIR, local FollowIR/BEIR folders as mteb tasks) and running them through ``mteb.evaluate``.
@@ -32,6 +34,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         **dict.fromkeys(["FollowIRData", "load_followir", "write_followir", "load_beir"], "corpora"),
         **dict.fromkeys(["EvalResult", "evaluate_followir", "evaluate_beir", "ranking_table"], "evaluator"),
         "EmbeddingCache": "embed_cache",
+        **dict.fromkeys(["BACKENDS", "encoder_for"], "backends"),
         **dict.fromkeys(["PAPER_TASKS", "get_paper_task"], "tasks"),
         **dict.fromkeys(
             ["evaluate_mteb", "evaluate_mteb_task", "local_followir_task", "get_task"], "mteb_glue"

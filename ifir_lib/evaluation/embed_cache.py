@@ -176,7 +176,7 @@ def encode_cached(
     model (same fingerprint) and backend are read from disk and only new ones reach the model,
     in batches of equal token length (``encode_by_length``).
     ``kind`` is ``"query"`` or ``"document"`` and selects the model's stored prompt. ``backend``
-    (default: the model's ``backend`` attribute, else ``'torch'``; an ``onnx_backend.OnnxEncoder``
+    (default: the model's ``backend`` attribute, else ``'torch'``; an encoder of ``backends``
     names its own) keys the cache with the fingerprint (``cache_fingerprint``).
     """
     uniq = list(dict.fromkeys(texts))

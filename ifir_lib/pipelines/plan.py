@@ -44,7 +44,7 @@ SECTIONS = {
         "budget",
         "heldout_seeds",
     ),
-    "evaluation": ("eval", "prompts", "bootstrap"),
+    "evaluation": ("eval", "prompts", "eval_backend", "bootstrap"),
     "primary": ("primary_a", "primary_b", "primary_metric", "primary_set"),
     "family": ("baseline", "tested_metrics", "correction", "n_boot"),
 }

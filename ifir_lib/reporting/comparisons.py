@@ -117,9 +117,10 @@ def _one_evaluation_per_run(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _warn_if_mixed(results: pd.DataFrame) -> None:
-    """Warn when the rows hold several evaluation conditions (``prompts``, experiment ``plan``):
+    """Warn when the rows hold several evaluation conditions (``prompts``, experiment ``plan``,
+    encoder ``backend``):
     a model's evaluations under each are not separate runs; filter the table to one first."""
-    for col in ("prompts", "plan"):
+    for col in ("prompts", "plan", "backend"):
         if col in results.columns and results[col].nunique(dropna=False) > 1:
             values = ", ".join(map(repr, results[col].drop_duplicates().head(4)))
             log.warning(

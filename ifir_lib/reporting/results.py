@@ -3,12 +3,13 @@
 One row per run x dataset x metric, values x100 as the evaluation writes them::
 
     run_id, model, mode, rng_seed, dataset, metric, value, ci_low, ci_high, n_queries, git_commit, timestamp,
-    prompts, plan
+    prompts, plan, backend
 
 ``mode`` is the data configuration a model was trained on (``base`` for an untrained model);
 ``prompts`` says which prompts encoded the texts (``model``: the model's stored ones; ``benchmark``:
 each benchmark's own, ``ifir evaluate --prompts``); ``plan`` is the hash of the experiment plan the
-row belongs to (empty outside an experiment);
+row belongs to (empty outside an experiment); ``backend`` is the encoder that produced it
+(``torch``, ``torch-bf16``, ``onnx``, ``onnx-int8``: ``evaluation.backends``);
 per-query scores go to a sibling ``<stem>_per_query.csv`` (``run_id, dataset, metric, query_id,
 value``). The table is only ever appended to, one run's rows in one locked write, so two
 evaluations appending at once never interleave. Before each append, a cut last row (a crash or
@@ -16,8 +17,9 @@ a partial copy: no final newline, fewer fields than the header) is moved to a si
 warning, so a new row is never glued onto it; a value that is not a number in a number column is
 refused on write and named (file, line, column) on read, while an empty cell reads as missing. Tables written before the vocabulary settled
 (``config``/``seed`` columns) are read with those columns renamed; tables written before
-``prompts``/``plan`` read as ``prompts="model"``, ``plan=""``, and take new rows in their own
-columns as long as those rows have these defaults (else a one-line error: start a new file).
+``prompts``/``plan`` or ``backend`` read as ``prompts="model"``, ``plan=""``, ``backend="torch"``,
+and take new rows in their own columns as long as those rows have these defaults (else a
+one-line error: start a new file).
 
 Used by evaluation (writing), figures and notebooks (reading and summarising). Not handled here:
 computing metrics (``evaluate``), drawing (``figures``).
@@ -60,11 +62,14 @@ RESULT_COLUMNS = [
     "timestamp",
     "prompts",
     "plan",
+    "backend",
 ]
 REQUIRED_RESULT_COLUMNS = RESULT_COLUMNS[:7]
 LEGACY_RESULT_COLUMNS = RESULT_COLUMNS[:12]  # the header before ``prompts`` and ``plan``
-# what a row without these columns means: the model's stored prompts, not from an experiment
-RESULT_DEFAULTS = {"prompts": "model", "plan": ""}
+OLDER_HEADERS = (LEGACY_RESULT_COLUMNS, RESULT_COLUMNS[:14])  # ... and before ``backend``
+# what a row without these columns means: the model's stored prompts, not from an experiment,
+# encoded by PyTorch fp32
+RESULT_DEFAULTS = {"prompts": "model", "plan": "", "backend": "torch"}
 PER_QUERY_COLUMNS = ["run_id", "dataset", "metric", "query_id", "value"]
 _OLD_NAMES = {"config": "mode", "seed": "rng_seed"}
 # dataset names that already hold an average over the FollowIR collections
@@ -117,8 +122,10 @@ def result_rows(
     plan: str = "",
 ) -> list[dict]:
     """Rows for the results table, one per metric (x100, with the 95% interval). ``prompts``
-    defaults to the result's own (``EvalResult.prompts``), else ``'model'``."""
+    defaults to the result's own (``EvalResult.prompts``), else ``'model'``; ``backend`` is the
+    result's own (``EvalResult.backend``), else ``'torch'``."""
     prompts = prompts or getattr(result, "prompts", None) or RESULT_DEFAULTS["prompts"]
+    backend = getattr(result, "backend", None) or RESULT_DEFAULTS["backend"]
     git = git or git_commit()
     timestamp = timestamp or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rows = []
@@ -140,6 +147,7 @@ def result_rows(
                 "timestamp": timestamp,
                 "prompts": prompts,
                 "plan": plan,
+                "backend": backend,
             }
         )
     return rows
@@ -247,24 +255,22 @@ def _append_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
 
 def _result_columns(path: Path, rows: list[dict]) -> list[str]:
     """The columns ``rows`` are appended under: ``RESULT_COLUMNS``, or for a file written before
-    ``prompts``/``plan`` (header ``LEGACY_RESULT_COLUMNS``) those older columns when every row has
-    the defaults (``RESULT_DEFAULTS``), which is what such a file reads as; else a ``DataError``."""
-    if (
-        not path.is_file()
-        or _fields(_first_line(path).removeprefix(b"\xef\xbb\xbf")) != LEGACY_RESULT_COLUMNS
-    ):
+    ``prompts``/``plan`` or ``backend`` (``OLDER_HEADERS``) its own columns when every row has the
+    defaults (``RESULT_DEFAULTS``) in the others, which is what such a file reads as; else a
+    ``DataError``: an int8 row must not land in a table that would read it back as torch's."""
+    header = _fields(_first_line(path).removeprefix(b"\xef\xbb\xbf")) if path.is_file() else None
+    if header not in OLDER_HEADERS:
         return RESULT_COLUMNS
-    odd = sorted(
-        {f"{c}={r.get(c)!r}" for r in rows for c, d in RESULT_DEFAULTS.items() if r.get(c) not in (None, d)}
-    )
+    absent = {c: d for c, d in RESULT_DEFAULTS.items() if c not in header}
+    odd = sorted({f"{c}={r.get(c)!r}" for r in rows for c, d in absent.items() if r.get(c) not in (None, d)})
     if odd:
         raise DataError(
             path,
             1,
-            f"written before the prompts/plan columns, so it cannot record {', '.join(odd)}; "
+            f"written before the {'/'.join(absent)} column(s), so it cannot record {', '.join(odd)}; "
             "start a new results file (another --out)",
         )
-    return LEGACY_RESULT_COLUMNS
+    return header
 
 
 def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | None = None) -> Path:
@@ -278,7 +284,7 @@ def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | N
     ``per_query_path(path)``. Returns ``path``.
     """
     path = Path(path)
-    rows = [{**RESULT_DEFAULTS, **r} for r in rows]  # a row without prompts/plan means the defaults
+    rows = [{**RESULT_DEFAULTS, **r} for r in rows]  # a row without prompts/plan/backend: the defaults
     missing = [c for c in RESULT_COLUMNS if any(c not in r for r in rows)]
     if missing:
         raise ValueError(f"result rows lack columns {missing}")
@@ -294,13 +300,15 @@ def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | N
     return path
 
 
-def check_outputs(path: str | Path, *, prompts: str = "model", plan: str = "") -> Path:
+def check_outputs(
+    path: str | Path, *, prompts: str = "model", plan: str = "", backend: str = "torch"
+) -> Path:
     """Fail now, in one line (``DataError``), when the results CSV ``path`` or its per-query sibling
     could not be appended to later: either file cannot be written (``locks.check_writable``) or its
     header holds other columns (or an older file could not record ``prompts``/``plan``,
     ``_result_columns``). Writes nothing. Returns ``path``."""
     path = Path(path)
-    labels = [{"prompts": prompts, "plan": plan}]
+    labels = [{"prompts": prompts, "plan": plan, "backend": backend}]
     for p in (path, per_query_path(path)):
         check_writable(p)
         if p.exists():
@@ -350,7 +358,7 @@ def load_results(path: str | Path) -> pd.DataFrame:
         path,
         "results file not found",
         {c: str for c in ("run_id", "model", "mode", "config", "rng_seed", "seed", "dataset", "metric")}
-        | {"git_commit": str, "prompts": str, "plan": str},
+        | {"git_commit": str, "prompts": str, "plan": str, "backend": str},
     )
     return check_results(df, path)
 

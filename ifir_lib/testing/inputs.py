@@ -164,6 +164,7 @@ def _example_results(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
                 "timestamp": "2026-01-01T00:00:00Z",
                 "prompts": "model",
                 "plan": "",
+                "backend": "torch",
             }
             for d in _EXAMPLE_DATASETS:
                 q = rng.normal(pmrr, 20, size=12).clip(-100, 100)

@@ -39,7 +39,8 @@ def test_rows_say_which_prompts_and_which_plan(tmp_path):
     r = fake_result("fir", [1.0, 2.0])
     R.save_result(r, path, run_id="a", model="m")
     R.save_result(r, path, run_id="b", model="m", prompts="benchmark", plan="3f9a0c")
-    assert R.RESULT_COLUMNS[-2:] == ["prompts", "plan"] and R.LEGACY_RESULT_COLUMNS == R.RESULT_COLUMNS[:-2]
+    assert R.RESULT_COLUMNS[-3:] == ["prompts", "plan", "backend"]
+    assert R.OLDER_HEADERS == (R.RESULT_COLUMNS[:-3], R.RESULT_COLUMNS[:-1])
     df = R.load_results(path)
     assert df[["run_id", "prompts", "plan"]].values.tolist() == [
         ["a", "model", ""],
@@ -47,12 +48,36 @@ def test_rows_say_which_prompts_and_which_plan(tmp_path):
     ]
 
 
-def older_table(path, rows=1):
-    """A results file as written before the prompts / plan columns."""
-    rows = [dict(zip(R.LEGACY_RESULT_COLUMNS, [f"r{i}", "m", "base", 0, "d", "p_mrr", 1.5, 1, 2, 3, "c", "t"]))
-            for i in range(rows)]  # fmt: skip
-    pd.DataFrame(rows, columns=R.LEGACY_RESULT_COLUMNS).to_csv(path, index=False)
+def older_table(path, rows=1, columns=R.LEGACY_RESULT_COLUMNS):
+    """A results file as written before the prompts / plan columns (or before backend)."""
+    cells = ["m", "base", 0, "d", "p_mrr", 1.5, 1, 2, 3, "c", "t", "model", ""]
+    rows = [dict(zip(columns, [f"r{i}", *cells])) for i in range(rows)]
+    pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
     return path
+
+
+def test_rows_say_which_backend_encoded_them(tmp_path):
+    path = tmp_path / "results.csv"
+    r = fake_result("fir", [1.0, 2.0])
+    R.save_result(r, path, run_id="a", model="m")
+    r.backend = "onnx-int8"
+    R.save_result(r, path, run_id="b", model="m")
+    assert R.load_results(path)[["run_id", "backend"]].values.tolist() == [["a", "torch"], ["b", "onnx-int8"]]
+
+
+def test_a_table_from_before_the_backend_column_takes_torch_rows_only(tmp_path):
+    path = older_table(tmp_path / "old.csv", columns=R.RESULT_COLUMNS[:14])
+    assert R.load_results(path).loc[0, "backend"] == "torch"
+    r = fake_result("fir", [1.0])
+    R.save_result(r, path, run_id="t", model="m")  # torch: the table's own 14 columns
+    assert path.read_text().splitlines()[0] == ",".join(R.RESULT_COLUMNS[:14])
+    before = path.read_bytes()
+    r.backend = "onnx-int8"  # read back, this row would pass for torch's: refused, nothing written
+    with pytest.raises(DataError, match="before the backend column.*backend='onnx-int8'.*start a new"):
+        R.save_result(r, path, run_id="q", model="m")
+    with pytest.raises(DataError, match="backend='torch-bf16'"):
+        R.check_outputs(path, backend="torch-bf16")
+    assert path.read_bytes() == before
 
 
 def test_an_older_table_reads_with_defaults_and_takes_rows_with_them(tmp_path):
@@ -86,11 +111,11 @@ def test_an_older_table_refuses_rows_it_cannot_record(tmp_path, labels):
     assert path.read_bytes() == before and not R.per_query_path(path).exists()
 
 
-def test_empty_prompts_and_plan_cells_read_as_the_defaults(tmp_path):
+def test_empty_prompts_plan_and_backend_cells_read_as_the_defaults(tmp_path):
     path = tmp_path / "r.csv"
-    row = dict(zip(R.RESULT_COLUMNS, ["a", "m", "base", 0, "d", "p_mrr", 1.5, 1, 2, 3, "c", "t", "", ""]))
+    row = dict(zip(R.RESULT_COLUMNS, ["a", "m", "base", 0, "d", "p_mrr", 1.5, 1, 2, 3, "c", "t", "", "", ""]))
     pd.DataFrame([row], columns=R.RESULT_COLUMNS).to_csv(path, index=False)
-    assert R.load_results(path)[["prompts", "plan"]].values.tolist() == [["model", ""]]
+    assert R.load_results(path)[["prompts", "plan", "backend"]].values.tolist() == [["model", "", "torch"]]
 
 
 def test_published_results_are_tables_1_and_2():

@@ -1,0 +1,98 @@
+"""The encoder of evaluation, chosen by name: ``ifir evaluate --backend B`` (and ``backend=`` in
+the Python API and the experiment's ``eval_backend``).
+
+- ``torch`` (default): the model itself, PyTorch fp32.
+- ``torch-bf16``: the same model under ``torch.autocast`` with bfloat16 (``Bf16Encoder``): matrix
+  products in bf16 with fp32 accumulation, on CPUs with bf16 instructions (AVX512-BF16 or AMX)
+  or a GPU. Vectors within ~2e-5 cosine of fp32, so the metrics stay put (docs/method.md §5).
+- ``onnx`` / ``onnx-int8``: the transformer in ONNX Runtime, fp32 or int8 weights
+  (``onnx_backend``; ``pip install 'ifir-lib[onnx]'``).
+
+Each backend's vectors are cached under their own key (``embed_cache.cache_fingerprint``).
+Example::
+
+    enc = encoder_for(load_model("minilm"), "torch-bf16")
+    enc.encode(["solar panels"], normalize_embeddings=True).shape  -> (1, 384)
+
+Not handled here: the ONNX export and session (``onnx_backend``), OpenVINO, mteb's engine (which
+encodes with torch).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..core.errors import ConfigError
+from .onnx_backend import ONNX_BACKENDS, OnnxEncoder, check_onnx
+
+BACKENDS = ("torch", "torch-bf16", *ONNX_BACKENDS)
+
+
+def check_backend(backend: str, model=None) -> None:
+    """A ``ConfigError`` for an unknown backend, an ONNX one without onnxruntime, or ``torch-bf16``
+    where the model's device has no bf16 arithmetic (``model=None``: this machine's CPU)."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend: unknown choice {backend!r}; choose from {', '.join(BACKENDS)}")
+    if backend in ONNX_BACKENDS:
+        check_onnx(backend)
+    if backend == "torch-bf16" and _device_type(model) == "cpu" and not cpu_has_bf16():
+        raise ConfigError(
+            "backend 'torch-bf16' needs a CPU with bf16 instructions (AVX512-BF16 or AMX) or a GPU; "
+            "this CPU has none, where bf16 would be emulated and slower than fp32: use torch or onnx"
+        )
+
+
+@functools.cache
+def cpu_has_bf16() -> bool:
+    """Whether PyTorch's CPU kernels run bf16 natively here (oneDNN's check)."""
+    import torch
+
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return bool(torch.backends.mkldnn.is_available() and check is not None and check())
+
+
+def _device_type(model) -> str:
+    if model is None:
+        return "cpu"
+    try:
+        return next(model.parameters()).device.type
+    except (AttributeError, StopIteration):
+        return "cpu"
+
+
+class Bf16Encoder:
+    """The model, encoding under ``torch.autocast(dtype=torch.bfloat16)``; returns float32.
+
+    Reads of anything else (``prompts``, ``tokenizer``, ``max_seq_length``, ``state_dict``) go to
+    the model, so ``models.model_fingerprint(enc)`` equals the model's and ``models.using_prompts``
+    on the model applies here. ``backend`` names it for the embedding cache."""
+
+    backend = "torch-bf16"
+
+    def __init__(self, model):
+        check_backend(self.backend, model)
+        self.model = model
+
+    def __getattr__(self, name):  # only for what the instance and class lack
+        return getattr(self.__dict__["model"], name)
+
+    def encode(self, texts, **kw) -> np.ndarray:
+        """``SentenceTransformer.encode`` under bf16 autocast: ``encode(['a'], normalize_embeddings=True)``."""
+        import torch
+
+        with torch.autocast(_device_type(self.model), dtype=torch.bfloat16):
+            out = self.model.encode(texts, **kw)
+        return out.astype(np.float32) if isinstance(out, np.ndarray) else out.float()
+
+
+def encoder_for(model, backend: str = "torch", *, source=None):
+    """``model`` itself for ``'torch'``, a ``Bf16Encoder`` for ``'torch-bf16'``, else an
+    ``OnnxEncoder`` around it (``source``: the run folder its export is kept beside)."""
+    check_backend(backend, model)
+    if backend == "torch":
+        return model
+    if backend == "torch-bf16":
+        return Bf16Encoder(model)
+    return OnnxEncoder(model, backend, source=source)

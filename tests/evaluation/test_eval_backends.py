@@ -1,0 +1,86 @@
+"""The choice of encoder (``evaluation.backends``): bf16 autocast against PyTorch fp32 with the real
+bundled MiniLM, the refusals, and every backend's rows kept apart in the results table and in the
+experiment's plan. (The ONNX backends: ``test_onnx_backend.py``.)"""
+
+import numpy as np
+import pytest
+
+from ifir_lib.core.config import EVAL_SETS
+from ifir_lib.core.errors import ConfigError
+from ifir_lib.core.models import encode, model_fingerprint, using_prompts
+from ifir_lib.evaluation import backends as B
+from ifir_lib.evaluation.evaluator import evaluate_followir
+from ifir_lib.pipelines import plan as P
+from ifir_lib.pipelines.evaluate import evaluate_models
+from ifir_lib.pipelines.experiment import ExperimentConfig
+from ifir_lib.reporting.results import load_results
+
+BF16 = pytest.mark.skipif(
+    not B.cpu_has_bf16(),
+    reason="torch-bf16 needs a CPU with bf16 instructions (AVX512-BF16 or AMX); this one has none",
+)
+TEXTS = ["solar panels on the roof", "a court ruling on fishing quotas in the north sea", "x"]
+
+
+@BF16
+def test_bf16_vectors_are_fp32_float_and_within_1e_4_cosine(minilm):
+    enc = B.encoder_for(minilm, "torch-bf16")
+    assert enc.backend == "torch-bf16" and model_fingerprint(enc) == model_fingerprint(minilm)
+    for prompts in (None, {"query": "query: ", "document": "passage: "}):
+        with using_prompts(minilm, prompts):
+            ref, got = encode(minilm, TEXTS, "query"), encode(enc, TEXTS, "query")
+            assert got.dtype == np.float32 and got.shape == ref.shape
+            cos = (got * ref).sum(1)
+            assert cos.min() > 1 - 1e-4, (prompts, cos)
+            assert cos.max() < 1 - 1e-8  # bf16 arithmetic ran: fp32 would agree to the last bits
+    assert next(minilm.parameters()).dtype.is_floating_point and minilm.encode(["x"]).dtype == np.float32
+
+
+@BF16
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EVAL_SETS))
+def test_bf16_leaves_every_metric_on_the_bundled_sets_within_half_a_point(minilm, name):
+    """Issue 27's bound on the sets it names (measured: at most 0.39, v1 nDCG@5). On a small
+    synthetic set (8 queries) one near-tie swap already moves p-MRR by 0.52: bf16 is not exact."""
+    folder = EVAL_SETS[name]
+    ref, got = (
+        evaluate_followir(minilm, folder, bootstrap=0, cache=False, backend=b)
+        for b in ("torch", "torch-bf16")
+    )
+    assert got.backend == "torch-bf16" and got.summary()["backend"] == "torch-bf16"
+    diffs = {m: got.metrics[m] - ref.metrics[m] for m in ref.metrics}
+    assert all(abs(d) <= 0.5 for d in diffs.values()), diffs
+
+
+def test_bf16_is_refused_where_the_cpu_would_emulate_it(minilm, monkeypatch):
+    monkeypatch.setattr(B, "cpu_has_bf16", lambda: False)
+    with pytest.raises(ConfigError, match="bf16 instructions.*use torch or onnx"):
+        B.encoder_for(minilm, "torch-bf16")
+    with pytest.raises(ConfigError, match="unknown choice 'fp8'"):
+        B.check_backend("fp8")
+    assert B.encoder_for(minilm, "torch") is minilm
+
+
+@BF16
+def test_each_backend_has_its_own_rows_and_a_rerun_adds_none(fir, tmp_path, private_cache):
+    csv = tmp_path / "results.csv"
+    run = dict(followir=[fir], results_csv=csv, bootstrap=0, skip_done=True, style=None)
+    for backend in ("torch", "torch-bf16", "torch-bf16", "torch"):
+        evaluate_models({"minilm": "minilm"}, backend=backend, **run)
+    df = load_results(csv)
+    per_backend = df.groupby("backend")["run_id"].nunique().to_dict()
+    assert per_backend == {"torch": 1, "torch-bf16": 1}  # one evaluation each: the reruns were skipped
+
+
+def test_the_experiment_plans_its_evaluation_backend():
+    default = ExperimentConfig.preset("smoke")
+    plan = default.plan()
+    assert plan["eval_backend"] is None
+    # unset, the field is not in the plan: experiments planned before it keep their hash
+    assert P.plan_hash(plan) == P.plan_hash({k: v for k, v in plan.items() if k != "eval_backend"})
+    bf16 = ExperimentConfig.preset("smoke", eval_backend="torch-bf16") if B.cpu_has_bf16() else None
+    if bf16 is not None:
+        assert P.plan_hash(bf16.plan()) != P.plan_hash(plan)
+        assert 'eval_backend = "torch-bf16"' in P.to_toml(bf16.plan())
+    with pytest.raises(ConfigError, match="unknown choice 'int4'"):
+        ExperimentConfig.preset("smoke", eval_backend="int4")
