@@ -16,8 +16,8 @@ temporary name and renamed, so a killed export leaves nothing that would be read
     enc = OnnxEncoder(load_model("minilm"), "onnx-int8")
     enc.encode(["solar panels"], normalize_embeddings=True).shape  -> (1, 384)
 
-Not handled here: the choice of backend (``backends``), sentence-transformers' own ``backend="onnx"`` (it needs optimum-onnx, which
-does not import with transformers 5), OpenVINO, GPUs (the CPU execution provider only), models
+Not handled here: the choice of backend (``backends``), sentence-transformers' own
+``backend="onnx"`` (it needs optimum-onnx, which does not import with transformers 5), OpenVINO, GPUs (the CPU execution provider only), models
 whose first module is not a text ``Transformer``, and mteb's engine (which encodes with torch).
 """
 
@@ -142,8 +142,9 @@ def _eager_attention(first):
 
     Traced SDPA brings a mask-and-NaN guard (``Where``, ``IsNaN`` over every attention matrix) that
     took 13% of int8's run time; eager attention is the same arithmetic (MatMul, Softmax, MatMul)
-    without it: onnx-int8 1.90x -> 2.31x and onnx 0.98x -> 1.08x torch's documents/s, vectors
-    unchanged (``bench/bench_evaluate.py --backend B``, docs/method.md)."""
+    without it: onnx-int8 1.90x -> 2.31x and onnx 0.98x -> 1.08x torch's documents/s on 200
+    bundled documents, vectors unchanged (a one-off comparison of the two exports in one run;
+    docs/method.md §5)."""
     inner = getattr(first, "auto_model", None)
     was = getattr(getattr(inner, "config", None), "_attn_implementation", None)
     if not hasattr(inner, "set_attn_implementation") or was in (None, "eager"):
@@ -199,8 +200,8 @@ def export_onnx(model, backend: str = "onnx", source: str | Path | None = None) 
         _write_atomic(fp32, lambda tmp: _export_fp32(model, tmp))
     if want != fp32:
         _write_atomic(want, lambda tmp: _quantize(fp32, tmp))
-    if folder != cache_dir() / "onnx":
-        _prune(folder, stem)  # a retrained run's older exports (or older recipe's) are stale
+    _prune(folder, stem, run=folder != cache_dir() / "onnx")
+
     return want
 
 
@@ -214,9 +215,12 @@ def _write_atomic(path: Path, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _prune(folder: Path, stem: str) -> None:
+def _prune(folder: Path, stem: str, run: bool) -> None:
+    """Remove stale exports: in a run folder every other (a retrained run's older weights), in the
+    shared cache (other models' exports live there) those of an older ``EXPORT_VERSION``."""
     for old in folder.glob("model-*.onnx"):
-        if not old.name.startswith(stem):
+        stale = not old.name.startswith(stem) if run else f"-v{EXPORT_VERSION}" not in old.name
+        if stale:
             old.unlink(missing_ok=True)
 
 

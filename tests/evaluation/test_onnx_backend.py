@@ -166,4 +166,14 @@ def test_export_is_traced_with_eager_attention_and_the_model_keeps_its_own(minil
     ops = {n.op_type for n in onnx.load(str(O.export_onnx(minilm, "onnx"))).graph.node}
     assert "IsNaN" not in ops and "Softmax" in ops  # SDPA's traced guard is gone; attention is there
     assert minilm[0].auto_model.config._attn_implementation == "sdpa"  # restored after the trace
-    assert f"-v{O.EXPORT_VERSION}" in O.export_onnx(minilm, "onnx").name  # older recipes: not read
+    folder = O.export_onnx(minilm, "onnx").parent
+    old, other = folder / "model-0123456789abcdef.onnx", folder / f"model-fedcba-v{O.EXPORT_VERSION}.onnx"
+    for p in (old, other):
+        p.write_bytes(b"an export")
+    changed = copy.deepcopy(minilm)
+    next(changed.parameters()).data[0, 0] += 1.0  # a model not exported yet: its export prunes
+    path = O.export_onnx(changed, "onnx")
+    assert f"-v{O.EXPORT_VERSION}" in path.name  # older recipes are not read ...
+    assert not old.exists() and other.exists()  # ... nor kept; another model's export stays
+    for p in (other, path):
+        p.unlink()
