@@ -12,14 +12,14 @@
    same batch size. The caches live in the temp folder and are removed afterwards.
 3. Print the numbers of both (they must agree) and the ratios: target cold <= 1.0x, repeat <= 0.2x.
 
-With ``--backend torch-bf16|onnx|onnx-int8`` it measures the encoder instead (issue 27):
+With ``--backend torch-bf16|onnx|onnx-int8|openvino|openvino-bf16`` it measures the encoder instead (issue 27):
 
     .venv/bin/python bench/bench_evaluate.py --backend onnx-int8 [--repeat 3] [--model RUN_FOLDER]
 
 4. Encode the bundled v1 + v2 documents (``config.EVAL_SETS``, each unique document once, the
    evaluator's token-length batches, no cache) with PyTorch fp32 and with the backend in the same
    run, alternating, ``--repeat`` rounds, fastest kept; print documents/s of each and the ratio.
-   The one-off ONNX export (into a temp cache) is timed apart.
+   The one-off ONNX export and compilation (into a temp cache) are timed apart.
 5. Evaluate v1 and v2 with both and print each metric's difference (backend - torch, points x100).
    The last line sums up; targets: >= 2x torch's documents/s, every difference within 0.5.
 """
@@ -41,6 +41,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # progress bars would bury the numbe
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ifir_lib.core import config  # noqa: E402
+from ifir_lib.evaluation.backends import BACKENDS  # noqa: E402
 from ifir_lib.evaluation.corpora import FollowIRData, load_followir, write_followir  # noqa: E402
 from ifir_lib.testing.inputs import synthetic_followir  # noqa: E402
 
@@ -122,7 +123,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="rounds; the fastest of each is reported")
     ap.add_argument(
         "--backend",
-        choices=["torch-bf16", "onnx", "onnx-int8"],
+        choices=[b for b in BACKENDS if b != "torch"],
         default=None,
         help="compare this encoder with torch on the bundled v1 + v2 sets instead (steps 4-5)",
     )
@@ -255,7 +256,7 @@ def bench_backend(a) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["IFIR_CACHE"] = tmp  # the export and the embedding cache go here, then away
         t = time.perf_counter()
-        if a.backend.startswith("onnx"):
+        if not a.backend.startswith("torch"):  # an export, run by ONNX Runtime or OpenVINO
             enc = OnnxEncoder(model, a.backend, threads=a.threads or cpu_threads()).load()  # timed apart
         else:
             enc = encoder_for(model, a.backend)
@@ -263,7 +264,7 @@ def bench_backend(a) -> int:
         print(
             f"model {a.model}; documents: {len(docs)} (v1 + v2, {words:.0f} words each on average); "
             f"batch size {a.batch_size}; "
-            f"torch threads {torch.get_num_threads()}, onnxruntime threads {a.threads or cpu_threads()}; "
+            f"torch threads {torch.get_num_threads()}, runtime threads {a.threads or cpu_threads()}; "
             f"{a.backend} export + load {export_s:.1f}s (once per model); load average {os.getloadavg()[0]:.1f}"
         )
         secs = time_encoders({"torch": model, a.backend: enc}, docs, a.batch_size, a.repeat)

@@ -503,9 +503,11 @@ _BACKEND_HELP = (
     "encoder of our evaluator: torch (default, PyTorch fp32); torch-bf16: the same model in bf16 "
     "autocast (CPUs with bf16 instructions, or a GPU), ~1.6x torch's documents/s on 2 cores, metrics "
     "within 0.4 on the bundled sets but not exact; onnx: ONNX Runtime, same vectors and metrics, ~1.1x; onnx-int8: int8 weights, "
-    "~2.4x, but metrics move by up to ~1 point (onnx*: pip install 'ifir-lib[onnx]', the export is "
-    "cached, in RUN/onnx for a run folder); not with --engine mteb or --tasks; recorded in the "
-    "table's backend column; docs/method.md §5"
+    "~2.3x, but metrics move by up to ~3 points; openvino: the same export in OpenVINO, same vectors and "
+    "metrics, ~1.1-1.2x; openvino-bf16: OpenVINO in bf16 (CPUs with bf16 instructions), ~2.1x, metrics within "
+    "0.3 on the bundled sets but not exact (onnx*: pip install 'ifir-lib[onnx]', openvino*: "
+    "pip install 'ifir-lib[openvino]'; the export is cached, in RUN/onnx for a run folder); not with --engine mteb "
+    "or --tasks; recorded in the table's backend column; docs/method.md §5"
 )
 
 

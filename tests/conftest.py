@@ -1,5 +1,5 @@
-"""Shared fixtures: offline hub, one MiniLM per session, a private cache, the bundled data, a small
-FollowIR and BEIR folder, the local OpenAI-compatible server, the small fake encoder."""
+"""Shared fixtures: offline hub, one MiniLM per session, texts for comparing encoders, a private
+cache, the bundled data, a small FollowIR and BEIR folder, the local OpenAI-compatible server, the small fake encoder."""
 
 import os
 
@@ -9,9 +9,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
 
-from ifir_lib.core.config import FOLLOWIR_DIR
-from ifir_lib.core.models import load_model
-from ifir_lib.evaluation.corpora import write_followir
+from ifir_lib.core.config import EVAL_SETS, FOLLOWIR_DIR
+from ifir_lib.core.models import format_document, load_model
+from ifir_lib.evaluation.corpora import load_followir, write_followir
 from ifir_lib.seeds.schema import load_seeds
 from ifir_lib.testing.inputs import synthetic_followir, write_beir
 from ifir_lib.testing.openai_server import DEFAULT_MODEL, FakeOpenAIServer
@@ -27,6 +27,16 @@ def minilm():
 
 
 @pytest.fixture(scope="session")
+def encoder_texts():
+    """36 texts for comparing encoders: bundled documents of every length, bare queries, a one-word
+    one and one over MiniLM's max_seq_length tokens (truncated)."""
+    data = load_followir(EVAL_SETS["v1"])
+    docs = [format_document(d) for d in list(data.corpus.values())[:24]]
+    queries = [q["text"] + " " + q["instruction_og"] for q in list(data.queries.values())[:10]]
+    return docs + queries + ["solar", " ".join(docs[:6])]
+
+
+@pytest.fixture(scope="session")
 def bundled_seeds():
     return load_seeds()
 
@@ -34,6 +44,16 @@ def bundled_seeds():
 @pytest.fixture(scope="session")
 def followir_dir():
     return FOLLOWIR_DIR
+
+
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory):
+    """IFIR_CACHE under a temp folder for one test module (exports and vectors made once there),
+    never the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("cache")
+        mp.setenv("IFIR_CACHE", str(path))
+        yield path
 
 
 @pytest.fixture

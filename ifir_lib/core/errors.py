@@ -1,12 +1,14 @@
 """The project's errors. Every one derives from ``IfirError``, which the CLI turns into one line.
 
 ``DataError`` names the file, line and field, so a user can fix bad input without a debugger.
-Anything that is *not* an ``IfirError`` is a bug and keeps its traceback. Not handled here:
-reading files (``jsonl``).
+Anything that is *not* an ``IfirError`` is a bug and keeps its traceback. ``require_module``
+turns a missing optional package into a ``ConfigError`` that says how to install it. Not handled
+here: reading files (``jsonl``).
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 
@@ -54,3 +56,13 @@ class FigureExportError(IfirError, RuntimeError):
 
 class OutputLocked(IfirError, RuntimeError):
     """Another live process holds the output (``locks.exclusive``); the message names it."""
+
+
+def require_module(module: str, needed_by: str, install: str) -> None:
+    """A ``ConfigError`` when ``module`` does not import:
+    ``require_module('openvino', "backend 'openvino'", "pip install 'ifir-lib[openvino]'")``
+    raises "backend 'openvino' needs openvino: pip install 'ifir-lib[openvino]'" where it is absent."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(f"{needed_by} needs {module}: {install}") from None

@@ -12,8 +12,9 @@ embedding cache; results go to a table through ``pipelines.evaluate``.
 - ``corpora``: FollowIR-format folders (read, check, write) and BEIR folders.
 - ``evaluator``: ``EvalResult`` and our evaluation (``evaluate_followir``, ``evaluate_beir``).
 - ``embed_cache``: each unique text encoded once per model and backend, on disk.
-- ``backends``: the encoder, chosen by name (``torch``, ``torch-bf16``, ``onnx``, ``onnx-int8``);
-  ``onnx_backend``: the ONNX Runtime ones (export once per model, int8 quantization, session).
+- ``backends``: the encoder, chosen by name (``torch``, ``torch-bf16``, ``onnx``, ``onnx-int8``,
+  ``openvino``, ``openvino-bf16``); ``onnx_backend``: the exported ones (export once per model, int8
+  quantization, ONNX Runtime's session); ``openvino_backend``: OpenVINO's session on that export.
 - ``explain``: notebook 04's worked example, one query's p-MRR by hand from its two rankings.
 - ``tasks`` and ``mteb_glue``: every mteb task in one place (the paper's columns, InfoSearch,
   MAIR, local FollowIR/BEIR folders as mteb tasks) and running them through ``mteb.evaluate``.

@@ -9,6 +9,9 @@ the Python API and the experiment's ``eval_backend``).
   (docs/method.md §5).
 - ``onnx`` / ``onnx-int8``: the transformer in ONNX Runtime, fp32 or int8 weights
   (``onnx_backend``; ``pip install 'ifir-lib[onnx]'``).
+- ``openvino`` / ``openvino-bf16``: the same fp32 export compiled by OpenVINO, fp32 or bf16
+  arithmetic (``openvino_backend``; ``pip install 'ifir-lib[openvino]'``). bf16 is as close as
+  ``torch-bf16`` and faster.
 
 Each backend's vectors are cached under their own key (``embed_cache.cache_fingerprint``).
 Example::
@@ -16,8 +19,8 @@ Example::
     enc = encoder_for(load_model("minilm"), "torch-bf16")
     enc.encode(["solar panels"], normalize_embeddings=True).shape  -> (1, 384)
 
-Not handled here: the ONNX export and session (``onnx_backend``), OpenVINO, mteb's engine (which
-encodes with torch).
+Not handled here: the ONNX export and the runtimes' sessions (``onnx_backend``,
+``openvino_backend``), mteb's engine (which encodes with torch).
 """
 
 from __future__ import annotations
@@ -27,23 +30,25 @@ import functools
 import numpy as np
 
 from ..core.errors import ConfigError
-from .onnx_backend import ONNX_BACKENDS, OnnxEncoder, check_onnx
+from .onnx_backend import ONNX_BACKENDS, OnnxEncoder, check_exported
+from .openvino_backend import OPENVINO_BACKENDS
 
-BACKENDS = ("torch", "torch-bf16", *ONNX_BACKENDS)
+BACKENDS = ("torch", "torch-bf16", *ONNX_BACKENDS, *OPENVINO_BACKENDS)
 
 
 def check_backend(backend: str, model=None) -> None:
-    """A ``ConfigError`` for an unknown backend, an ONNX one without onnxruntime, or ``torch-bf16``
+    """A ``ConfigError`` for an unknown backend, an ONNX or OpenVINO one whose runtime is not
+    installed (or ``openvino-bf16`` on a CPU without bf16), or ``torch-bf16``
     where the model's device has no bf16 arithmetic (``model=None``: where models load here, the GPU
     if there is one, else the CPU)."""
     if backend not in BACKENDS:
         raise ConfigError(f"backend: unknown choice {backend!r}; choose from {', '.join(BACKENDS)}")
-    if backend in ONNX_BACKENDS:
-        check_onnx(backend)
+    if backend in (*ONNX_BACKENDS, *OPENVINO_BACKENDS):
+        check_exported(backend)
     if backend == "torch-bf16" and _device_type(model) == "cpu" and not cpu_has_bf16():
         raise ConfigError(
             "backend 'torch-bf16' needs a CPU with bf16 instructions (AVX512-BF16 or AMX) or a GPU; "
-            "this CPU has none, where bf16 would be emulated and slower than fp32: use torch or onnx"
+            "this CPU has none, where bf16 would be emulated and slower than fp32: use torch, onnx or openvino"
         )
 
 
@@ -95,7 +100,8 @@ class Bf16Encoder:
 
 def encoder_for(model, backend: str = "torch", *, source=None):
     """``model`` itself for ``'torch'``, a ``Bf16Encoder`` for ``'torch-bf16'``, else an
-    ``OnnxEncoder`` around it (``source``: the run folder its export is kept beside)."""
+    ``OnnxEncoder`` around it, run by ONNX Runtime or OpenVINO (``source``: the run folder its
+    export is kept beside)."""
     check_backend(backend, model)
     if backend == "torch":
         return model

@@ -17,8 +17,9 @@ FollowIR as mteb 2.x does it, which for our models' ``query`` / ``document`` pro
 a BEIR folder is not placed and falls back to the stored prompts). Every unique text is encoded
 once per model and prompts, and cached on disk (``embed_cache``: the fingerprint covers the
 prompts in use).
-``backend`` (``'torch'`` default, ``'torch-bf16'``, ``'onnx'``, ``'onnx-int8'``) picks the encoder:
-PyTorch fp32 or bf16, or the same model's transformer exported to ONNX Runtime
+``backend`` (``'torch'`` default, ``'torch-bf16'``, ``'onnx'``, ``'onnx-int8'``, ``'openvino'``,
+``'openvino-bf16'``) picks the encoder: PyTorch fp32 or bf16, or the same model's transformer
+exported to ONNX and run by ONNX Runtime or OpenVINO
 (``backends``); the cache keys on it.
 ``ranking_table`` is the notebook's ranking explorer.
 
@@ -232,8 +233,9 @@ def evaluate_followir(
     nDCG@5 for News21-like names, MAP@1000 otherwise (override with ``score_metric``).
     ``folder`` may also be a loaded ``FollowIRData``. Problems in the data (see
     ``corpora.load_followir``) are warned about and listed in ``result.problems``.
-    ``prompts``: ``'model'`` or ``'benchmark'``; ``backend``: ``'torch'``, ``'torch-bf16'``, ``'onnx'``
-    or ``'onnx-int8'`` (module docstring; an ONNX export is made once per model and reused).
+    ``prompts``: ``'model'`` or ``'benchmark'``; ``backend``: ``'torch'``, ``'torch-bf16'``, ``'onnx'``,
+    ``'onnx-int8'``, ``'openvino'`` or ``'openvino-bf16'`` (module docstring; an ONNX export is made
+    once per model and reused).
     """
     t0 = time.perf_counter()
     data = folder if isinstance(folder, FollowIRData) else load_followir(folder)

@@ -1,8 +1,9 @@
-"""ONNX Runtime encoders for evaluation: the model's own vectors, faster on a CPU.
+"""Encoders that run the model's ONNX export, for evaluation: the model's own vectors, faster on a CPU.
 
 ``ifir evaluate --backend onnx`` (fp32) or ``onnx-int8`` (dynamic int8 weights) encode with
-ONNX Runtime instead of PyTorch. Only the model's first module (the transformer, the costly
-part) runs in ONNX Runtime; the text goes through the model's own ``preprocess`` (tokenizer,
+ONNX Runtime instead of PyTorch; ``openvino`` and ``openvino-bf16`` run the same fp32 export
+in OpenVINO (``openvino_backend``). Only the model's first module (the transformer, the costly
+part) runs in the runtime; the text goes through the model's own ``preprocess`` (tokenizer,
 prompt, ``max_seq_length``), and the token embeddings through the model's own later modules
 (pooling, normalisation, dense layers) in PyTorch, so everything but the transformer's
 arithmetic is the torch path's code. fp32 agrees with PyTorch to ~1e-7 cosine; int8 (per-channel
@@ -17,8 +18,9 @@ temporary name and renamed, so a killed export leaves nothing that would be read
     enc.encode(["solar panels"], normalize_embeddings=True).shape  -> (1, 384)
 
 Not handled here: the choice of backend (``backends``), sentence-transformers' own
-``backend="onnx"`` (it needs optimum-onnx, which does not import with transformers 5), OpenVINO, GPUs (the CPU execution provider only), models
-whose first module is not a text ``Transformer``, and mteb's engine (which encodes with torch).
+``backend="onnx"`` (it needs optimum-onnx, which does not import with transformers 5), OpenVINO's
+session (``openvino_backend``), GPUs (the CPU execution provider only), models whose first module
+is not a text ``Transformer``, and mteb's engine (which encodes with torch).
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from ..core.config import cache_dir
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, require_module
 from ..core.models import model_fingerprint, plain_prompt, using_prompts
 from ..core.progress import progress
 from ..core.run_folder import RunFolder
+from .openvino_backend import OPENVINO_BACKENDS, PRECISION, check_openvino, openvino_session
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +56,15 @@ def check_onnx(backend: str) -> None:
         raise ConfigError(
             f"backend: {backend!r} is not an ONNX backend; choose from {', '.join(ONNX_BACKENDS)}"
         )
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        raise ConfigError(f"backend {backend!r} needs onnxruntime: {ONNX_EXTRA}") from None
+    require_module("onnxruntime", f"backend {backend!r}", ONNX_EXTRA)
+
+
+def check_exported(backend: str) -> None:
+    """``check_onnx`` or ``check_openvino``, by the runtime that ``backend`` runs its export in."""
+    if backend in OPENVINO_BACKENDS:
+        check_openvino(backend)
+    else:
+        check_onnx(backend)
 
 
 def export_key(model) -> str:
@@ -245,7 +253,7 @@ def _session(path: str, threads: int):
 
 class OnnxEncoder:
     """What the evaluator needs of a SentenceTransformer (``encode``, ``prompts``, ``tokenizer``,
-    ``max_seq_length``, ``state_dict``), with the transformer run by ONNX Runtime.
+    ``max_seq_length``, ``state_dict``), with the transformer run by ONNX Runtime or OpenVINO.
 
     Reads of ``prompts`` and the rest go to the wrapped model, so ``models.using_prompts`` on
     the model applies here, and ``models.model_fingerprint(enc)`` equals the model's. ``backend``
@@ -254,7 +262,7 @@ class OnnxEncoder:
     """
 
     def __init__(self, model, backend: str = "onnx", *, source=None, threads: int | None = None):
-        check_onnx(backend)
+        check_exported(backend)
         self.model, self.backend, self.source, self.threads = model, backend, source, threads
         self.first = _text_transformer(model)
         self.rest = list(model.children())[1:]  # pooling, normalisation, dense ...: the model's own
@@ -262,15 +270,21 @@ class OnnxEncoder:
         self._session = None
 
     def load(self) -> OnnxEncoder:
-        """Export the model if no export of its weights exists, and open the session; returns self."""
+        """Export the model if no export of its weights exists, and open the session; returns self.
+        OpenVINO compiles the fp32 export (the ``onnx`` backend's file)."""
         if self._session is None:
-            self.path = export_onnx(self.model, self.backend, self.source)
-            self._session = _session(str(self.path), self.threads or cpu_threads())
+            threads = self.threads or cpu_threads()
+            if self.backend in OPENVINO_BACKENDS:
+                self.path = export_onnx(self.model, "onnx", self.source)
+                self._session = openvino_session(str(self.path), threads, PRECISION[self.backend])
+            else:
+                self.path = export_onnx(self.model, self.backend, self.source)
+                self._session = _session(str(self.path), threads)
         return self
 
     @property
     def session(self):
-        """The ONNX Runtime session (``load`` on first use)."""
+        """The runtime's session, ONNX Runtime's or OpenVINO's (``load`` on first use)."""
         return self.load()._session
 
     prompts = property(lambda self: self.model.prompts)

@@ -9,7 +9,7 @@ tasks) it runs our evaluator or mteb's (``engine``), and appends one row per met
 (``'model'``: the model's stored query / document prompts on every set; ``'benchmark'``: each
 benchmark's own rule, ``evaluation.tasks.PROMPT_RULES``) and ``plan`` (the experiment plan hash
 the run belongs to, ``''`` outside an experiment). ``backend`` (``'torch'``, ``'torch-bf16'``,
-``'onnx'``, ``'onnx-int8'``: ``evaluation.backends``) picks our evaluator's encoder and labels
+``'onnx'``, ``'onnx-int8'``, ``'openvino'``, ``'openvino-bf16'``: ``evaluation.backends``) picks our evaluator's encoder and labels
 every row (its ``backend`` column); mteb's engine and named tasks encode with PyTorch only. Example::
 
     evaluate_models({"minilm": "minilm"}, followir=[C.FOLLOWIR_DIR], results_csv="out/r.csv")

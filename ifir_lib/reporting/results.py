@@ -9,7 +9,8 @@ One row per run x dataset x metric, values x100 as the evaluation writes them::
 ``prompts`` says which prompts encoded the texts (``model``: the model's stored ones; ``benchmark``:
 each benchmark's own, ``ifir evaluate --prompts``); ``plan`` is the hash of the experiment plan the
 row belongs to (empty outside an experiment); ``backend`` is the encoder that produced it
-(``torch``, ``torch-bf16``, ``onnx``, ``onnx-int8``: ``evaluation.backends``);
+(``torch``, ``torch-bf16``, ``onnx``, ``onnx-int8``, ``openvino``, ``openvino-bf16``:
+``evaluation.backends``);
 per-query scores go to a sibling ``<stem>_per_query.csv`` (``run_id, dataset, metric, query_id,
 value``). The table is only ever appended to, one run's rows in one locked write, so two
 evaluations appending at once never interleave. Before each append, a cut last row (a crash or

@@ -2,6 +2,10 @@
 bundled MiniLM, the refusals, and every backend's rows kept apart in the results table and in the
 experiment's plan. (The ONNX backends: ``test_onnx_backend.py``.)"""
 
+import subprocess
+import sys
+import types
+
 import numpy as np
 import pytest
 
@@ -9,6 +13,7 @@ from ifir_lib.core.config import EVAL_SETS
 from ifir_lib.core.errors import ConfigError
 from ifir_lib.core.models import encode, model_fingerprint, using_prompts
 from ifir_lib.evaluation import backends as B
+from ifir_lib.evaluation import openvino_backend as OV
 from ifir_lib.evaluation.evaluator import evaluate_followir
 from ifir_lib.pipelines import plan as P
 from ifir_lib.pipelines.evaluate import evaluate_models
@@ -54,7 +59,7 @@ def test_bf16_leaves_every_metric_on_the_bundled_sets_within_half_a_point(minilm
 
 def test_bf16_is_refused_where_the_cpu_would_emulate_it(minilm, monkeypatch):
     monkeypatch.setattr(B, "cpu_has_bf16", lambda: False)
-    with pytest.raises(ConfigError, match="bf16 instructions.*use torch or onnx"):
+    with pytest.raises(ConfigError, match="bf16 instructions.*use torch, onnx or openvino"):
         B.encoder_for(minilm, "torch-bf16")
     with pytest.raises(ConfigError, match="unknown choice 'fp8'"):
         B.check_backend("fp8")
@@ -84,3 +89,26 @@ def test_the_experiment_plans_its_evaluation_backend():
         assert 'eval_backend = "torch-bf16"' in P.to_toml(bf16.plan())
     with pytest.raises(ConfigError, match="unknown choice 'int4'"):
         ExperimentConfig.preset("smoke", eval_backend="int4")
+
+
+@pytest.mark.parametrize("backend", ["openvino", "openvino-bf16"])
+def test_openvino_backends_without_openvino_name_the_extra(minilm, monkeypatch, backend):
+    monkeypatch.setitem(sys.modules, "openvino", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"needs openvino: pip install 'ifir-lib\[openvino\]'"):
+        B.encoder_for(minilm, backend)
+
+
+def test_openvino_bf16_is_refused_where_the_cpu_would_emulate_it(minilm, monkeypatch):
+    monkeypatch.setitem(sys.modules, "openvino", types.ModuleType("openvino"))  # installed or not
+    monkeypatch.setattr(OV, "openvino_has_bf16", lambda: False)
+    with pytest.raises(ConfigError, match="bf16 instructions.*use openvino"):
+        B.encoder_for(minilm, "openvino-bf16")
+    with pytest.raises(ConfigError, match="not an OpenVINO backend"):
+        OV.check_openvino("onnx")
+
+
+def test_the_package_imports_without_the_optional_runtimes():
+    """onnxruntime and openvino are extras: importing the workbench must not import them."""
+    code = "import sys, ifir_lib.cli, ifir_lib.evaluation.backends; print(sorted({'onnxruntime', 'openvino'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -17,7 +17,6 @@ pytest.importorskip(
 )
 
 from ifir_lib.cli import main  # noqa: E402
-from ifir_lib.core.config import EVAL_SETS  # noqa: E402
 from ifir_lib.core.errors import ConfigError  # noqa: E402
 from ifir_lib.core.models import encode, format_document, model_fingerprint, using_prompts  # noqa: E402
 from ifir_lib.core.run_folder import RunFolder  # noqa: E402
@@ -33,21 +32,14 @@ METRICS = ("p_mrr", "map_at_1000", "ndcg_at_5", "score")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def onnx_cache(tmp_path_factory):
-    """One cache for the module (each export is made once here), never the user's."""
-    with pytest.MonkeyPatch.context() as mp:
-        path = tmp_path_factory.mktemp("onnx-cache")
-        mp.setenv("IFIR_CACHE", str(path))
-        yield path
+def onnx_cache(module_cache):
+    """One cache for the module: each export is made once here."""
+    return module_cache
 
 
 @pytest.fixture(scope="module")
-def texts():
-    """36 texts: bundled documents of every length, bare queries, a one-word and a truncated one."""
-    data = load_followir(EVAL_SETS["v1"])
-    docs = [format_document(d) for d in list(data.corpus.values())[:24]]
-    queries = [q["text"] + " " + q["instruction_og"] for q in list(data.queries.values())[:10]]
-    return docs + queries + ["solar", " ".join(docs[:6])]  # the last is over max_seq_length tokens
+def texts(encoder_texts):  # the shared fixture, by its old name here
+    return encoder_texts
 
 
 @pytest.fixture(scope="module")
