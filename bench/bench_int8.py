@@ -188,18 +188,12 @@ def simulate(model, docs: list[str]) -> None:
             print(f"  {label:48s} {1 - cos.mean():.1e}  {1 - cos.min():.1e}", flush=True)
 
 
-def _metrics(data, qids, qv, dv, pos) -> dict[str, float]:
+def _metrics(data, qv, dv, pos) -> dict[str, float]:
     """Every metric (x100) of one FollowIR set from query vectors (og then changed) and document vectors."""
     from ifir_lib.evaluation import metrics as M
-    from ifir_lib.evaluation.evaluator import followir_per_query
+    from ifir_lib.evaluation.evaluator import followir_per_query, score_followir
 
-    runs = ({}, {})
-    for i, q in enumerate(qids):
-        cands = data.top_ranked[q]
-        sims = dv[[pos[d] for d in cands]] @ np.stack([qv[i], qv[len(qids) + i]], 1)
-        for j, run in enumerate(runs):
-            run[q] = dict(zip(cands, sims[:, j].tolist()))
-    pq = followir_per_query(*runs, data.qrels_og, data.qrel_diff)
+    pq = followir_per_query(*score_followir(data, qv, dv, pos), data.qrels_og, data.qrel_diff)
     return {m: M.mean(pq[m]) for m in METRICS}
 
 
@@ -242,10 +236,10 @@ def second_pass(model, enc, epsilons=(0.0, 0.002, 0.005, 0.01, 0.02)) -> None:
         gap = np.concatenate([np.diff(np.sort(d8[c] @ v)) for c, v in rankings])
         print(f"  {name}: int8 moves a score by a median {np.median(err):.4f}; "
               f"neighbours in a ranking are a median {np.median(gap):.4f} apart")  # fmt: skip
-        ref = _metrics(data, qids, qv, d32, pos)
+        ref = _metrics(data, qv, d32, pos)
         for eps in epsilons:
             again = _near_ties(rankings, d8, len(ids), eps)
-            got = _metrics(data, qids, qv, np.where(again[:, None], d32, d8), pos)
+            got = _metrics(data, qv, np.where(again[:, None], d32, d8), pos)
             print(f"  {name} eps {eps:<6} encoded twice {again.mean():6.1%}; "
                   + ", ".join(f"{m} {got[m] - ref[m]:+.2f}" for m in METRICS), flush=True)  # fmt: skip
 

@@ -157,6 +157,20 @@ def _topk(doc_ids: list[str], scores: np.ndarray, k: int) -> dict[str, float]:
     return dict(zip(doc_ids, scores.tolist()))
 
 
+def score_followir(data: FollowIRData, qv: np.ndarray, docs: np.ndarray, pos: dict, top_k: int = 1000):
+    """``(og_run, changed_run)`` from vectors: ``qv`` holds every query with its og instruction, then
+    every query with its changed one (``data.queries`` order); row ``pos[doc_id]`` of ``docs`` is
+    that document's vector."""
+    qids = list(data.queries)
+    og, ch = {}, {}
+    for i, q in enumerate(qids):
+        cands = data.top_ranked[q]
+        sims = docs[[pos[d] for d in cands]] @ np.stack([qv[i], qv[len(qids) + i]], axis=1)  # (n_cand, 2)
+        og[q] = _topk(cands, sims[:, 0], top_k)
+        ch[q] = _topk(cands, sims[:, 1], top_k)
+    return og, ch
+
+
 def rerank_followir(
     model,
     data: FollowIRData,
@@ -191,13 +205,7 @@ def rerank_followir(
         model, q_texts, "query", batch_size=batch_size, cache=cache, fingerprint=fp
     )  # (2 n_q, dim)
     t1 = time.perf_counter()
-    pos = {d: i for i, d in enumerate(doc_ids)}
-    og, ch = {}, {}
-    for i, q in enumerate(qids):
-        cands = data.top_ranked[q]
-        sims = docs[[pos[d] for d in cands]] @ np.stack([qv[i], qv[len(qids) + i]], axis=1)  # (n_cand, 2)
-        og[q] = _topk(cands, sims[:, 0], top_k)
-        ch[q] = _topk(cands, sims[:, 1], top_k)
+    og, ch = score_followir(data, qv, docs, {d: i for i, d in enumerate(doc_ids)}, top_k)
     return og, ch, {"encode_s": t1 - t0, "score_s": time.perf_counter() - t1}
 
 
