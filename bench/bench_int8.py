@@ -11,7 +11,13 @@ measured against PyTorch fp32 in the same run:
   most sensitive group, see ``--groups``);
 - ``8-bit blocks``: ``MatMulNBitsQuantizer(bits=8, block_size=32, accuracy_level=4)``, weights in
   blocks of 32 and activations quantized per row and block at run time (needs ``onnx-ir``;
-  skipped with a line saying so without it).
+  skipped with a line saying so without it);
+- ``openvino-bf16``: the shipped backend (fp32 export, bf16 arithmetic), for reference;
+- ``OpenVINO int8, groups of G``: per-channel int8 weights (``DequantizeLinear`` in the graph,
+  which OpenVINO compiles to int8-weight matrix products) with OpenVINO's dynamic quantization of
+  activations per token and group of ``G`` input channels (``DYNAMIC_QUANTIZATION_GROUP_SIZE``),
+  bf16 elsewhere: finer than ``quantize_dynamic``'s one scale per tensor. Both OpenVINO rows are
+  skipped, with a line, without openvino or a CPU with bf16.
 
 For each it prints the mean and worst ``1 - cosine`` to PyTorch's document vectors on ``--docs``
 bundled v1 + v2 documents, the documents/s ratio to PyTorch on them (alternating rounds, fastest
@@ -103,6 +109,65 @@ def blocks8(src: Path, dst: Path) -> Path | None:
     q.process()
     q.model.save_model_to_file(str(dst), False)
     return dst
+
+
+def dequantized_weights(src: Path, dst: Path) -> Path:
+    """``src`` with each weight MatMul's (K, N) weight stored as symmetric per-channel int8, kept
+    transposed (N, K) behind ``DequantizeLinear`` and a ``Transpose``: the weight-compression
+    pattern OpenVINO's CPU plugin runs as int8-weight matrix products."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(src))
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    nodes = []
+    for node in graph.node:
+        if node.op_type == "MatMul" and node.input[1] in inits:
+            w = inits.pop(node.input[1])
+            graph.initializer.remove(w)
+            wt = numpy_helper.to_array(w).astype(np.float32).T  # (N, K)
+            scale = np.maximum(np.abs(wt).max(1), 1e-12) / 127
+            q = np.clip(np.round(wt / scale[:, None]), -127, 127).astype(np.int8)
+            name = w.name
+            graph.initializer.extend([
+                numpy_helper.from_array(q, f"{name}_q"),
+                numpy_helper.from_array(scale.astype(np.float32), f"{name}_scale"),
+                numpy_helper.from_array(np.zeros_like(scale, np.int8), f"{name}_zero"),
+            ])  # fmt: skip
+            nodes.append(helper.make_node(
+                "DequantizeLinear", [f"{name}_q", f"{name}_scale", f"{name}_zero"], [f"{name}_nk"], axis=0
+            ))  # fmt: skip
+            nodes.append(helper.make_node("Transpose", [f"{name}_nk"], [f"{name}_kn"], perm=[1, 0]))
+            node.input[1] = f"{name}_kn"
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.save(model, str(dst))
+    return dst
+
+
+def openvino_encoders(model, fp32: Path, tmp: Path, groups=(128, 32)) -> dict:
+    """``openvino-bf16`` and OpenVINO's dynamic int8 per group (module docstring); {} with a line
+    saying why where OpenVINO or bf16 is missing."""
+    from ifir_lib.core.errors import ConfigError
+    from ifir_lib.evaluation import onnx_backend as O
+    from ifir_lib.evaluation.openvino_backend import OpenVinoSession
+
+    try:
+        O.check_exported("openvino-bf16")
+    except ConfigError as err:
+        print(f"OpenVINO schemes: skipped ({err})")
+        return {}
+    int8 = dequantized_weights(fp32, tmp / "ov-int8.onnx")
+    files = {"openvino-bf16": (fp32, 0), **{f"OpenVINO int8, groups of {g}": (int8, g) for g in groups}}
+    out = {}
+    for key, (path, group) in files.items():
+        enc = O.OnnxEncoder(model, "openvino-bf16")
+        extra = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": group}  # 0: off
+        enc.path, enc._session = path, OpenVinoSession(str(path), O.cpu_threads(), "bf16", extra)
+        out[key] = enc
+    return out
 
 
 def encoder(model, path: Path):
@@ -284,14 +349,15 @@ def main() -> int:
             "8-bit blocks": blocks8(fp32, tmp / "blocks8.onnx"),
         }
         encs = {k: encoder(model, p) for k, p in schemes.items() if p is not None}
+        encs.update(openvino_encoders(model, fp32, tmp))
         secs = time_encoders({"torch": model, **encs}, docs, 32, a.repeat)
-        print(f"{'scheme':24s} {'1-cos mean':>10} {'worst':>8} {'docs/s x':>9}  largest metric diff (points)")
+        print(f"{'scheme':30s} {'1-cos mean':>10} {'worst':>8} {'docs/s x':>9}  largest metric diff (points)")
         for key, enc in encs.items():
             mean, worst = cosine_error(model, enc, docs)
             diffs = metric_diffs(model, enc)
             big = max(diffs, key=lambda k: abs(diffs[k]))
             print(
-                f"{key:24s} {mean:10.1e} {worst:8.1e} {secs['torch'] / secs[key]:8.2f}x  "
+                f"{key:30s} {mean:10.1e} {worst:8.1e} {secs['torch'] / secs[key]:8.2f}x  "
                 f"{diffs[big]:+.2f} ({big}); " + ", ".join(f"{k} {v:+.2f}" for k, v in diffs.items()),
                 flush=True,
             )

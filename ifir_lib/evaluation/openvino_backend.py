@@ -16,8 +16,8 @@ calls ONNX Runtime's session offers (``get_inputs``, ``run``). Example::
     sess = openvino_session("model-abc-v2.onnx", threads=2, precision="f32")
     sess.run(["token_embeddings"], {"input_ids": ids, "attention_mask": mask})[0].shape  -> (n, seq, 384)
 
-Not handled here: OpenVINO's own int8 (it needs NNCF calibration), GPUs and NPUs (the CPU device
-only), and the export itself (``onnx_backend``).
+Not handled here: OpenVINO's int8 (measured in ``bench/bench_int8.py``: it moves v1's p-MRR by
+~1 point), GPUs and NPUs (the CPU device only), and the export itself (``onnx_backend``).
 """
 
 from __future__ import annotations
@@ -67,11 +67,12 @@ def _core():
 class OpenVinoSession:
     """A compiled OpenVINO model behind ONNX Runtime's session calls (``get_inputs``, ``run``)."""
 
-    def __init__(self, path: str, threads: int, precision: str):
+    def __init__(self, path: str, threads: int, precision: str, extra: dict | None = None):
         config = {
             "INFERENCE_PRECISION_HINT": precision,
             "PERFORMANCE_HINT": "LATENCY",  # one request at a time, all threads on it
             "INFERENCE_NUM_THREADS": threads,
+            **(extra or {}),  # further CPU properties (bench/bench_int8.py's dynamic int8)
         }
         core = _core()
         self.compiled = core.compile_model(core.read_model(path), "CPU", config)

@@ -99,3 +99,15 @@ def test_each_backend_caches_its_own_vectors(minilm, fir, backend):
     )
     assert miss_ref == [] and miss == []  # each stored every document under its own key
     assert not np.array_equal(ref, got)  # and its own vectors, not torch's read back
+
+
+def test_session_takes_further_cpu_properties(minilm):
+    """``extra`` reaches the compiled model beside the precision, threads and latency hint
+    (bench/bench_int8.py sets OpenVINO's dynamic int8 this way)."""
+    path = str(O.export_onnx(minilm, "onnx"))
+    plain = OV.OpenVinoSession(path, 1, "f32")
+    tuned = OV.OpenVinoSession(path, 1, "f32", {"DYNAMIC_QUANTIZATION_GROUP_SIZE": 64})
+    assert int(tuned.compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE")) == 64
+    assert int(plain.compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE")) != 64
+    assert int(tuned.compiled.get_property("INFERENCE_NUM_THREADS")) == 1
+    assert "float32" in str(tuned.compiled.get_property("INFERENCE_PRECISION_HINT"))
