@@ -121,9 +121,11 @@ def dequantized_weights(src: Path, dst: Path) -> Path:
     model = onnx.load(str(src))
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
-    nodes = []
+    nodes, done = [], {}  # weight name -> its dequantized output (a weight shared by MatMuls: once)
     for node in graph.node:
-        if node.op_type == "MatMul" and node.input[1] in inits:
+        if node.op_type == "MatMul" and node.input[1] in done:
+            node.input[1] = done[node.input[1]]
+        elif node.op_type == "MatMul" and node.input[1] in inits:
             w = inits.pop(node.input[1])
             graph.initializer.remove(w)
             wt = numpy_helper.to_array(w).astype(np.float32).T  # (N, K)
@@ -139,7 +141,7 @@ def dequantized_weights(src: Path, dst: Path) -> Path:
                 "DequantizeLinear", [f"{name}_q", f"{name}_scale", f"{name}_zero"], [f"{name}_nk"], axis=0
             ))  # fmt: skip
             nodes.append(helper.make_node("Transpose", [f"{name}_nk"], [f"{name}_kn"], perm=[1, 0]))
-            node.input[1] = f"{name}_kn"
+            node.input[1] = done[name] = f"{name}_kn"
         nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
@@ -148,35 +150,32 @@ def dequantized_weights(src: Path, dst: Path) -> Path:
 
 
 def openvino_encoders(model, fp32: Path, tmp: Path, groups=(128, 32)) -> dict:
-    """``openvino-bf16`` and OpenVINO's dynamic int8 per group (module docstring); {} with a line
-    saying why where OpenVINO or bf16 is missing."""
+    """The shipped ``openvino-bf16`` and OpenVINO's dynamic int8 per group (module docstring); {}
+    with a line saying why where OpenVINO or bf16 is missing."""
     from ifir_lib.core.errors import ConfigError
     from ifir_lib.evaluation import onnx_backend as O
     from ifir_lib.evaluation.openvino_backend import OpenVinoSession
 
     try:
-        O.check_exported("openvino-bf16")
+        out = {"openvino-bf16": O.OnnxEncoder(model, "openvino-bf16").load()}
     except ConfigError as err:
         print(f"OpenVINO schemes: skipped ({err})")
         return {}
     int8 = dequantized_weights(fp32, tmp / "ov-int8.onnx")
-    files = {"openvino-bf16": (fp32, 0), **{f"OpenVINO int8, groups of {g}": (int8, g) for g in groups}}
-    out = {}
-    for key, (path, group) in files.items():
-        enc = O.OnnxEncoder(model, "openvino-bf16")
-        extra = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": group}  # 0: off
-        enc.path, enc._session = path, OpenVinoSession(str(path), O.cpu_threads(), "bf16", extra)
-        out[key] = enc
+    for g in groups:
+        extra = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": g}
+        session = OpenVinoSession(str(int8), O.cpu_threads(), "bf16", extra)
+        out[f"OpenVINO int8, groups of {g}"] = encoder(model, int8, session, "openvino-bf16")
     return out
 
 
-def encoder(model, path: Path):
-    """An ``OnnxEncoder`` on a given ONNX file (the evaluator's code path, another graph); one
-    file name per graph, because sessions are cached by path."""
+def encoder(model, path: Path, session=None, backend: str = "onnx-int8"):
+    """An ``OnnxEncoder`` on a given ONNX file (the evaluator's code path, another graph), run by
+    ``session`` (default: ONNX Runtime's, cached by path, so one file name per graph)."""
     from ifir_lib.evaluation import onnx_backend as O
 
-    enc = O.OnnxEncoder(model, "onnx-int8")
-    enc.path, enc._session = path, O._session(str(path), O.cpu_threads())
+    enc = O.OnnxEncoder(model, backend)
+    enc.path, enc._session = path, session or O._session(str(path), O.cpu_threads())
     return enc
 
 
