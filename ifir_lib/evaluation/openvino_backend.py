@@ -17,7 +17,8 @@ calls ONNX Runtime's session offers (``get_inputs``, ``run``). Example::
     sess.run(["token_embeddings"], {"input_ids": ids, "attention_mask": mask})[0].shape  -> (n, seq, 384)
 
 Not handled here: OpenVINO's int8 (measured in ``bench/bench_int8.py``: it moves v1's p-MRR by
-~1 point), GPUs and NPUs (the CPU device only), and the export itself (``onnx_backend``).
+0.56 to 1.22 points, calibrated or not), GPUs and NPUs (the CPU device only), and the export
+itself (``onnx_backend``).
 """
 
 from __future__ import annotations
