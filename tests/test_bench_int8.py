@@ -90,3 +90,23 @@ def test_calibrated_graph_is_the_model_up_to_rounding(b8, minilm, module_cache, 
 
     assert err["calibrated"] < 3e-4
     assert err["calibrated"] < err["nearest"] / 2
+
+
+def test_calibration_refuses_a_weight_it_cannot_serve(b8):
+    """A weight multiplied with one input is calibrated once however many MatMuls use it; one
+    multiplied with two inputs, or held by no calibrated Linear, is refused by name."""
+    from onnx import helper, numpy_helper
+
+    lin = torch.nn.Linear(4, 3, bias=False)
+    weight = numpy_helper.from_array(lin.weight.detach().numpy().T.copy(), "W")
+
+    def graph(*inputs):
+        nodes = [helper.make_node("MatMul", [x, "W"], [f"y{i}"]) for i, x in enumerate(inputs)]
+        return helper.make_graph(nodes, "g", [], [], [weight])
+
+    once = b8._weights_by_input(graph("a", "a"), {lin: ()})
+    assert {x: [name for name, _ in pairs] for x, pairs in once.items()} == {"a": ["W"]}
+    with pytest.raises(ValueError, match="'W' is multiplied with two inputs"):
+        b8._weights_by_input(graph("a", "b"), {lin: ()})
+    with pytest.raises(ValueError, match="'W': 0 calibrated Linears"):
+        b8._weights_by_input(graph("a"), {})
