@@ -117,8 +117,8 @@ def blocks8(src: Path, dst: Path) -> Path | None:
     return dst
 
 
-def dequantized_weights(src: Path, dst: Path, rounded: dict | None = None) -> Path:
-    """``src`` with each weight MatMul's (K, N) weight stored as symmetric per-channel int8, kept
+def dequantized_weights(src, dst: Path, rounded: dict | None = None) -> Path:
+    """``src`` (a path, or a loaded ``onnx.ModelProto``, which is changed in place) with each weight MatMul's (K, N) weight stored as symmetric per-channel int8, kept
     transposed (N, K) behind ``DequantizeLinear`` and a ``Transpose``: the weight-compression
     pattern OpenVINO's CPU plugin runs as int8-weight matrix products. ``rounded`` maps a weight's
     name to its own (int8 (N, K), scale (N,)) (``calibrated_weights``); the rest are rounded to
@@ -126,7 +126,7 @@ def dequantized_weights(src: Path, dst: Path, rounded: dict | None = None) -> Pa
     import onnx
     from onnx import helper, numpy_helper
 
-    model = onnx.load(str(src))
+    model = onnx.load(str(src)) if isinstance(src, str | Path) else src
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
     nodes, done = [], {}  # weight name -> its dequantized output (a weight shared by MatMuls: once)
@@ -174,6 +174,13 @@ def calibration_texts(n: int = 128) -> tuple[list[str], list[str]]:
     return docs, [format_query(s["query"], s["instruction"]) for s in pick]
 
 
+def encoder_linears(model) -> list:
+    """The Linear layers of the model's transformer layers (what int8 rounds)."""
+    import torch
+
+    return [m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "encoder" in n]
+
+
 def linear_stats(model, docs: list[str], queries: list[str]) -> dict:
     """Each encoder Linear -> (sum of x x^T over its inputs' real tokens (float64), each input
     channel's largest |x|), from encoding ``docs`` and ``queries`` with ``model``."""
@@ -181,8 +188,11 @@ def linear_stats(model, docs: list[str], queries: list[str]) -> dict:
 
     from ifir_lib.core.models import encode
 
-    linears = [m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "encoder" in n]
-    stats = {m: [0.0, 0.0] for m in linears}
+    f64 = torch.float64
+    stats = {
+        m: [torch.zeros(m.in_features, m.in_features, dtype=f64), torch.zeros(m.in_features, dtype=f64)]
+        for m in encoder_linears(model)
+    }
     mask = {}
 
     def keep_mask(module, args):  # the Transformer module's features: padding is not calibrated
@@ -191,10 +201,10 @@ def linear_stats(model, docs: list[str], queries: list[str]) -> dict:
     def add(module, args):
         x = args[0][mask["real"]].double()
         s = stats[module]
-        s[0], s[1] = s[0] + x.T @ x, torch.maximum(torch.as_tensor(s[1]), x.abs().amax(0))
+        s[0], s[1] = s[0] + x.T @ x, torch.maximum(s[1], x.abs().amax(0))
 
     hooks = [model[0].register_forward_pre_hook(keep_mask)]
-    hooks += [m.register_forward_pre_hook(add) for m in linears]
+    hooks += [m.register_forward_pre_hook(add) for m in stats]
     try:
         encode(model, docs, "document", batch_size=32)
         encode(model, queries, "query", batch_size=32)
@@ -262,9 +272,7 @@ def calibrated_weights(src: Path, dst: Path, stats: dict, alpha: float = 0.5) ->
         nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
-    smoothed = dst.with_name(dst.stem + "-smoothed.onnx")
-    onnx.save(graph_model, str(smoothed))
-    return dequantized_weights(smoothed, dst, rounded)
+    return dequantized_weights(graph_model, dst, rounded)
 
 
 def _weights_by_input(graph, stats: dict) -> dict[str, list]:
@@ -334,16 +342,20 @@ def cosine_error(model, enc, docs: list[str]) -> tuple[float, float]:
     return float(1 - cos.mean()), float(1 - cos.min())
 
 
-def metric_diffs(model, enc) -> dict[str, float]:
-    """Backend minus torch, points x100, for every metric on v1 and v2 (no cache, no bootstrap)."""
+def set_metrics(enc) -> dict[str, dict[str, float]]:
+    """Every metric (points x100) of ``enc`` on v1 and v2 (no cache, no bootstrap), by set name."""
     from ifir_lib.evaluation import evaluator as E
 
-    out = {}
-    for name, path in config.EVAL_SETS.items():
-        ref = E.evaluate_followir(model, path, bootstrap=0, cache=False).metrics
-        got = E.evaluate_followir(enc, path, bootstrap=0, cache=False).metrics
-        out.update({f"{name} {m}": got[m] - ref[m] for m in METRICS})
-    return out
+    return {
+        name: E.evaluate_followir(enc, path, bootstrap=0, cache=False).metrics
+        for name, path in config.EVAL_SETS.items()
+    }
+
+
+def metric_diffs(ref: dict, enc) -> dict[str, float]:
+    """``enc``'s metrics minus ``ref`` (torch's ``set_metrics``), points x100, on v1 and v2."""
+    got = set_metrics(enc)
+    return {f"{name} {m}": got[name][m] - ref[name][m] for name in ref for m in METRICS}
 
 
 def _weights_int8(w):
@@ -374,12 +386,10 @@ ACTIVATIONS = {  # activation rounding schemes: x -> x rounded to 8 bits and bac
 
 def simulate(model, docs: list[str]) -> None:
     """``--simulate``: 1 - cosine to fp32 for weight and activation rounding, apart and together."""
-    import torch
-
     from ifir_lib.core.models import encode
 
     ref = encode(model, docs, "document")
-    linears = [m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "encoder" in n]
+    linears = encoder_linears(model)
     kept = {m: m.weight.data.clone() for m in linears}
     print("simulated int8 (PyTorch fake quantization), 1 - cosine to fp32: mean, worst")
     for weights in (False, True):
@@ -499,9 +509,10 @@ def main() -> int:
         encs.update(openvino_encoders(model, fp32, tmp))
         secs = time_encoders({"torch": model, **encs}, docs, 32, a.repeat)
         print(f"{'scheme':40s} {'1-cos mean':>10} {'worst':>8} {'docs/s x':>9}  largest metric diff (points)")
+        ref = set_metrics(model)
         for key, enc in encs.items():
             mean, worst = cosine_error(model, enc, docs)
-            diffs = metric_diffs(model, enc)
+            diffs = metric_diffs(ref, enc)
             big = max(diffs, key=lambda k: abs(diffs[k]))
             print(
                 f"{key:40s} {mean:10.1e} {worst:8.1e} {secs['torch'] / secs[key]:8.2f}x  "
