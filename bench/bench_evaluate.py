@@ -20,7 +20,8 @@ With ``--backend torch-bf16|onnx|onnx-int8|openvino|openvino-bf16`` it measures 
    evaluator's token-length batches, no cache) with PyTorch fp32 and with the backend in the same
    run, alternating, ``--repeat`` rounds, fastest kept; print documents/s of each and the ratio.
    The one-off ONNX export and compilation (into a temp cache) are timed apart.
-5. Evaluate v1 and v2 with both and print each metric's difference (backend - torch, points x100).
+5. Evaluate v1 and v2 with both and print each metric's difference (backend - torch, points x100),
+   how many queries' scores moved, and the paired bootstrap interval of the difference.
    The last line sums up; targets: >= 2x torch's documents/s, every difference within 0.5.
 """
 
@@ -238,6 +239,19 @@ def time_encoders(encoders: dict, docs: list[str], batch_size: int, repeat: int)
     return {k: min(v) for k, v in wall.items()}
 
 
+def moved_queries(backend: dict, torch: dict) -> str:
+    """How the difference is made up: how many queries' scores moved, and the paired 95% bootstrap
+    interval of the mean difference over queries (``stats.paired_bootstrap``): the query-sampling
+    scale against which a difference of this size can be read."""
+    from ifir_lib.evaluation.stats import paired_bootstrap
+
+    if not backend or not torch:
+        return ""
+    moved = sum(abs(backend[q] - torch[q]) > 1e-9 for q in backend.keys() & torch.keys())
+    _, lo, hi, _ = paired_bootstrap(backend, torch, n_boot=10000)
+    return f"({moved} of {len(backend)} queries moved; paired 95% interval {lo:+.2f} to {hi:+.2f})"
+
+
 def bench_backend(a) -> int:
     """Steps 4-5 of the module docstring; returns 0 when both targets are met."""
     import logging
@@ -279,7 +293,10 @@ def bench_backend(a) -> int:
             for m in METRICS:
                 t_, b_ = res["torch"].metrics[m], res[a.backend].metrics[m]
                 diffs[(name, m)] = b_ - t_
-                print(f"{name} {m:>12}: torch {t_:7.2f}  {a.backend} {b_:7.2f}  diff {b_ - t_:+.2f}")
+                print(
+                    f"{name} {m:>12}: torch {t_:7.2f}  {a.backend} {b_:7.2f}  diff {b_ - t_:+.2f}  "
+                    + moved_queries(res[a.backend].per_query.get(m, {}), res["torch"].per_query.get(m, {}))
+                )
     rate = {k: len(docs) / s for k, s in secs.items()}
     ratio = rate[a.backend] / rate["torch"]
     worst = max(abs(v) for v in diffs.values())

@@ -623,7 +623,11 @@ def _add_table(sub):
     p.add_argument("--results", required=True, help="tidy results CSV")
     p.add_argument("--format", choices=["latex", "markdown", "csv"], default="markdown")
     p.add_argument("--published", action="store_true", help="add the paper's numbers, one block per backbone")
-    p.add_argument("--runs", default=None, help="folder of training runs, to find each run's backbone")
+    p.add_argument(
+        "--runs",
+        default=None,
+        help="folder that holds the training runs (a moved experiment's folder too), to find each run's backbone",
+    )
     p.add_argument("--decimals", type=int, default=2)
     p.set_defaults(func=_cmd_table)
 
@@ -697,7 +701,7 @@ def _add_figures(sub):
     p.add_argument(
         "--runs",
         default=None,
-        help="folder of training run folders: loss curves, and each run's backbone",
+        help="folder that holds the training runs (a moved experiment's folder too): loss curves, and each run's backbone",
     )
     p.add_argument(
         "--synthesis",

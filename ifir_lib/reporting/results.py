@@ -449,16 +449,20 @@ def check_results(df: pd.DataFrame, path: str | Path = "<results>") -> pd.DataFr
 
 def backbone_of(model: str, runs_dir: str | Path | None = None) -> str:
     """The backbone a model was fine-tuned from: ``config.base_model`` of the run folder ``model``
-    (or ``<runs_dir>/<folder name>`` when the table moved machines; ``RunFolder``); a model
-    without one (the untrained base) is its own backbone. ``'runs/ins-dv-s0' -> 'minilm'``.
-    A relative folder is looked up from the working directory, then from the checkout, where
-    ``make demo`` writes it (a notebook runs in ``notebooks/``).
+    (``RunFolder``); a model without one (the untrained base) is its own backbone.
+    ``'runs/ins-dv-s0' -> 'minilm'``. A relative folder is looked up from the working directory,
+    then from the checkout, where ``make demo`` writes it (a notebook runs in ``notebooks/``).
+    When the table moved machines, ``runs_dir`` (``--runs``) is searched for the label's trailing
+    folders, longest first: ``'out/exp/rng0/ins-dv'`` is found as ``<runs_dir>/exp/rng0/ins-dv``
+    or ``<runs_dir>/rng0/ins-dv`` (an experiment's runs), else ``<runs_dir>/ins-dv``.
     """
-    candidates = [Path(str(model))]
-    if not candidates[0].is_absolute():
-        candidates.append(REPO_DIR / candidates[0])
+    path = Path(str(model))
+    candidates = [path]
+    if not path.is_absolute():
+        candidates.append(REPO_DIR / path)
     if runs_dir is not None:
-        candidates.append(Path(runs_dir) / Path(str(model)).name)
+        parts = [p for p in path.parts if p not in (path.anchor, "", ".", "..")]
+        candidates += [Path(runs_dir).joinpath(*parts[i:]) for i in range(len(parts))]
     for run in candidates:
         cfg = RunFolder(run).info().get("config")
         if isinstance(cfg, dict) and "base_model" in cfg:
@@ -466,17 +470,35 @@ def backbone_of(model: str, runs_dir: str | Path | None = None) -> str:
     return str(model)
 
 
+_WARNED_LOST: set[tuple] = set()  # (models, runs_dir) already warned about by add_backbone
+
+
 def add_backbone(results: pd.DataFrame, runs_dir: str | Path | None = None) -> pd.DataFrame:
     """Add a ``backbone`` column (``backbone_of`` each model) unless the table has one.
 
     ``evaluate`` records a trained run by its folder, so ``model`` differs per mode; figures
-    compare modes within a backbone, so they group by this column instead.
+    compare modes within a backbone, so they group by this column instead. A trained row whose
+    run folder is not found (the table was moved without its runs) would stand as a backbone of
+    its own: a warning names those models and ``--runs`` (``runs_dir``).
     """
     if "backbone" in results.columns:
         return results
     out = results.copy()
     lookup = {m: backbone_of(m, runs_dir) for m in out["model"].astype(str).unique()}
     out["backbone"] = out["model"].astype(str).map(lookup)
+    mode = out["mode"].astype(str) if "mode" in out.columns else pd.Series(BASE_MODE, index=out.index)
+    lost = out.loc[(mode != BASE_MODE) & (out["backbone"] == out["model"].astype(str))]
+    names = lost["model"].astype(str).drop_duplicates()
+    if len(names) and (key := (tuple(names), str(runs_dir))) not in _WARNED_LOST:  # once, not per figure
+        _WARNED_LOST.add(key)
+        log.warning(
+            "%d trained model(s) without a run folder, each grouped as its own backbone (%s%s); "
+            "pass the folder that holds the runs (--runs / runs_dir)%s",
+            len(names),
+            ", ".join(names.head(3)),
+            ", ..." if len(names) > 3 else "",
+            f"; not found under {runs_dir}" if runs_dir is not None else "",
+        )
     return out
 
 

@@ -171,6 +171,41 @@ def test_trained_runs_are_grouped_under_their_backbone(tmp_path):
     assert fig.layout.width == ST.COLUMN_WIDTH  # one panel, not one per run folder
 
 
+def test_a_moved_experiment_finds_its_runs_by_their_trailing_folders(tmp_path, caplog):
+    """An experiment's runs are ``<exp>/rng<k>/<mode>``: every run folder is called ``ins-dv``, so
+    only the trailing folders of the label tell them apart under ``--runs``."""
+    for seed, base in ((0, "minilm"), (1, "mpnet")):
+        run = tmp_path / "moved" / "exp" / f"rng{seed}" / "ins-dv"
+        run.mkdir(parents=True)
+        (run / "ifir_run.json").write_text(json.dumps({"config": {"base_model": base}}))
+    res = results_frame(
+        [
+            {
+                "run_id": "a",
+                "model": "/gone/exp/rng0/ins-dv",
+                "mode": "ins-dv",
+                "metric": "p_mrr",
+                "value": 1.0,
+            },
+            {
+                "run_id": "b",
+                "model": "out/exp/rng1/ins-dv",
+                "mode": "ins-dv",
+                "metric": "p_mrr",
+                "value": 2.0,
+            },
+            {"run_id": "c", "model": "minilm", "mode": "base", "metric": "p_mrr", "value": 3.0},
+        ]
+    )
+    with caplog.at_level("WARNING", logger=R.log.name):
+        lost = R.add_backbone(res, runs_dir=tmp_path / "elsewhere")["backbone"].tolist()
+    assert lost == ["/gone/exp/rng0/ins-dv", "out/exp/rng1/ins-dv", "minilm"]
+    assert "2 trained model(s) without a run folder" in caplog.text and "--runs" in caplog.text
+    assert "minilm," not in caplog.text  # the base model is its own backbone, not a lost run
+    for runs in (tmp_path / "moved", tmp_path / "moved" / "exp"):
+        assert R.add_backbone(res, runs_dir=runs)["backbone"].tolist() == ["minilm", "mpnet", "minilm"]
+
+
 def test_load_results_names_a_missing_column(tmp_path):
     p = tmp_path / "r.csv"
     pd.DataFrame(
