@@ -239,17 +239,18 @@ def time_encoders(encoders: dict, docs: list[str], batch_size: int, repeat: int)
     return {k: min(v) for k, v in wall.items()}
 
 
-def moved_queries(backend: dict, torch: dict) -> str:
+def moved_queries(backend: dict, ref: dict) -> str:
     """How the difference is made up: how many queries' scores moved, and the paired 95% bootstrap
-    interval of the mean difference over queries (``stats.paired_bootstrap``): the query-sampling
-    scale against which a difference of this size can be read."""
+    interval of the mean difference over queries (``stats.paired_bootstrap``, backend - ``ref``):
+    the query-sampling scale against which a difference of this size can be read."""
     from ifir_lib.evaluation.stats import paired_bootstrap
 
-    if not backend or not torch:
+    shared = backend.keys() & ref.keys()
+    if not shared:
         return ""
-    moved = sum(abs(backend[q] - torch[q]) > 1e-9 for q in backend.keys() & torch.keys())
-    _, lo, hi, _ = paired_bootstrap(backend, torch, n_boot=10000)
-    return f"({moved} of {len(backend)} queries moved; paired 95% interval {lo:+.2f} to {hi:+.2f})"
+    moved = sum(abs(backend[q] - ref[q]) > 1e-9 for q in shared)
+    _, lo, hi, _ = paired_bootstrap(backend, ref, n_boot=10000)
+    return f"({moved} of {len(shared)} queries moved; paired 95% interval {lo:+.2f} to {hi:+.2f})"
 
 
 def bench_backend(a) -> int:

@@ -36,7 +36,7 @@ import math
 import numbers
 import threading
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 import numpy as np
 import pandas as pd
@@ -447,30 +447,43 @@ def check_results(df: pd.DataFrame, path: str | Path = "<results>") -> pd.DataFr
     return df
 
 
-def backbone_of(model: str, runs_dir: str | Path | None = None) -> str:
+def backbone_of(model: str, runs_dir: str | Path | None = None, labels: dict | None = None) -> str:
     """The backbone a model was fine-tuned from: ``config.base_model`` of the run folder ``model``
     (``RunFolder``); a model without one (the untrained base) is its own backbone.
     ``'runs/ins-dv-s0' -> 'minilm'``. A relative folder is looked up from the working directory,
     then from the checkout, where ``make demo`` writes it (a notebook runs in ``notebooks/``).
+
     When the table moved machines, ``runs_dir`` (``--runs``) is searched for the label's trailing
-    folders, longest first: ``'out/exp/rng0/ins-dv'`` is found as ``<runs_dir>/exp/rng0/ins-dv``
-    or ``<runs_dir>/rng0/ins-dv`` (an experiment's runs), else ``<runs_dir>/ins-dv``.
+    folders, longest first: ``'out/exp/models/rng0/ins-dv'`` is found as
+    ``<runs_dir>/rng0/ins-dv`` when ``runs_dir`` is the moved ``models`` folder. A folder found
+    there counts only if its record agrees with the row's ``labels`` (``mode`` and ``plan``, each
+    compared where both sides have one), so another experiment's ``rng0/ins-dv`` is not taken for
+    this one's.
     """
-    path = Path(str(model))
-    candidates = [path]
+    path = (PureWindowsPath if "\\" in str(model) else Path)(str(model))  # run_label on Windows
+    candidates = [(Path(path), False)]
     if not path.is_absolute():
-        candidates.append(REPO_DIR / path)
+        candidates.append((REPO_DIR / path, False))
     if runs_dir is not None:
-        parts = [p for p in path.parts if p not in (path.anchor, "", ".", "..")]
-        candidates += [Path(runs_dir).joinpath(*parts[i:]) for i in range(len(parts))]
-    for run in candidates:
-        cfg = RunFolder(run).info().get("config")
-        if isinstance(cfg, dict) and "base_model" in cfg:
+        parts = list(path.parts[1 if path.anchor else 0 :])
+        parts = parts[len(parts) - parts[::-1].index("..") :] if ".." in parts else parts
+        candidates += [(Path(runs_dir).joinpath(*parts[i:]), True) for i in range(len(parts))]
+    for run, moved in candidates:
+        info = RunFolder(run).info()
+        cfg = info.get("config")
+        if isinstance(cfg, dict) and "base_model" in cfg and not (moved and _disagrees(info, labels or {})):
             return str(cfg["base_model"])
     return str(model)
 
 
-_WARNED_LOST: set[tuple] = set()  # (models, runs_dir) already warned about by add_backbone
+def _disagrees(info: dict, labels: dict) -> bool:
+    """Whether a run record names another mode or experiment plan than ``labels`` (rng_seed is
+    not compared: ``ifir evaluate --rng-seed`` may relabel a run; the trailing folders tell an
+    experiment's ``rng<k>`` apart)."""
+    theirs = {"mode": info.get("mode"), "plan": (info.get("data") or {}).get("plan")}
+    return any(
+        v not in (None, "") and str(labels.get(k, "")) not in ("", "nan", str(v)) for k, v in theirs.items()
+    )
 
 
 def add_backbone(results: pd.DataFrame, runs_dir: str | Path | None = None) -> pd.DataFrame:
@@ -479,27 +492,37 @@ def add_backbone(results: pd.DataFrame, runs_dir: str | Path | None = None) -> p
     ``evaluate`` records a trained run by its folder, so ``model`` differs per mode; figures
     compare modes within a backbone, so they group by this column instead. A trained row whose
     run folder is not found (the table was moved without its runs) would stand as a backbone of
-    its own: a warning names those models and ``--runs`` (``runs_dir``).
+    its own: ``_warn_lost_runs`` names those models.
     """
     if "backbone" in results.columns:
         return results
     out = results.copy()
-    lookup = {m: backbone_of(m, runs_dir) for m in out["model"].astype(str).unique()}
-    out["backbone"] = out["model"].astype(str).map(lookup)
-    mode = out["mode"].astype(str) if "mode" in out.columns else pd.Series(BASE_MODE, index=out.index)
-    lost = out.loc[(mode != BASE_MODE) & (out["backbone"] == out["model"].astype(str))]
-    names = lost["model"].astype(str).drop_duplicates()
-    if len(names) and (key := (tuple(names), str(runs_dir))) not in _WARNED_LOST:  # once, not per figure
-        _WARNED_LOST.add(key)
-        log.warning(
-            "%d trained model(s) without a run folder, each grouped as its own backbone (%s%s); "
-            "pass the folder that holds the runs (--runs / runs_dir)%s",
-            len(names),
-            ", ".join(names.head(3)),
-            ", ..." if len(names) > 3 else "",
-            f"; not found under {runs_dir}" if runs_dir is not None else "",
-        )
+    cols = [c for c in ("model", "mode", "plan") if c in out.columns]
+    keys = out[cols].astype(str).apply(tuple, axis=1)
+    lookup = {k: backbone_of(k[0], runs_dir, dict(zip(cols, k))) for k in keys.unique()}
+    out["backbone"] = keys.map(lookup)
+    trained = out["mode"].notna() & (out["mode"].astype(str) != BASE_MODE) if "mode" in out.columns else False
+    _warn_lost_runs(out.loc[trained & (out["backbone"] == out["model"].astype(str)), "model"], runs_dir)
     return out
+
+
+_WARNED_LOST: set[tuple] = set()  # (models, runs_dir) already warned about: once, not per figure
+
+
+def _warn_lost_runs(models: pd.Series, runs_dir) -> None:
+    names = models.astype(str).drop_duplicates()
+    if not len(names) or (key := (tuple(names), str(runs_dir))) in _WARNED_LOST:
+        return
+    _WARNED_LOST.add(key)
+    log.warning(
+        "%d trained model(s) without a run folder, each grouped as its own backbone (%s%s); if these "
+        "are run folders, pass the folder that holds them (--runs, or add_backbone(results, runs_dir) "
+        "first)%s",
+        len(names),
+        ", ".join(names.head(3)),
+        ", ..." if len(names) > 3 else "",
+        f"; none found under {runs_dir}" if runs_dir is not None else "",
+    )
 
 
 def load_per_query(path: str | Path) -> pd.DataFrame:

@@ -172,38 +172,47 @@ def test_trained_runs_are_grouped_under_their_backbone(tmp_path):
 
 
 def test_a_moved_experiment_finds_its_runs_by_their_trailing_folders(tmp_path, caplog):
-    """An experiment's runs are ``<exp>/rng<k>/<mode>``: every run folder is called ``ins-dv``, so
-    only the trailing folders of the label tell them apart under ``--runs``."""
-    for seed, base in ((0, "minilm"), (1, "mpnet")):
-        run = tmp_path / "moved" / "exp" / f"rng{seed}" / "ins-dv"
-        run.mkdir(parents=True)
-        (run / "ifir_run.json").write_text(json.dumps({"config": {"base_model": base}}))
+    """An experiment's runs are ``<exp>/models/rng<k>/<mode>``: every run folder is called
+    ``ins-dv``, so only the trailing folders of the label, and the run records, tell them apart."""
+
+    def run(folder, base, seed, plan="p1"):
+        folder.mkdir(parents=True)
+        record = {"mode": "ins-dv", "rng_seed": seed, "config": {"base_model": base}, "data": {"plan": plan}}
+        (folder / "ifir_run.json").write_text(json.dumps(record))
+
+    moved = tmp_path / "moved"
+    run(moved / "exp" / "rng0" / "ins-dv", "minilm", 0)
+    run(moved / "exp" / "rng1" / "ins-dv", "mpnet", 1)
+    run(moved / "rng0" / "ins-dv", "other", 0)  # a shorter match: the longest one wins
+    run(tmp_path / "other_exp" / "rng1" / "ins-dv", "other", 1, plan="p2")  # another experiment's run
+    rows = [
+        ("/gone/exp/rng0/ins-dv", "ins-dv", 0),
+        ("out/exp/rng1/ins-dv", "ins-dv", 1),
+        ("minilm", "base", 0),
+    ]
     res = results_frame(
         [
             {
-                "run_id": "a",
-                "model": "/gone/exp/rng0/ins-dv",
-                "mode": "ins-dv",
+                "run_id": str(i),
+                "model": m,
+                "mode": mode,
+                "rng_seed": seed,
+                "plan": "p1",
                 "metric": "p_mrr",
                 "value": 1.0,
-            },
-            {
-                "run_id": "b",
-                "model": "out/exp/rng1/ins-dv",
-                "mode": "ins-dv",
-                "metric": "p_mrr",
-                "value": 2.0,
-            },
-            {"run_id": "c", "model": "minilm", "mode": "base", "metric": "p_mrr", "value": 3.0},
+            }
+            for i, (m, mode, seed) in enumerate(rows)
         ]
     )
     with caplog.at_level("WARNING", logger=R.log.name):
-        lost = R.add_backbone(res, runs_dir=tmp_path / "elsewhere")["backbone"].tolist()
-    assert lost == ["/gone/exp/rng0/ins-dv", "out/exp/rng1/ins-dv", "minilm"]
+        lost = R.add_backbone(res, runs_dir=tmp_path / "other_exp")["backbone"].tolist()
+    assert lost == ["/gone/exp/rng0/ins-dv", "out/exp/rng1/ins-dv", "minilm"]  # plan p2 is not ours
     assert "2 trained model(s) without a run folder" in caplog.text and "--runs" in caplog.text
     assert "minilm," not in caplog.text  # the base model is its own backbone, not a lost run
-    for runs in (tmp_path / "moved", tmp_path / "moved" / "exp"):
-        assert R.add_backbone(res, runs_dir=runs)["backbone"].tolist() == ["minilm", "mpnet", "minilm"]
+    assert R.add_backbone(res, runs_dir=moved)["backbone"].tolist() == ["minilm", "mpnet", "minilm"]
+    assert R.add_backbone(res, runs_dir=moved / "exp")["backbone"].tolist() == ["minilm", "mpnet", "minilm"]
+    windows = res.assign(model=res["model"].str.replace("/", "\\"))
+    assert R.add_backbone(windows, runs_dir=moved)["backbone"].tolist()[:2] == ["minilm", "mpnet"]
 
 
 def test_load_results_names_a_missing_column(tmp_path):
