@@ -118,7 +118,8 @@ def blocks8(src: Path, dst: Path) -> Path | None:
 
 
 def dequantized_weights(src, dst: Path, rounded: dict | None = None) -> Path:
-    """``src`` (a path, or a loaded ``onnx.ModelProto``, which is changed in place) with each weight MatMul's (K, N) weight stored as symmetric per-channel int8, kept
+    """``src`` (a path, or a loaded ``onnx.ModelProto``, which is changed in place) with each
+    weight MatMul's (K, N) weight stored as symmetric per-channel int8, kept
     transposed (N, K) behind ``DequantizeLinear`` and a ``Transpose``: the weight-compression
     pattern OpenVINO's CPU plugin runs as int8-weight matrix products. ``rounded`` maps a weight's
     name to its own (int8 (N, K), scale (N,)) (``calibrated_weights``); the rest are rounded to
@@ -359,9 +360,12 @@ def metric_diffs(ref: dict, enc) -> dict[str, float]:
 
 
 def _weights_int8(w):
-    """Symmetric int8 per output channel (``quantize_dynamic``'s ``per_channel``), as floats."""
-    s = w.abs().amax(1, keepdim=True).clamp_min(1e-12) / 127
-    return (w / s).round().clamp(-127, 127) * s
+    """Symmetric int8 per output channel (``quantize_dynamic``'s ``per_channel``; ``_nearest_int8``),
+    as a float tensor like ``w`` (N, K)."""
+    import torch
+
+    q, scale = _nearest_int8(w.detach().cpu().numpy())
+    return torch.from_numpy(q.astype(np.float32) * scale[:, None]).to(w.dtype)
 
 
 def _rows(x, lo, hi, levels):

@@ -497,10 +497,10 @@ def add_backbone(results: pd.DataFrame, runs_dir: str | Path | None = None) -> p
     if "backbone" in results.columns:
         return results
     out = results.copy()
-    cols = [c for c in ("model", "mode", "plan") if c in out.columns]
-    keys = out[cols].astype(str).apply(tuple, axis=1)
-    lookup = {k: backbone_of(k[0], runs_dir, dict(zip(cols, k))) for k in keys.unique()}
-    out["backbone"] = keys.map(lookup)
+    labels = out[[c for c in ("model", "mode", "plan") if c in out.columns]].astype(str)
+    runs = labels.drop_duplicates()  # one lookup per run, not per metric row
+    runs["backbone"] = [backbone_of(r["model"], runs_dir, r) for r in runs.to_dict("records")]
+    out["backbone"] = labels.merge(runs, on=list(labels.columns), how="left")["backbone"].to_numpy()
     trained = out["mode"].notna() & (out["mode"].astype(str) != BASE_MODE) if "mode" in out.columns else False
     _warn_lost_runs(out.loc[trained & (out["backbone"] == out["model"].astype(str)), "model"], runs_dir)
     return out
