@@ -25,6 +25,8 @@ Not handled here: Promptriever rows (``seeds.promptriever``), synthesis output r
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 from ..core.config import SEEDS_PATH
@@ -197,3 +199,19 @@ def counterpart(seed: dict) -> dict:
         "positive": seed["positive"],
         "negatives": list(seed["hard_negatives"]),
     }
+
+
+def seed_fingerprint(seed: dict, negative_index: int) -> str:
+    """What a reversal of ``seed`` against its instruction negative ``negative_index`` was written
+    from: a 16-hex digest of the query, instruction, positive and that negative (ids and texts).
+
+    Synthesis stores it in each row (``seed_sha``) and training checks it, so a reversal written
+    for an earlier version of a seed (edited text, reordered negatives, another seeds file with the
+    same ids) is never paired with the current one. An index past the seed's negatives counts as
+    ``None`` there, so the digest differs from any real negative's.
+    """
+    negatives = seed.get("instruction_negatives") or []
+    neg = negatives[negative_index] if 0 <= negative_index < len(negatives) else None
+    parts = [seed.get("query"), seed.get("instruction"), seed.get("positive"), neg]
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]

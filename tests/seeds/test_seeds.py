@@ -203,3 +203,19 @@ def test_list_and_arrow_paths_name_the_same_bad_row(tmp_path):
     for load in (load_promptriever, lambda src: promptriever_to_arrow(src, tmp_path / "a")):
         with pytest.raises(DataError, match=r"rows.jsonl:2: field 'positive': missing or empty 'text'"):
             load(f)
+
+
+def test_seed_fingerprint_changes_with_what_a_reversal_was_written_from():
+    from ifir_lib.seeds.schema import seed_fingerprint
+
+    seed = make_seed(0)
+    same = json.loads(json.dumps(seed))
+    same["hard_negatives"] = []  # not part of what a reversal is written from
+    assert seed_fingerprint(seed, 0) == seed_fingerprint(same, 0)
+    for field in ("query", "instruction"):
+        edited = dict(seed, **{field: seed[field] + " (edited)"})
+        assert seed_fingerprint(edited, 0) != seed_fingerprint(seed, 0), field
+    reordered = dict(seed, instruction_negatives=seed["instruction_negatives"][::-1])
+    assert seed_fingerprint(reordered, 0) != seed_fingerprint(seed, 0)
+    assert seed_fingerprint(seed, 0) != seed_fingerprint(seed, 1)
+    assert seed_fingerprint(seed, 9) != seed_fingerprint(seed, 0)
