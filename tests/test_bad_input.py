@@ -15,7 +15,7 @@ import pytest
 
 from ifir_lib import cli
 from ifir_lib.evaluation.corpora import write_followir
-from ifir_lib.testing.inputs import make_seed, synthetic_followir
+from ifir_lib.testing.inputs import make_seed, synthetic_followir, write_beir
 
 CASES = (
     "empty file",
@@ -29,6 +29,7 @@ CASES = (
     "duplicate id across shards",
     "results CSV missing a column",
     "qrels for unknown queries",
+    "BEIR folder with an infinite score, a fractional score, a numeric title, an id twice",
     "model path that is not a SentenceTransformer folder",
     "--base-url that answers HTML",
 )
@@ -145,6 +146,35 @@ def test_qrels_for_unknown_queries_are_excluded_and_named(tmp_path, capsys, capl
     assert "ghost-query" in caplog.text and "qrels_og" in caplog.text
 
 
+BEIR_ROWS = {  # (file, line appended, what the one line says): a traceback or a silent cut before
+    "inf": ("qrels/test.tsv", "q1\td01\tinf", "field 'score': not a finite number: 'inf'"),
+    "0.5": ("qrels/test.tsv", "q1\td01\t0.5", "field 'score': not a whole number: '0.5'"),
+    "title 1998": ("corpus.jsonl", '{"_id": "d99", "title": 1998, "text": "x"}', "field 'title': must be"),
+    "id twice": ("queries.jsonl", '{"_id": "q1", "text": "again"}', "field '_id': duplicate id 'q1'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BEIR_ROWS))
+def test_beir_folder_with_rows_no_reader_takes(tmp_path, capsys, case):
+    name, line, says = BEIR_ROWS[case]
+    data = synthetic_followir(2, 10, rng_seed=8)
+    folder = write_beir(
+        tmp_path / "beir",
+        {d: v["text"] for d, v in data.corpus.items()},
+        {q: v["text"] for q, v in data.queries.items()},
+        data.qrels_og,
+    )
+    with open(folder / name, "a") as fh:
+        fh.write(line + "\n")
+    code = cli.main(
+        ["evaluate", "--model", "minilm", "--beir", str(folder), "--bootstrap", "0", "--no-cache"]
+    )
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # the model's loading bar may come first
+    assert code == 2 and "Traceback" not in err and says in last
+    assert last.startswith(f"ifir evaluate: error: {folder / name}:")
+
+
 def test_model_path_that_is_not_a_sentence_transformer(tmp_path, capsys):
     folder = tmp_path / "weights"
     folder.mkdir()
@@ -199,4 +229,4 @@ def test_base_url_that_answers_html(tmp_path, capsys, monkeypatch):
 
 def test_every_case_is_tried():
     tested = [n for n in globals() if n.startswith("test_") and n != "test_every_case_is_tried"]
-    assert len(tested) == len(CASES) == 13
+    assert len(tested) == len(CASES) == 14

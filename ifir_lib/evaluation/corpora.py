@@ -13,7 +13,9 @@ instruction, an empty candidate list, a query without og or changed qrels) are c
 never scored as zero; candidates missing from the corpus are reported and ignored. A malformed
 line raises ``DataError`` naming file, line and field, and so do data that no choice of ours
 could score rightly: an ``_id`` given twice in corpus.jsonl or queries.jsonl, a document with
-neither text nor title, a (query, document) pair judged twice with different scores.
+neither text nor title, a (query, document) pair judged twice with different scores, a score
+that is not a whole finite number (``"1"`` and ``1.0`` read as 1; 0.5 is refused, not cut to 0).
+BEIR folders (``load_beir``) go through the same row checks (``_checked_rows``, ``_judgments``).
 ``check_followir`` (``ifir data validate``) names, by file, line and field, every row the loader
 would drop or ignore, instead of counting them.
 ``SCORE_METRIC`` says which metric is each FollowIR dataset's Score (the paper's Table 1).
@@ -25,6 +27,8 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,16 +87,33 @@ def _need(row, keys, path, n):
             raise DataError(path, n, "missing", k)
 
 
-def _load_qrels(path: Path) -> Qrels:
+def _score(value, path: Path, n: int) -> int:
+    """A qrels score as the graded level it is (0, 1, 2, ...); ``"1"`` and ``1.0`` read as 1. A score
+    that is not a number, not finite, or not a whole number is a ``DataError``: rounding 0.5 to 0
+    would turn a relevant document into a non-relevant one without a word."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise DataError(path, n, f"not a number: {value!r}", "score") from None
+    if not math.isfinite(x):
+        raise DataError(path, n, f"not a finite number: {value!r}", "score")
+    if not x.is_integer():
+        raise DataError(
+            path, n, f"not a whole number: {value!r} (qrels scores are graded levels 0, 1, 2, ...)", "score"
+        )
+    return int(x)
+
+
+def _judgments(rows: Iterable[tuple[int, str, str, object]], path: Path) -> Qrels:
+    """Qrels from ``(line, query-id, corpus-id, score)`` rows of ``path`` (FollowIR and BEIR alike):
+    each score checked by ``_score``; a pair judged twice with different scores is a ``DataError``
+    naming both lines (the same score twice is one judgment)."""
     qrels: Qrels = collections.defaultdict(dict)
     first: dict[tuple[str, str], int] = {}
-    for n, row in read_jsonl(path):
-        _need(row, ("query-id", "corpus-id", "score"), path, n)
-        try:
-            score = int(float(row["score"]))
-        except (TypeError, ValueError):
-            raise DataError(path, n, f"not a number: {row['score']!r}", "score") from None
-        q, d = str(row["query-id"]), str(row["corpus-id"])
+    for n, q, d, raw in rows:
+        score = _score(raw, path, n)
         if d in qrels[q] and qrels[q][d] != score:
             raise DataError(
                 path,
@@ -105,6 +126,17 @@ def _load_qrels(path: Path) -> Qrels:
     return dict(qrels)
 
 
+def _load_qrels(path: Path) -> Qrels:
+    """A qrels JSONL file (``query-id``, ``corpus-id``, ``score`` per row), checked by ``_judgments``."""
+
+    def rows():
+        for n, row in read_jsonl(path):
+            _need(row, ("query-id", "corpus-id", "score"), path, n)
+            yield n, str(row["query-id"]), str(row["corpus-id"]), row["score"]
+
+    return _judgments(rows(), path)
+
+
 def _unique(seen: dict[str, int], key: str, path: Path, n: int) -> None:
     """Record that ``key`` is on line ``n``; an id given twice is a ``DataError`` naming both lines."""
     if key in seen:
@@ -112,38 +144,42 @@ def _unique(seen: dict[str, int], key: str, path: Path, n: int) -> None:
     seen[key] = n
 
 
-def _read_corpus(path: Path) -> dict[str, dict]:
-    corpus, seen = {}, {}
+def _checked_rows(path: Path, strings: tuple[str, ...], optional: tuple[str, ...] = ()):
+    """``(line, id, row)`` for each row of a corpus or queries file (FollowIR and BEIR alike): the
+    fields ``strings`` present and strings, those in ``optional`` strings or absent, and an ``_id``
+    not given before (``1`` and ``"1"`` are one id); else a ``DataError`` naming line and field."""
+    seen: dict[str, int] = {}
     for n, row in read_jsonl(path):
-        _need(row, ("_id", "text"), path, n)
-        if not isinstance(row["text"], str):
-            raise DataError(path, n, "must be a string", "text")
-        if not isinstance(row.get("title") or "", str):
-            raise DataError(path, n, "must be a string or absent", "title")
+        _need(row, ("_id", *strings), path, n)
+        for k in strings:
+            if not isinstance(row[k], str):
+                raise DataError(path, n, "must be a string", k)
+        for k in optional:
+            if not isinstance(row.get(k) or "", str):
+                raise DataError(path, n, "must be a string or absent", k)
         _unique(seen, str(row["_id"]), path, n)
+        yield n, str(row["_id"]), row
+
+
+def _read_corpus(path: Path) -> dict[str, dict]:
+    corpus = {}
+    for n, did, row in _checked_rows(path, ("text",), ("title",)):
         title = row.get("title") or ""
-        if not row["text"].strip() and not str(title).strip():
-            raise DataError(path, n, f"document {str(row['_id'])!r} is empty (no text, no title)", "text")
-        corpus[str(row["_id"])] = {"title": title, "text": row["text"]}
+        if not row["text"].strip() and not title.strip():
+            raise DataError(path, n, f"document {did!r} is empty (no text, no title)", "text")
+        corpus[did] = {"title": title, "text": row["text"]}
     return corpus
 
 
 def _read_queries(path: Path) -> dict[str, dict]:
-    queries, seen = {}, {}
-    for n, row in read_jsonl(path):
-        _need(row, ("_id", "text", "instruction_og"), path, n)
-        for k in ("text", "instruction_og"):
-            if not isinstance(row[k], str):
-                raise DataError(path, n, "must be a string", k)
-        if not isinstance(row.get("instruction_changed") or "", str):
-            raise DataError(path, n, "must be a string", "instruction_changed")
-        _unique(seen, str(row["_id"]), path, n)
-        queries[str(row["_id"])] = {
+    return {
+        qid: {
             "text": row["text"],
             "instruction_og": row["instruction_og"],
             "instruction_changed": row.get("instruction_changed") or "",
         }
-    return queries
+        for _, qid, row in _checked_rows(path, ("text", "instruction_og"), ("instruction_changed",))
+    }
 
 
 def _read_top_ranked(path: Path) -> collections.defaultdict[str, list[str]]:
@@ -356,50 +392,54 @@ def write_followir(data: FollowIRData, folder: str | Path) -> Path:
 # BEIR-style folders
 
 
+def _tsv_rows(path: Path):
+    """``(line, query-id, corpus-id, score)`` from a BEIR qrels TSV; a first line naming the
+    columns and blank lines are skipped, a line with fewer than 3 fields is a ``DataError``."""
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            parts = line.rstrip("\n").split("\t")
+            if not line.strip() or (n == 1 and parts[0] in ("query-id", "query_id", "qid")):
+                continue
+            if len(parts) < 3:
+                raise DataError(
+                    path,
+                    n,
+                    f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(parts)}",
+                )
+            yield n, parts[0], parts[1], parts[2]
+
+
 def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict]:
     """``(corpus, queries, qrels)`` from ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv|.jsonl``.
 
-    Queries without qrels are not evaluated (BEIR convention); qrels naming unknown documents
-    or unknown queries exclude those queries with a warning giving counts.
+    Rows are checked as in a FollowIR folder (the same readers): a missing or non-string ``text``,
+    a non-string ``title``, an ``_id`` given twice, a score that is not a whole finite number, or
+    a (query, document) pair judged twice with different scores is a ``DataError`` naming file,
+    line and field. A document with neither text nor title is kept (BEIR corpora have some) and
+    counted in a warning. Queries without qrels are not evaluated (BEIR convention); qrels naming
+    unknown documents or unknown queries exclude those queries with a warning giving counts.
     """
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(folder, None, "not a directory (expected a BEIR-style folder)")
-    corpus, queries = {}, {}
-    for n, row in read_jsonl(folder / "corpus.jsonl"):
-        if "_id" not in row or not isinstance(row.get("text"), str):
-            raise DataError(folder / "corpus.jsonl", n, "needs '_id' and a string 'text'")
-        corpus[str(row["_id"])] = {"title": row.get("title") or "", "text": row["text"]}
-    for n, row in read_jsonl(folder / "queries.jsonl"):
-        if "_id" not in row or not isinstance(row.get("text"), str):
-            raise DataError(folder / "queries.jsonl", n, "needs '_id' and a string 'text'")
-        queries[str(row["_id"])] = row["text"]
-    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
+    corpus = {
+        did: {"title": row.get("title") or "", "text": row["text"]}
+        for _, did, row in _checked_rows(folder / "corpus.jsonl", ("text",), ("title",))
+    }
+    queries = {qid: row["text"] for _, qid, row in _checked_rows(folder / "queries.jsonl", ("text",))}
+    empty = [d for d, v in corpus.items() if not v["text"].strip() and not v["title"].strip()]
+    if empty:
+        log.warning(
+            "%s: %d documents in corpus.jsonl have no text and no title (kept, as empty documents): %s",
+            folder,
+            len(empty),
+            _preview(empty),
+        )
     tsv, jsl = folder / "qrels" / f"{split}.tsv", folder / "qrels" / f"{split}.jsonl"
     if tsv.exists():
-        with tsv.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                parts = line.rstrip("\n").split("\t")
-                if not line.strip() or (n == 1 and parts[0] in ("query-id", "query_id", "qid")):
-                    continue
-                if len(parts) < 3:
-                    raise DataError(
-                        tsv,
-                        n,
-                        f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(parts)}",
-                    )
-                try:
-                    qrels[parts[0]][parts[1]] = int(float(parts[2]))
-                except ValueError:
-                    raise DataError(tsv, n, f"not a number: {parts[2]!r}", "score") from None
+        qrels = _judgments(_tsv_rows(tsv), tsv)
     elif jsl.exists():
-        for n, row in read_jsonl(jsl):
-            try:
-                qrels[str(row["query-id"])][str(row["corpus-id"])] = int(float(row["score"]))
-            except KeyError as e:
-                raise DataError(jsl, n, "missing", e.args[0]) from None
-            except (TypeError, ValueError):
-                raise DataError(jsl, n, f"not a number: {row['score']!r}", "score") from None
+        qrels = _load_qrels(jsl)
     else:
         raise DataError(tsv, None, f"file not found (nor {jsl.name})")
     bad_doc = sorted(q for q, d in qrels.items() if any(x not in corpus for x in d))

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import re
 
 import pytest
 
@@ -93,3 +94,81 @@ def test_beir_bad_input(beir, caplog):
         fh.write("q1 d01 1\n")
     with pytest.raises(DataError, match=r"test.tsv:\d+: expected 3 tab-separated fields"):
         load_beir(beir)
+
+
+@pytest.mark.parametrize(
+    "score, says",
+    [
+        (0.5, "not a whole number: 0.5"),  # int() made it 0: a relevant document became a p-MRR non-change
+        ("2.5", "not a whole number: '2.5'"),
+        ("Infinity", "not a finite number: 'Infinity'"),  # int() raised OverflowError
+        (float("inf"), "not a finite number: inf"),  # 1e999 in the file
+        ("nan", "not a finite number: 'nan'"),
+    ],
+)
+def test_a_score_that_is_not_a_whole_finite_number_names_line_and_field(fir, score, says):
+    path = fir / "qrels_og" / "test.jsonl"
+    n = len(path.read_text().splitlines()) + 1
+    path.write_text(
+        path.read_text() + json.dumps({"query-id": "q1", "corpus-id": "d01", "score": score}) + "\n"
+    )
+    with pytest.raises(DataError, match=rf"qrels_og/test.jsonl:{n}: field 'score': {re.escape(says)}"):
+        load_followir(fir)
+
+
+def test_whole_scores_in_any_spelling_are_read(fir):
+    _rewrite(fir / "qrels_og" / "test.jsonl", lambda r: [{**x, "score": f"{x['score']}.0"} for x in r])
+    data = load_followir(fir)
+    assert {type(s) for docs in data.qrels_og.values() for s in docs.values()} == {int}
+
+
+def _beir_lines(beir, name, rows):
+    with open(beir / name, "a") as fh:
+        fh.write("".join((r if isinstance(r, str) else json.dumps(r) + "\n") for r in rows))
+
+
+BEIR_REFUSED = {  # what the FollowIR reader refuses, refused in a BEIR folder too (the same readers)
+    "a fractional score": ("qrels/test.tsv", ["q1\td01\t0.5\n"], r"test.tsv:\d+: field 'score': not a whole"),
+    "an infinite score": ("qrels/test.tsv", ["q1\td01\tinf\n"], r"test.tsv:\d+: field 'score': not a finite"),
+    "a conflicting judgment": (
+        "qrels/test.tsv",
+        ["q1\tzz\t1\n", "q1\tzz\t0\n"],
+        r"test.tsv:\d+: field 'score': 0 conflicts with 1 on line \d+ for query 'q1', document 'zz'",
+    ),
+    "a numeric title": (
+        "corpus.jsonl",
+        [{"_id": "d99", "title": 1998, "text": "A year as a title."}],
+        r"corpus.jsonl:41: field 'title': must be a string or absent",
+    ),
+    "a document id twice (1 and '1')": (
+        "corpus.jsonl",
+        [{"_id": 1, "text": "first"}, {"_id": "1", "text": "second"}],
+        r"corpus.jsonl:42: field '_id': duplicate id '1' \(first on line 41\)",
+    ),
+    "a query id twice": (
+        "queries.jsonl",
+        [{"_id": "q1", "text": "another query under q1"}],
+        r"queries.jsonl:5: field '_id': duplicate id 'q1' \(first on line 1\)",
+    ),
+    "a query without text": ("queries.jsonl", [{"_id": "q9"}], r"queries.jsonl:5: field 'text': missing"),
+}
+
+
+@pytest.mark.parametrize("case", list(BEIR_REFUSED))
+def test_beir_rows_are_checked_as_followir_rows(beir, case):
+    name, rows, says = BEIR_REFUSED[case]
+    _beir_lines(beir, name, rows)
+    with pytest.raises(DataError, match=says):
+        load_beir(beir)
+
+
+def test_beir_graded_scores_and_the_same_judgment_twice_are_read(beir, caplog):
+    _beir_lines(beir, "qrels/test.tsv", ["q1\td39\t2.0\n", "q1\td39\t2\n"])  # d39 is judged 2 above
+    _beir_lines(beir, "corpus.jsonl", [{"_id": "blank", "title": "", "text": " "}])
+    with caplog.at_level(logging.WARNING):
+        corpus, queries, qrels = load_beir(beir)
+    assert qrels["q1"]["d39"] == 2 and "blank" in corpus
+    assert (
+        "1 documents in corpus.jsonl have no text and no title (kept, as empty documents): blank"
+        in caplog.text
+    )

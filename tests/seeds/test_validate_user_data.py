@@ -273,6 +273,16 @@ MALFORMED = {  # rows no loader can read: one line, exit 2
         "4: field '_id': duplicate id 'd2' (first on line 2)",
     ),
     "a score that is no number": ("qrels_og/test.jsonl", _qrel("q1", "d3", "high"), "3: field 'score'"),
+    "a fractional score": (  # int() cut it to 0: d3 lost its judgment and 0 problems were reported
+        "qrels_og/test.jsonl",
+        _qrel("q1", "d3", 0.5),
+        "3: field 'score': not a whole number: 0.5",
+    ),
+    "an infinite score": (  # int() raised OverflowError, a traceback
+        "qrels_changed/test.jsonl",
+        _qrel("q1", "d3", "Infinity"),
+        "3: field 'score': not a finite number: 'Infinity'",
+    ),
 }
 
 
