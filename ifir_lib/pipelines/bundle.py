@@ -2,7 +2,10 @@
 
 Checks what no single row can: unique passage ids across seeds, passage lengths, that every seed
 carries what every mode needs, the reversal, abstract-reversal and hard-negative audits,
-phrasing-style shares, and that no text is shared between training seeds and the evaluation sets.
+phrasing-style shares, and that no text is shared between training seeds and the evaluation sets
+(compared after Unicode NFKC, casefolding and collapsing whitespace: passages against documents,
+also as title + " " + text, and each seed query with its instructions against each evaluation
+query with its original and changed instruction).
 The bundled seed file is held to all of it (``validate_bundle``); a user's own seed file to its
 schema and consistency, and to the audits the user names (``validate_data``, the rule).
 Reports the surface cues of every view (``cues``, ``seeds.cues``). Not handled here: one seed's schema
@@ -15,6 +18,7 @@ import collections
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -140,7 +144,8 @@ def validate_data(
     ids, one text per passage id and no passage in two roles of one seed; and the audits named in
     ``audits`` (``{kind: file}``, kinds of ``AUDITS``), none by default. Either way every
     evaluation folder is checked row by row (``corpora.check_followir``) and against the seeds
-    (no shared text or id); ``followir_dir`` defaults to every set in ``config.EVAL_SETS``.
+    (no shared text or id, ``_eval_problems``); ``followir_dir`` defaults to every set in
+    ``config.EVAL_SETS``.
     A malformed row raises ``DataError`` naming file, line and field; other problems are listed,
     each naming file, line and field where it has them.
     """
@@ -270,19 +275,69 @@ def _release_problems(numbered: list[tuple[int, dict]], path, words: tuple[int, 
     ]
 
 
+# what a seed trains on with its query: every instruction form a mode may pair it with
+INSTRUCTION_FORMS = (
+    "instruction",
+    "reference_reversal",
+    "aug_instruction",
+    "abstract_reversal",
+    *NARRATIVE_FIELDS,
+)
+
+
+def _norm(text: str) -> str:
+    """Text as the leak check compares it: Unicode NFKC, casefolded, every run of whitespace one
+    space, stripped (``'  The  Ｃauseway ' -> 'the causeway'``)."""
+    return " ".join(unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
+def _trained_on(seeds: list[dict]) -> tuple[set[str], set[str], dict[str, str]]:
+    """What the seeds train on, for ``_eval_problems``: passage ids, normalised passage texts
+    (counterpart passages included), and each normalised ``query + " " + instruction`` (every form
+    in ``INSTRUCTION_FORMS``) -> ``"seed 'id' (query + form)"``. Hash sets: one pass per file."""
+    ids, texts, asked = set(), set(), {}
+    for s in seeds:
+        for p in [
+            *passages_of(s),
+            s.get("counterpart_positive"),
+            *(s.get("counterpart_hard_negatives") or []),
+        ]:
+            if p:
+                ids.add(p["id"])
+                texts.add(_norm(p["text"]))
+        for form in INSTRUCTION_FORMS:
+            if isinstance(s.get(form), str) and s[form].strip():
+                asked.setdefault(_norm(s["query"] + " " + s[form]), f"seed {s['id']!r} (query + {form})")
+    return ids, texts, asked
+
+
 def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
-    """``check_followir``'s problems for ``folder``, and its documents that repeat a training
-    passage's text or id (a test set must not hold what the model was trained on)."""
-    text_of = {p["id"]: p["text"] for s in seeds for p in passages_of(s)}
-    texts = {t.strip() for t in text_of.values()}
-    problems = check_followir(folder)
+    """``check_followir``'s problems for ``folder``, and what it shares with the training seeds (a
+    test set must not hold what the model was trained on): a document whose text, or title + " " +
+    text, is a seed passage's; a document id that is a passage id; a query whose text with its
+    ``instruction_og`` or ``instruction_changed`` is a seed's query with one of its instructions.
+    Texts are compared after ``_norm`` (Unicode form, case and spacing do not hide a copy)."""
+    ids, texts, asked = _trained_on(seeds)
+    problems = check_followir(folder)  # raises on a malformed row, so the rows below are well formed
     path = Path(folder) / "corpus.jsonl"
     for n, doc in read_jsonl(path):
-        did = str(doc["_id"])
-        if doc["text"].strip() in texts:
+        did, title = str(doc["_id"]), doc.get("title") or ""
+        if _norm(doc["text"]) in texts:
             problems.append(f"{path}:{n}: field 'text': document {did!r} repeats a training passage")
-        if did in text_of:
+        elif title.strip() and _norm(title + " " + doc["text"]) in texts:
+            problems.append(
+                f"{path}:{n}: field 'title': document {did!r} as title + ' ' + text repeats a training passage"
+            )
+        if did in ids:
             problems.append(f"{path}:{n}: field '_id': document id {did!r} is also a training passage id")
+    path = Path(folder) / "queries.jsonl"
+    for n, q in read_jsonl(path):
+        for fld in ("instruction_og", "instruction_changed"):
+            if (q.get(fld) or "").strip() and (seed := asked.get(_norm(q["text"] + " " + q[fld]))):
+                problems.append(
+                    f"{path}:{n}: field '{fld}': query {str(q['_id'])!r} with its {fld} repeats "
+                    f"training {seed}"
+                )
     return problems
 
 

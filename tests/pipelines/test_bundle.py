@@ -32,6 +32,29 @@ def test_validator_catches_train_eval_overlap(tmp_path, bundled_seeds):
     ]
 
 
+def test_validator_catches_overlap_up_to_form_and_in_every_instruction(tmp_path, bundled_seeds):
+    """Normalised text (NFKC, case, spacing), a document as title + " " + text, and a query with its
+    changed instruction that a seed trains on (the seed's query with its reference reversal)."""
+    ev = tmp_path / "ev"
+    shutil.copytree(FOLLOWIR_DIR, ev)
+    corpus = [json.loads(line) for line in (ev / "corpus.jsonl").read_text().splitlines()]
+    corpus[0]["text"] = "  " + bundled_seeds[3]["positive"]["text"].upper().replace(" ", "\n", 2)
+    title, text = bundled_seeds[5]["hard_negatives"][1]["text"].split(" ", 1)
+    corpus[1].update(title=title, text=text)
+    (ev / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
+    queries = [json.loads(line) for line in (ev / "queries.jsonl").read_text().splitlines()]
+    seed = bundled_seeds[7]
+    queries[2].update(text=seed["query"], instruction_changed=seed["reference_reversal"].replace(" ", "  "))
+    (ev / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in queries))
+    assert bundle.validate_bundle(SEEDS_PATH, ev) == [
+        f"{ev / 'corpus.jsonl'}:1: field 'text': document {corpus[0]['_id']!r} repeats a training passage",
+        f"{ev / 'corpus.jsonl'}:2: field 'title': document {corpus[1]['_id']!r} as title + ' ' + text "
+        "repeats a training passage",
+        f"{ev / 'queries.jsonl'}:3: field 'instruction_changed': query {queries[2]['_id']!r} with its "
+        f"instruction_changed repeats training seed {seed['id']!r} (query + reference_reversal)",
+    ]
+
+
 def test_cli_data_stats_json_last_line():
     out = subprocess.run(
         [sys.executable, "-m", "ifir_lib", "data", "stats", "--json"],

@@ -219,6 +219,48 @@ def test_an_eval_document_copied_from_the_seeds_is_named(tmp_path, capsys):
     )
 
 
+LEAKS = {  # a seed that holds what the folder tests, in another form than an exact copy
+    "query + instruction_og": (
+        {
+            "query": "Columnar  basalt formation",
+            "instruction": "documents about how basalt columns form are relevant.",
+        },
+        "queries.jsonl:1: field 'instruction_og': query 'q1' with its instruction_og repeats training seed "
+        "'my-1' (query + instruction)",
+    ),
+    "title + ' ' + text": (
+        {
+            "positive": {
+                "id": "my-1-pos",
+                "text": "Giant's Causeway A tourist guide to the causeway's columns.",
+            }
+        },
+        "corpus.jsonl:2: field 'title': document 'd2' as title + ' ' + text repeats a training passage",
+    ),
+    "a doubled space and other case": (
+        {"positive": {"id": "my-1-pos", "text": "basalt columns  form as LAVA cools and contracts.\n"}},
+        "corpus.jsonl:1: field 'text': document 'd1' repeats a training passage",
+    ),
+    "full-width letters (NFKC)": (
+        {
+            "positive": {
+                "id": "my-1-pos",
+                "text": "Granite forms deep underground from slowly cooling \uff4d\uff41gma.",
+            }
+        },
+        "corpus.jsonl:3: field 'text': document 'd3' repeats a training passage",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(LEAKS))
+def test_a_seed_that_repeats_the_folder_in_another_form_is_named(tmp_path, capsys, case):
+    fields, says = LEAKS[case]
+    fir = _hand_written_followir(tmp_path / "fir")
+    code, out, _ = _validate(capsys, _jsonl(tmp_path / "seeds.jsonl", [{**MINIMAL, **fields}]), fir)
+    assert code == 1 and out.splitlines()[:-1] == [f"{fir}/{says}"]
+
+
 # ---- broken FollowIR-format folders -------------------------------------------------------
 
 LISTED = {  # well-formed rows that name what the folder lacks: listed, exit 1
