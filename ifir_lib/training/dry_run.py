@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from ..core.errors import ConfigError
 from ..core.models import format_query, resolve_model
 from .launch_check import check_launch_file
 from .trainer import TrainConfig
@@ -64,6 +65,8 @@ def dry_run(
     and Adam, plus activations ``s*b*h*(34 + 5*a*s/h)`` bytes per layer for the live mini-batch
     (only layer boundaries kept under gradient checkpointing). An estimate, not a measurement.
     """
+    if not len(examples):  # every mean and step count below divides by it
+        raise ConfigError("dry run: no training examples to estimate; check the seeds, reversals and budget")
     to_dataset(examples[:1], cfg.num_negatives, with_labels=False)  # checks negatives count
     launch = None
     if launch_config:

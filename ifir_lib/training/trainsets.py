@@ -36,14 +36,18 @@ Instruction forms: a ``narrative_share`` of the seeds that carry narratives are 
 narrative form, the same seed in the same form in every mode (``instruction_forms``).
 
 Seeds whose reversal was declined, rejected, or rejected by a curator are excluded from every mode
-but ins-orig (which tops up with them) and counted. Not handled here: tokenisation, batching
-(``train``).
+but ins-orig (which tops up with them) and counted. So are seeds whose reversals in a synthesis file
+were all written for an earlier version of the seed (``match_reversals``: ``seed_sha`` or
+``negative_id`` differ; counted as ``reversals_stale``, with reversals naming no seed as
+``reversals_unmatched``, and warned about). A mode left with no usable seed is a ``ConfigError``
+saying why, never a set of 0 examples. Not handled here: tokenisation, batching (``train``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,8 +57,10 @@ from ..core.errors import ConfigError, DataError
 from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
 from ..seeds.forms import NARRATIVE_SHARE, in_form
-from ..seeds.schema import counterpart, load_seeds
+from ..seeds.schema import counterpart, load_seeds, seed_fingerprint
 from ..synthesis.template import template_reversal
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -107,23 +113,153 @@ def reversals_from_reference(seeds: list[dict]) -> dict[str, dict]:
 def load_reversals(path: str | Path, counts: dict | None = None) -> dict[str, dict]:
     """Accepted reversals from a synthesis output file; declined/rejected/failed are counted.
 
-    With several reversals per seed (``--negative all``) the first accepted one is used.
+    ``{seed_id: {"reversal", "negative_index", "seed_sha", "negative_id", "file", "line"}}``:
+    ``seed_sha`` (``seeds.schema.seed_fingerprint``) and ``negative_id`` say which version of the
+    seed and which N* the reversal was written for (None in rows written before they existed).
+    With several accepted rows per seed (``--negative all``, or a row redone after its seed was
+    edited) the first is the entry and the later ones are in its ``"later"`` list;
+    ``build_trainset`` takes the first one written for the current seed (``match_reversals``).
+    ``seed_id`` must be a string and ``negative_index`` a whole number >= 0, else a ``DataError``.
     """
-    out, counts = {}, counts if counts is not None else {}
+    out, counts = _Reversals(), counts if counts is not None else {}
+    out.source = str(path)
     for n, row in read_jsonl(path):  # line by line: a million rows need not fit in memory
         for f in ("seed_id", "status"):
             if f not in row:
                 raise DataError(path, n, "missing", f)
+        if not isinstance(row["seed_id"], str):
+            raise DataError(path, n, f"must be a string (a seed's id), got {row['seed_id']!r}", "seed_id")
         status = row["status"]
         if status != "accepted":
             counts[f"reversals_{status}"] = counts.get(f"reversals_{status}", 0) + 1
             continue
         if not row.get("reversal"):
             raise DataError(path, n, "accepted row without a reversal", "reversal")
-        out.setdefault(
-            row["seed_id"], {"reversal": row["reversal"], "negative_index": int(row.get("negative_index", 0))}
+        rev = _reversal_entry(path, n, row)
+        first = out.setdefault(row["seed_id"], rev)
+        if first is not rev:
+            first.setdefault("later", []).append(rev)
+    return out
+
+
+def _reversal_entry(path, n: int, row: dict) -> dict:
+    """One accepted row as a reversal entry; its ``negative_index`` and identity fields checked."""
+    k = row.get("negative_index", 0)  # rows of early versions had none: N* was the first negative
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        raise DataError(
+            path,
+            n,
+            f"must be a whole number >= 0 (an index into the seed's instruction_negatives), got {k!r}",
+            "negative_index",
+        )
+    for f in ("seed_sha", "negative_id"):
+        if row.get(f) is not None and not isinstance(row[f], str):
+            raise DataError(path, n, f"must be a string or absent, got {row[f]!r}", f)
+    return {
+        "reversal": row["reversal"],
+        "negative_index": k,
+        "seed_sha": row.get("seed_sha"),
+        "negative_id": row.get("negative_id"),
+        "file": str(path),
+        "line": n,
+    }
+
+
+class _Reversals(dict):
+    """``load_reversals``' result: ``{seed_id: reversal}`` and ``source``, the file it was read from."""
+
+    source: str
+
+
+class MatchedReversals(_Reversals):
+    """``{seed_id: reversal}`` checked against the seeds by ``match_reversals``: each seed's entry is
+    one written for the seed as it is now. ``counts`` holds ``reversals_stale`` and
+    ``reversals_unmatched`` (when not 0), ``source`` names the reversals (a file)."""
+
+    counts: dict
+
+
+def match_reversals(seeds, reversals: dict[str, dict], seeds_name: str = "the seeds") -> MatchedReversals:
+    """The reversals usable with ``seeds`` now: for each seed the first accepted entry (the entry,
+    then its ``"later"`` ones) whose ``seed_sha`` equals ``seed_fingerprint(seed, negative_index)``
+    and whose ``negative_id`` is the id of that instruction negative. A missing ``seed_sha`` or
+    ``negative_id`` (rows of earlier versions, reversals built in Python) is not checked: only
+    that the index is one of the seed's negatives. Seeds whose every entry fails are *stale* (the
+    seed was edited, its negatives reordered, or the rows belong to another seed file with the
+    same ids): not trained, counted, and named in one warning, as are reversals naming no seed.
+
+    An index past the seed's negatives in an entry without ``seed_sha``/``negative_id`` is a
+    ``DataError`` (file and line; a ``ConfigError`` for entries built in Python); with them it is
+    stale (the seed has fewer negatives than when the reversal was written).
+    """
+    arrow = hasattr(seeds, "arrow_column")
+    ids = seeds.column("id") if arrow else [s["id"] for s in seeds]
+    known = set(ids)
+    out = MatchedReversals()
+    out.source = getattr(reversals, "source", None) or "the reversals given"
+    stale = []
+    for seed in _seeds_named(seeds, ids, arrow, reversals):
+        rev = next((r for r in _entries(reversals[seed["id"]]) if _written_for(seed, r)), None)
+        if rev is None:
+            stale.append(seed["id"])
+        else:
+            out[seed["id"]] = {k: v for k, v in rev.items() if k != "later"}
+    unmatched = [sid for sid in reversals if sid not in known]
+
+    def rows(sids) -> int:  # accepted rows, several per seed with --negative all
+        return sum(len(_entries(reversals[sid])) for sid in sids)
+
+    out.counts = {
+        k: v for k, v in (("reversals_stale", len(stale)), ("reversals_unmatched", rows(unmatched))) if v
+    }
+    if stale:
+        log.warning(
+            "the reversals in %s of %d seeds in %s were written for an earlier version of the seed (its "
+            "query, instruction, positive or N* changed since: seed_sha or negative_id differs), e.g. %s: "
+            "stale, not trained; redo them with `ifir synthesize` on these seeds",
+            out.source,
+            len(stale),
+            seeds_name,
+            ", ".join(stale[:5]),
+        )
+    if unmatched:
+        log.warning(
+            "%d of the %d reversals in %s name no seed in %s (e.g. %s): not used; are they from another seed file?",
+            out.counts["reversals_unmatched"],
+            rows(reversals),
+            out.source,
+            seeds_name,
+            ", ".join(unmatched[:5]),
         )
     return out
+
+
+def _entries(rev: dict) -> list[dict]:
+    """A seed's accepted entries in file order: the first, then its ``"later"`` ones."""
+    return [rev, *rev.get("later", ())]
+
+
+def _seeds_named(seeds, ids, arrow, reversals):
+    """The seed dicts whose ids ``reversals`` names, in seed order (from Arrow: only those rows)."""
+    if not arrow:
+        return (s for s in seeds if s["id"] in reversals)
+    return iter(seeds.take([n for n, sid in enumerate(ids) if sid in reversals]))
+
+
+def _written_for(seed: dict, rev: dict) -> bool:
+    """Whether ``rev`` was written for ``seed`` as it is now (``match_reversals``)."""
+    idx, negs = rev.get("negative_index", 0), seed["instruction_negatives"]
+    checked = rev.get("seed_sha") is not None or rev.get("negative_id") is not None
+    if not isinstance(idx, int) or not 0 <= idx < len(negs):
+        if checked:
+            return False  # the seed lost negatives since the reversal was written: stale
+        what = f"names instruction negative {idx!r} of seed {seed['id']!r}, which has {len(negs)}"
+        if rev.get("file"):
+            raise DataError(rev["file"], rev.get("line"), what, "negative_index")
+        raise ConfigError(f"a reversal {what}")
+    if rev.get("seed_sha") is not None and rev["seed_sha"] != seed_fingerprint(seed, idx):
+        return False
+    return rev.get("negative_id") is None or rev["negative_id"] == negs[idx]["id"]
 
 
 def _fill(
@@ -144,8 +280,17 @@ def _fill(
             out.append(p)
             seen.add(p["id"])
     if len(out) < k:
-        raise ValueError(f"cannot find {k} distinct negatives; the passage pool has only {len(pool)}")
+        raise _ShortPool(
+            f"cannot find {k} distinct negatives: only {len(out)} found among the {len(pool)} passages the "
+            "seeds hold to pad from; use fewer negatives (--num-negatives) or more seeds"
+        )
     return out
+
+
+class _ShortPool(ValueError):
+    """``_fill`` ran out of passages; ``build_trainset`` names the seeds and the seed."""
+
+    seed_id: str | None = None
 
 
 def _example(seed, view, instruction, positive, negatives, k, pool, rng) -> dict:
@@ -252,15 +397,18 @@ def _abstract_reversals(seeds, ids: list[str], arrow: bool) -> dict[str, dict]:
     return {i: {"reversal": r, "negative_index": int(k or 0)} for i, r, k in rows if r}
 
 
-def _reversals_for(mode: str, seeds, ids: list[str], arrow: bool, reversals):
-    """The template baseline's reversals, the seeds' abstract or reference ones, or ``reversals``."""
+def _reversals_for(mode: str, seeds, ids: list[str], arrow: bool, reversals, seeds_name: str):
+    """The template baseline's reversals, the seeds' abstract or reference ones, or ``reversals``
+    (those written for the seeds as they are now: ``match_reversals``)."""
     if ABLATIONS.get(mode, {}).get("reversals") == "template":
         instructions = seeds.column("instruction") if arrow else (s["instruction"] for s in seeds)
         return {i: {"reversal": template_reversal(x), "negative_index": 0} for i, x in zip(ids, instructions)}
     if ABLATIONS.get(mode, {}).get("reversals") == "abstract":
         return _abstract_reversals(seeds, ids, arrow)
     if reversals is not None:
-        return reversals
+        if isinstance(reversals, MatchedReversals):
+            return reversals
+        return match_reversals(seeds, reversals, seeds_name)
     if not arrow:
         return reversals_from_reference(seeds)
     cols = zip(ids, seeds.column("reference_reversal"), seeds.column("reference_negative_index"))
@@ -280,6 +428,7 @@ def build_trainset(
     rng_seed: int = 0,
     out_dir: str | Path | None = None,
     narrative_share: float = NARRATIVE_SHARE,
+    seeds_name: str | None = None,
 ) -> TrainSet:
     """Build the examples for one ``mode`` at a matched ``budget`` (default: as many as the data allows).
 
@@ -292,22 +441,32 @@ def build_trainset(
     ``seeds``: a list of seed dicts, a seed JSONL path, or ``arrow_seeds.ArrowSeeds``. From
     ``ArrowSeeds`` the examples stream into ``out_dir/trainset-<mode>.arrow`` (memory-mapped,
     ``TrainSet.examples`` is None); the same seeds give the same examples as from a list.
+    ``seeds_name`` names the seeds in errors and warnings (default: the path, or "the seeds").
+    ``reversals`` (``load_reversals``) are checked against the seeds (``match_reversals``; pass
+    its result to check once for several modes); stale ones and ones naming no seed are counted.
+    No usable seed, or too few passages to pad a seed's negatives, is a ``ConfigError``.
     """
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     if not 0 <= narrative_share <= 1:
         raise ConfigError(f"narrative_share must be between 0 and 1, got {narrative_share}")
     arrow = hasattr(seeds, "arrow_column")  # ArrowSeeds: read column by column, never every row
+    if seeds_name is None:
+        seeds_name = str(seeds.folder) if arrow else "the seeds" if isinstance(seeds, list) else str(seeds)
     if not arrow and not isinstance(seeds, list):
         seeds = load_seeds(seeds, stage="train")
     if arrow and out_dir is None:
         raise ConfigError("build_trainset from ArrowSeeds needs out_dir for the examples file")
     ids = seeds.column("id") if arrow else [s["id"] for s in seeds]
-    reversals = _reversals_for(mode, seeds, ids, arrow, reversals)
+    reversals = _reversals_for(mode, seeds, ids, arrow, reversals, seeds_name)
     name, mode = mode, data_mode(mode)
-    counts = {"seeds": len(seeds)}
+    counts = {"seeds": len(seeds), **getattr(reversals, "counts", {})}
     usable = _usable(mode, seeds, ids, arrow, reversals, curation or {}, counts)
+    if not usable and (mode != "ins-orig" or not ids):
+        raise ConfigError(_none_usable(name, counts, seeds_name, reversals))
     chosen, budget = _choose(mode, ids, usable, budget, rng_seed, counts)
+    if not chosen:
+        raise ConfigError(f"budget {budget} takes no seeds for {name}; name a budget of at least 2")
     del usable
     if arrow:
         from .examples_arrow import ExampleWriter
@@ -317,14 +476,44 @@ def build_trainset(
     else:
         examples = []
         add, chosen_seeds = examples.append, (seeds[n] for n in chosen)
-    tally = _add_examples(
-        mode, chosen_seeds, reversals, _pool(seeds, arrow), add, num_negatives, narrative_share, rng_seed
-    )
+    try:
+        tally = _add_examples(
+            mode, chosen_seeds, reversals, _pool(seeds, arrow), add, num_negatives, narrative_share, rng_seed
+        )
+    except _ShortPool as e:
+        raise ConfigError(f"{seeds_name}: seed {e.seed_id!r}: {e}") from None
     counts.update({"budget": budget, "seeds_used": len(chosen), **tally})
     if not arrow:
         return TrainSet(name, examples, counts, num_negatives)
     ds, sha = writer.close()
     return TrainSet(name, None, counts, num_negatives, writer.path, sha, ds)
+
+
+def _none_usable(mode, counts, seeds_name, reversals) -> str:
+    """Why ``mode`` has no usable seed, for the ``ConfigError``: reversals that name no seed, no
+    reversals at all, or seeds without a (current) reversal or curated out."""
+    head = f"0 usable seeds for {mode} among the {counts['seeds']} in {seeds_name}"
+    if data_mode(mode) == "ins-aug":
+        head += " (the wording control needs a reversal and an aug_instruction)"
+    stale = ""
+    if isinstance(reversals, MatchedReversals):
+        if not reversals and not counts.get("reversals_stale") and not counts.get("reversals_unmatched"):
+            return f"{head}: {reversals.source} holds no accepted reversal"
+        if not reversals and not counts.get("reversals_stale"):
+            return (
+                f"{head}: none of the {counts.get('reversals_unmatched', 0)} accepted reversals in "
+                f"{reversals.source} names a seed there (reversals from another seed file?)"
+            )
+        stale = counts.get("reversals_stale", 0)
+        stale = f" ({stale} of them with only stale ones, written for an earlier version of the seed)"
+    elif not reversals:
+        return (
+            f"{head}: no seed has a reversal for this mode; give reversals (--reversals: a synthesis output)"
+        )
+    return (
+        f"{head}: {counts.get('no_reversal', 0)} without a current accepted reversal{stale}, "
+        f"{counts.get('curated_out', 0)} curated out"
+    )
 
 
 def _usable(mode, seeds, ids, arrow, reversals, curation, counts) -> list[int]:
@@ -404,14 +593,18 @@ def _add_examples(mode, chosen_seeds, reversals, pool, add, num_negatives, narra
     for s in chosen_seeds:
         s, rev, form = in_form(s, reversals.get(s["id"]), narrative_share, rng_seed)
         forms[form] += 1
-        pair = [_orig(s, num_negatives, pool, rng)]
-        if mode in ("ins-dv", "all-dv"):
-            pair.append(_dv(s, rev, num_negatives, pool, rng))
-        elif mode == "all-orig":
-            pair.append(_query(s, num_negatives, pool, rng))
-            counterparts["source" if s.get("counterpart_positive") else "built"] += 1
-        elif mode == "ins-aug":
-            pair.append(_aug(s, num_negatives, pool, rng))
+        try:
+            pair = [_orig(s, num_negatives, pool, rng)]
+            if mode in ("ins-dv", "all-dv"):
+                pair.append(_dv(s, rev, num_negatives, pool, rng))
+            elif mode == "all-orig":
+                pair.append(_query(s, num_negatives, pool, rng))
+                counterparts["source" if s.get("counterpart_positive") else "built"] += 1
+            elif mode == "ins-aug":
+                pair.append(_aug(s, num_negatives, pool, rng))
+        except _ShortPool as e:
+            e.seed_id = s["id"]
+            raise
         for ex in pair:
             views[ex["view"]] += 1
             add(ex)

@@ -16,3 +16,10 @@ def test_dry_run_paper_preset_estimates_without_gpu(bundled_seeds):
     assert est["params"] == int(305e6) and 4 < est["est_peak_gb"] < 80
     with pytest.raises(ValueError, match="fewer than 30 negatives"):
         dry_run(cfg, build_trainset("ins-dv", bundled_seeds, num_negatives=3).examples)
+
+
+def test_dry_run_without_examples_is_an_error_not_a_division_by_zero():
+    from ifir_lib.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no training examples"):
+        dry_run(TrainConfig.preset("smoke"), [])

@@ -255,3 +255,124 @@ def test_abstract_mode_trains_the_abstract_reversals_and_needs_them():
     plain = [{k: v for k, v in s.items() if k != "abstract_reversal"} for s in seeds]
     with pytest.raises(ConfigError):
         build_trainset("ins-dv-abstract", plain, budget=16, num_negatives=3)
+
+
+def _syn_row(seed, j=0, reversal=None, **identity):
+    """A synthesis output row for ``seed`` against its instruction negative ``j``, written for the
+    seed as it is (``seed_sha``, ``negative_id``) unless ``identity`` overrides or drops them."""
+    from ifir_lib.seeds.schema import seed_fingerprint
+
+    row = {
+        "key": seed["id"],
+        "seed_id": seed["id"],
+        "status": "accepted",
+        "reversal": reversal or f"reversal of {seed['id']} for {seed['instruction_negatives'][j]['id']}",
+        "negative_index": j,
+        "negative_id": seed["instruction_negatives"][j]["id"],
+        "seed_sha": seed_fingerprint(seed, j),
+        **identity,
+    }
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def _write_rows(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_stale_reversals_are_not_trained_and_a_redone_row_wins(tmp_path, caplog):
+    """A reversal written for an earlier version of its seed (instruction edited, negatives
+    reordered) is never paired with the seed as it is now: the redone row appended after it is
+    trained, a seed with only stale rows is left out, counted and named in one warning."""
+    from ifir_lib.testing.inputs import make_seed
+
+    old = [make_seed(i) for i in range(6)]
+    new = [dict(s) for s in old]
+    for i in (0, 1):  # edited after synthesis: new instruction, negatives re-mined in another order
+        new[i] = {
+            **old[i],
+            "instruction": "Only consider studies conducted in Kenya.",
+            "instruction_negatives": old[i]["instruction_negatives"][::-1],
+        }
+    rows = [_syn_row(s) for s in old] + [_syn_row(new[0], reversal="redone for seed-0000")]
+    # seed-0002: a row of an earlier version without seed_sha; its negative_id still shows the reorder
+    new[2] = {**old[2], "instruction_negatives": old[2]["instruction_negatives"][::-1]}
+    rows[2] = _syn_row(old[2], seed_sha=None)
+    # seed-0003: a row from before both fields existed is trusted (nothing to check it against)
+    rows[3] = _syn_row(old[3], seed_sha=None, negative_id=None)
+    revs = load_reversals(_write_rows(tmp_path / "syn.jsonl", rows))
+    with caplog.at_level("WARNING", logger="ifir_lib.training.trainsets"):
+        ts = build_trainset("ins-dv", new, revs, num_negatives=3, narrative_share=0)
+    by_id = {e["id"]: e for e in ts.examples}
+    dv0 = by_id["seed-0000::dv"]
+    assert (
+        dv0["instruction"] == "redone for seed-0000" and dv0["positive"] == new[0]["instruction_negatives"][0]
+    )
+    assert {e["group"] for e in ts.examples} == {"seed-0000", "seed-0003", "seed-0004", "seed-0005"}
+    assert ts.counts["reversals_stale"] == 2 and ts.manifest()["reversals_stale"] == 2
+    assert ts.counts["no_reversal"] == 2 and "reversals_unmatched" not in ts.counts
+    warnings = [r.getMessage() for r in caplog.records if "earlier version" in r.getMessage()]
+    assert len(warnings) == 1 and "of 2 seeds" in warnings[0] and "seed-0001, seed-0002" in warnings[0]
+    # the seeds as they were still take every row's first reversal (the stale redo is never reached)
+    assert "reversals_stale" not in build_trainset("ins-dv", old, revs, num_negatives=3).counts
+
+
+def test_reversals_naming_no_seed_and_no_usable_seed_are_errors(tmp_path, caplog):
+    """Reversals from another seed file: a warning with their count, then a ConfigError saying
+    why no seed is usable (never a model trained on 0 examples); the same for seeds without any
+    reversal, and for seeds too few to pad the negatives."""
+    from ifir_lib.testing.inputs import make_seed
+
+    seeds = [make_seed(i) for i in range(4)]
+    other = [{**s, "id": "x" + s["id"]} for s in seeds]
+    path = _write_rows(tmp_path / "syn.jsonl", [_syn_row(s) for s in seeds])
+    with caplog.at_level("WARNING", logger="ifir_lib.training.trainsets"):
+        with pytest.raises(ConfigError, match=f"none of the 4 accepted reversals in {path} names a seed"):
+            build_trainset("ins-dv", other, load_reversals(path), num_negatives=3, seeds_name="other.jsonl")
+    assert "4 of the 4 reversals" in caplog.text and "name no seed in other.jsonl" in caplog.text
+    no_ref = [make_seed(i, reference=False) for i in range(4)]
+    with pytest.raises(ConfigError, match="0 usable seeds for all-orig .*no seed has a reversal"):
+        build_trainset("all-orig", no_ref, num_negatives=3)
+    declined = _write_rows(tmp_path / "declined.jsonl", [{"seed_id": "seed-0000", "status": "declined"}])
+    with pytest.raises(ConfigError, match=f"{declined} holds no accepted reversal"):
+        build_trainset("all-dv", seeds, load_reversals(declined), num_negatives=3)
+    seeds_file = tmp_path / "one.jsonl"
+    seeds_file.write_text(json.dumps(make_seed(0)) + "\n")  # 4 negatives, none more to pad with
+    with pytest.raises(
+        ConfigError, match=f"{seeds_file}: seed 'seed-0000': cannot find 5 distinct negatives"
+    ):
+        build_trainset("ins-orig", seeds_file, num_negatives=5)
+
+
+def test_malformed_reversal_rows_name_file_line_and_field(tmp_path):
+    from ifir_lib.testing.inputs import make_seed
+
+    seeds = [make_seed(i) for i in range(3)]
+    for n, (field, value, message) in enumerate(
+        [
+            ("seed_id", 12, "must be a string"),
+            ("negative_index", None, "must be a whole number"),
+            ("negative_index", "0", "must be a whole number"),
+            ("negative_index", True, "must be a whole number"),
+            ("seed_sha", 5, "must be a string or absent"),
+        ]
+    ):
+        rows = [_syn_row(s) for s in seeds]
+        rows[1][field] = value
+        path = _write_rows(tmp_path / f"bad{n}.jsonl", rows)
+        with pytest.raises(DataError, match=f"{path}:2: field '{field}': {message}"):
+            load_reversals(path)
+    # an index past the seed's negatives: in a row without seed_sha / negative_id, malformed ...
+    rows = [
+        {"seed_id": s["id"], "status": "accepted", "reversal": "Find X.", "negative_index": 0} for s in seeds
+    ]
+    rows[2]["negative_index"] = 7
+    path = _write_rows(tmp_path / "index.jsonl", rows)
+    revs = load_reversals(path)
+    with pytest.raises(DataError, match=f"{path}:3: field 'negative_index': names instruction negative 7"):
+        build_trainset("ins-dv", seeds, revs, num_negatives=3)
+    # ... in a row written for a seed that had more negatives then, stale
+    rows = [_syn_row(s) for s in seeds]
+    rows[2].update(negative_index=2, negative_id="neg-0002-2")
+    ts = build_trainset("ins-dv", seeds, load_reversals(_write_rows(path, rows)), num_negatives=3)
+    assert ts.counts["reversals_stale"] == 1 and ts.counts["seeds_used"] == 2
