@@ -32,6 +32,9 @@ CASES = (
     "BEIR folder with an infinite score, a fractional score, a numeric title, an id twice",
     "model path that is not a SentenceTransformer folder",
     "--base-url that answers HTML",
+    "--curation file that does not exist",
+    "--reversals from another seed file",
+    "--reversals row with a null negative_index",
 )
 
 
@@ -227,6 +230,53 @@ def test_base_url_that_answers_html(tmp_path, capsys, monkeypatch):
     assert not out.exists() or not out.read_text().strip()
 
 
+def _train(tmp_path, reversal_rows, *extra):
+    """``ifir train`` (ins-dv) on 4 seeds and the given reversal rows; returns (code, err, out)."""
+    seeds, revs, out = tmp_path / "seeds.jsonl", tmp_path / "rev.jsonl", tmp_path / "run"
+    seeds.write_text("\n".join(_lines(4)) + "\n")
+    revs.write_text("".join(json.dumps(r) + "\n" for r in reversal_rows))
+    args = ["train", "--seeds", str(seeds), "--mode", "ins-dv", "--reversals", str(revs), "--out", str(out)]
+    code = cli.main(args + ["--preset", "smoke", "--num-negatives", "2", "--report-to", "none", *extra])
+    return code, revs, out
+
+
+def _accepted(seed_id, **kw):
+    return {
+        "seed_id": seed_id,
+        "status": "accepted",
+        "reversal": "Focus on Spain.",
+        "negative_index": 0,
+        **kw,
+    }
+
+
+def test_curation_file_that_does_not_exist(tmp_path, capsys):
+    """A typo in --curation would train the rejected reversals: it is an error naming the path."""
+    missing = tmp_path / "curation.json"
+    rows = [_accepted(f"seed-{i:04d}") for i in range(4)]
+    code, _, out = _train(tmp_path, rows, "--curation", str(missing), "--dry-run")
+    err = capsys.readouterr().err
+    assert code == 2 and f"curation file {missing} does not exist" in err
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()]  # one line
+
+
+def test_reversals_from_another_seed_file(tmp_path, capsys):
+    """No reversal names a seed: no model trained on 0 examples, an error saying why."""
+    code, revs, out = _train(tmp_path, [_accepted(f"other-{i}") for i in range(4)], "--max-steps", "1")
+    err = capsys.readouterr().err
+    assert code == 2 and f"none of the 4 accepted reversals in {revs} names a seed" in err
+    assert not out.exists()
+
+
+def test_reversals_row_with_a_null_negative_index(tmp_path, capsys):
+    rows = [_accepted(f"seed-{i:04d}") for i in range(4)]
+    rows[1]["negative_index"] = None
+    code, revs, _ = _train(tmp_path, rows, "--dry-run")
+    assert (
+        code == 2 and f"{revs}:2: field 'negative_index': must be a whole number" in capsys.readouterr().err
+    )
+
+
 def test_every_case_is_tried():
     tested = [n for n in globals() if n.startswith("test_") and n != "test_every_case_is_tried"]
-    assert len(tested) == len(CASES) == 14
+    assert len(tested) == len(CASES) == 17

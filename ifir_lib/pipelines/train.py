@@ -29,7 +29,7 @@ from ..seeds.schema import load_seeds
 from ..training.dry_run import dry_run as estimate
 from ..training.heldout import split_heldout
 from ..training.trainer import TrainConfig, TrainResult, mode_config, train
-from ..training.trainsets import build_trainset, load_reversals, load_trainset
+from ..training.trainsets import build_trainset, load_reversals, load_trainset, match_reversals
 
 log = logging.getLogger(__name__)
 
@@ -103,15 +103,29 @@ def train_modes(
 def _training_sets(
     modes, cfg, seeds_path, reversals_path, curation_path, budget, heldout_seeds, narrative_share
 ):
-    """``{mode: (examples, manifest, heldout seeds)}``: built from seeds, or a built set read as is."""
+    """``{mode: (examples, manifest, heldout seeds)}``: built from seeds, or a built set read as is.
+
+    A ``curation_path`` that does not exist is a ``ConfigError`` (a typo would otherwise train the
+    rejected reversals); callers without decisions pass None (``pipelines.chain`` does when
+    notebook 02 wrote none). Reversals are checked against all the seeds once, before the held-out
+    split (``match_reversals``: one warning for stale ones or ones naming no seed).
+    """
+    if curation_path and not Path(curation_path).exists():
+        raise ConfigError(
+            f"curation file {curation_path} does not exist (--curation); fix the path, or leave it out to "
+            "train every accepted reversal"
+        )
     first = next(read_jsonl(seeds_path), (0, {}))[1]
     if "negatives" in first:  # an already built training set
         if len(modes) != 1:
             raise ConfigError(f"{seeds_path} is a built training set: it trains one mode, not {len(modes)}")
         return {modes[0]: (load_trainset(seeds_path), {"source": str(seeds_path)}, None)}
-    seeds, heldout = split_heldout(load_seeds(seeds_path, stage="train"), heldout_seeds)
-    reversals = load_reversals(reversals_path) if reversals_path else None
-    curation = load_decisions(curation_path) if curation_path and Path(curation_path).exists() else None
+    all_seeds = load_seeds(seeds_path, stage="train")
+    reversals = None
+    if reversals_path:
+        reversals = match_reversals(all_seeds, load_reversals(reversals_path), str(seeds_path))
+    seeds, heldout = split_heldout(all_seeds, heldout_seeds)
+    curation = load_decisions(curation_path) if curation_path else None
     sets = {}
     for mode in modes:
         ts = build_trainset(
@@ -123,6 +137,7 @@ def _training_sets(
             curation=curation,
             rng_seed=cfg.rng_seed,
             narrative_share=narrative_share,
+            seeds_name=str(seeds_path),
         )
         sources = data_sources(mode, seeds_path, reversals_path, curation_path if curation else None)
         sets[mode] = (ts.examples, {**ts.manifest(), **sources}, heldout)
