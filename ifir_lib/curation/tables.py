@@ -19,6 +19,8 @@ import html
 import pandas as pd
 
 from ..core.models import encode, format_query
+from ..seeds.schema import seed_fingerprint
+from .decisions import decision_for
 
 ALL = "(all)"
 VERIFY_CHOICES = (ALL, "passed", "failed", "unverified")
@@ -54,11 +56,14 @@ COLUMNS = (
 
 
 def reference_row(seed: dict) -> dict:
-    """A seed's bundled reference reversal as a synthesis row (backend ``reference``, accepted)."""
+    """A seed's bundled reference reversal as a synthesis row (backend ``reference``, accepted,
+    with the ``seed_sha`` a synthesis row of this seed and negative carries)."""
+    k = int(seed.get("reference_negative_index") or 0)
     return {
         "key": seed["id"],
         "seed_id": seed["id"],
-        "negative_index": int(seed.get("reference_negative_index") or 0),
+        "negative_index": k,
+        "seed_sha": seed_fingerprint(seed, k),
         "backend": "reference",
         "model": None,
         "status": "accepted",
@@ -162,13 +167,14 @@ def filter_examples(
     verify: str | None = None,
     search: str | None = None,
     decision: str | None = None,
-    decisions: dict[str, str] | None = None,
+    decisions=None,
 ) -> pd.DataFrame:
     """The examples matching every given filter (``None`` or ``"(all)"`` = no filter).
 
     ``verify``: ``passed`` (verify_flip true), ``failed`` (false), ``unverified`` (missing).
     ``search``: case-insensitive substring of the key, query, instructions or passages.
-    ``decision``: ``undecided``, ``accept`` or ``reject``, looked up by key in ``decisions``.
+    ``decision``: ``undecided``, ``accept`` or ``reject``: what ``decisions`` (``curation.Decisions``
+    or a plain ``{key: decision}``) holds about each row's key and reversal text (``decision_for``).
     """
     m = pd.Series(True, index=df.index)
     if instruction_type not in (None, ALL):
@@ -183,7 +189,11 @@ def filter_examples(
         m &= df["verify_flip"].map(verify_state) == verify
     if decision not in (None, ALL):
         decisions = decisions or {}
-        got = df["key"].map(lambda k: decisions.get(k) or "undecided")
+        got = pd.Series(
+            [decision_for(decisions, k, r) or "undecided" for k, r in zip(df["key"], df["reversal"])],
+            index=df.index,
+            dtype=object,
+        )
         m &= got == decision
     if search and search.strip():
         needle = search.strip().lower()

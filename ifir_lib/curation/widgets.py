@@ -1,8 +1,9 @@
 """The inspection notebook's explorer: browse reversals, see the dual view, curate.
 
 ``Explorer`` wires the pure parts of ``inspect_tables`` (the example table, filters, word diff,
-scores, HTML) into ipywidgets, and records decisions in a ``curation.CurationStore``; tests drive it by setting ``.value`` and calling
-``.click()``. Not handled here: producing or verifying reversals (``synthesize``, ``verify``),
+scores, HTML) into ipywidgets, and records decisions in a ``curation.CurationStore``, each with
+the text it judged (``decisions.decision_for`` shows a row only the decisions about its text);
+tests drive it by setting ``.value`` and calling ``.click()``. Not handled here: producing or verifying reversals (``synthesize``, ``verify``),
 applying decisions to a training set (``trainsets``), the curation file itself (``curation``).
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from ..core.models import load_model
 from ..seeds.schema import load_seeds
 from ..synthesis.run import STATUSES, load_synthesis
-from .decisions import CurationStore
+from .decisions import CurationStore, decision_for
 from .tables import (
     ALL,
     DECISION_CHOICES,
@@ -145,7 +146,8 @@ class Explorer:
         if ex is None:
             return
         # a comment typed before clicking accept/reject travels with the decision
-        self.store.record(ex["key"], decision, self.comment_box.value or None)
+        # the row travels too: the decision is about this text (backend, model, reversal hash)
+        self.store.record(ex["key"], decision, self.comment_box.value or None, row=ex)
         self.comment_box.value = ""
         self.status_line.value = f"{decision}ed {ex['key']} -> {self.store.path}"
         if self.auto_advance and self.position < len(self.filtered) - 1:
@@ -157,7 +159,7 @@ class Explorer:
         if ex is None or not self.comment_box.value.strip():
             self.status_line.value = "type a comment first"
             return
-        self.store.record(ex["key"], None, self.comment_box.value)
+        self.store.record(ex["key"], None, self.comment_box.value, row=ex)
         self.comment_box.value = ""
         self.status_line.value = f"comment on {ex['key']} -> {self.store.path}"
         self.show()
@@ -204,9 +206,8 @@ class Explorer:
             self.detail.value = "<p><i>No example matches the filters.</i></p>"
             return
         scores, note = self.scores(ex)
-        self.detail.value = render_example(
-            ex, scores, self.store.decisions.get(ex["key"]), self.store.comments.get(ex["key"]), note
-        )
+        decision = decision_for(self.store.decisions, ex["key"], ex.get("reversal"))
+        self.detail.value = render_example(ex, scores, decision, self.store.comments.get(ex["key"]), note)
 
 
 def load_for_inspection(seeds_path: str | Path, synthesis_path=None) -> tuple[list[dict], list[dict] | None]:

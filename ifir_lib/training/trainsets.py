@@ -56,6 +56,7 @@ from ..core.config import ABLATIONS, ALL_SEED_RATIO, MODES, data_mode
 from ..core.errors import ConfigError, DataError
 from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
+from ..curation.decisions import CurationCheck
 from ..seeds.forms import NARRATIVE_SHARE, in_form
 from ..seeds.schema import counterpart, load_seeds, seed_fingerprint
 from ..synthesis.template import template_reversal
@@ -520,18 +521,20 @@ def _usable(mode, seeds, ids, arrow, reversals, curation, counts) -> list[int]:
     """Positions of the seeds ``mode`` can use: a reversal (and, for the wording control, a
     reworded instruction) and no curation rejection; ``counts`` tallies the others."""
     aug = seeds.column("aug_instruction") if arrow else [s.get("aug_instruction") for s in seeds]
-    usable = []
+    usable, check = [], CurationCheck(curation)
     for n, sid in enumerate(ids):
         rev = reversals.get(sid)
+        rejected = check.rejects(sid, rev)  # decisions about this text, or old hashless ones
         if mode == "ins-aug" and rev is not None and not aug[n]:
             rev = None  # the control needs the seed's reworded instruction as well
-        key_decisions = [curation.get(sid)] + [curation.get(f"{sid}#{i}") for i in range(3)]
-        if "reject" in key_decisions:
+        if rejected:
             counts["curated_out"] = counts.get("curated_out", 0) + 1
         elif rev is None:
             counts["no_reversal"] = counts.get("no_reversal", 0) + 1
         else:
             usable.append(n)
+    if stale := check.warn_stale(f"mode {mode}"):
+        counts["curation_stale"] = stale
     return usable
 
 

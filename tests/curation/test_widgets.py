@@ -73,6 +73,23 @@ def test_explorer_buttons_persist_to_the_curation_file(explorer_seeds, explorer_
     assert [k for k in e2.filtered["key"]] == ["s2"]
 
 
+def test_explorer_decides_each_backends_row_of_one_key_apart(explorer_seeds, explorer_rows, tmp_path):
+    """Two outputs loaded together hold the key s0 twice: a decision on one row is not the other's."""
+    tmpl = {**explorer_rows[0], "backend": "template", "model": None, "reversal": "Not UK sources."}
+    e = iw.Explorer(explorer_seeds, [explorer_rows[0], tmpl], curation_path=tmp_path / "c.jsonl")
+    e.backend_filter.value = "openai"
+    e.reject_button.click()
+    e.backend_filter.value = "template"
+    e.accept_button.click()
+    e.backend_filter.value = "openai"
+    assert e.current["key"] == "s0" and "<b>Decision:</b> reject" in e.detail.value
+    e.backend_filter.value = "(all)"
+    e.decision_filter.value = "reject"
+    assert list(e.filtered["backend"]) == ["openai"]
+    cur = load_curation(tmp_path / "c.jsonl")
+    assert [j["decision"] for j in cur.judged["s0"].values()] == ["reject", "accept"]
+
+
 def test_explorer_shows_model_scores_and_flip(explorer_seeds, tmp_path):
     s = explorer_seeds[0]
     e = iw.Explorer(
