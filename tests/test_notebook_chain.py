@@ -104,7 +104,10 @@ def test_03_trains_on_01s_reversals_with_02s_decisions(chain):
         record = json.loads((out / "models" / mode / "ifir_run.json").read_text())
         assert record["status"] == "finished" and record["mode"] == mode
         sources = json.dumps(record["data"])
-        assert str(out / "reversals.jsonl") in sources and str(out / "curation.jsonl") in sources, sources
+        # 03 trains what 02 showed: 01's verified rows, the reference reversals for the rest
+        assert str(out / "reversals_shown.jsonl") in sources and str(out / "curation.jsonl") in sources, (
+            sources
+        )
     assert "= library loss" in chain["03_train"]  # the tiny batch's loss, by hand and by the library
 
 

@@ -11,6 +11,7 @@ it does not (``Chain.reversals_for_training`` and the other ``*_for_*`` methods 
 and that sentence). Layout under the folder::
 
     reversals.jsonl             01: a real LLM's reversals (never the stand-in server's)
+    reversals_shown.jsonl       03: the reversal 02 showed per seed (``best_reversal_rows``), trained
     standin/reversals.jsonl     01 without an endpoint: the stand-in's rows, not read by 02-03
     reversals_reference.jsonl   01 and the demo: the bundled reference reversals as rows
     reversals_template.jsonl    01: the deterministic negation baseline
@@ -31,8 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import config as C
+from ..core.jsonl import write_jsonl
 from ..core.run_folder import RunFolder
 from ..curation.tables import reference_row
+from ..curation.widgets import load_for_inspection
 from .evaluate import evaluate_models, run_label
 
 OUT_ENV = "IFIR_OUT"
@@ -81,6 +84,11 @@ class Chain:
         return self.root / f"reversals_{backend}.jsonl"
 
     @property
+    def shown(self) -> Path:
+        """``reversals_shown.jsonl``: the reversals notebook 02 showed, which notebook 03 trains."""
+        return self.root / "reversals_shown.jsonl"
+
+    @property
     def curation(self) -> Path:
         return self.root / "curation.jsonl"
 
@@ -107,12 +115,31 @@ class Chain:
             None, f"no LLM reversals at {self.reversals}: every seed shows its bundled reference reversal"
         )
 
-    def reversals_for_training(self) -> Choice:
-        """01's LLM reversals, else None: the seeds' bundled reference reversals (the same rows
-        as ``reversals_reference.jsonl``, so the demo's runs are reused)."""
-        if self.reversals.exists():
-            return Choice(self.reversals, f"notebook 01's LLM reversals ({self.reversals})")
-        return Choice(None, f"no LLM reversals at {self.reversals}: the seeds' bundled reference reversals")
+    def reversals_for_training(self, seeds_path=C.SEEDS_PATH) -> Choice:
+        """Exactly the reversals notebook 02 showed, so the curator's decisions are about the
+        texts trained: per seed, 01's LLM reversal when accepted and verified, else the bundled
+        reference one (``best_reversal_rows`` over the same rows as ``reversals_for_inspection``),
+        written to ``shown``. None when 02 showed no LLM reversal: the seeds' bundled reference
+        reversals (the same rows as ``reversals_reference.jsonl``, so the demo's runs are reused).
+        ``seeds_path``: the seeds 02 opened (notebook 02's ``SEEDS``)."""
+        if not self.reversals.exists():
+            return Choice(
+                None, f"no LLM reversals at {self.reversals}: the seeds' bundled reference reversals"
+            )
+        shown, counts = best_reversal_rows(*load_for_inspection(seeds_path, self.reversals))
+        if not counts["llm_verified"]:
+            return Choice(
+                None,
+                f"no verified LLM reversal in {self.reversals}: notebook 02 showed, and 03 trains, "
+                "the seeds' bundled reference reversals",
+            )
+        write_jsonl(self.shown, shown)
+        return Choice(
+            self.shown,
+            f"notebook 01's LLM reversals ({self.reversals}) as notebook 02 showed them: "
+            f"{counts['llm_verified']} seeds with a verified LLM reversal, {counts['reference']} with "
+            f"the bundled reference reversal ({self.shown})",
+        )
 
     def curation_for_training(self) -> Choice:
         if self.curation.exists():
