@@ -37,7 +37,14 @@ from ..core.models import load_model
 from ..evaluation.corpora import check_followir, load_followir
 from ..seeds.cues import followir_cues, model_cues, seed_cues
 from ..seeds.negative_audit import audit_counts, check_negative_audit, text_sha256
-from ..seeds.schema import INSTRUCTION_TYPES, NARRATIVE_FIELDS, load_seeds, read_seeds
+from ..seeds.schema import (
+    INSTRUCTION_TYPES,
+    NARRATIVE_FIELDS,
+    load_seeds,
+    passage_fields,
+    passage_text_clashes,
+    read_seeds,
+)
 from ..synthesis.checks import phrasing_style
 
 _WORD = re.compile(r"\S+")
@@ -193,7 +200,8 @@ def validate_bundle(
 def _validate(seeds_path, followir_dir, audits: dict, release: bool, words=(40, 120)) -> list[str]:
     """``validate_data`` and ``validate_bundle``: the release's rules when ``release``, the audits
     in ``audits`` (``{kind: file}``), and the checks every file gets."""
-    numbered = read_seeds(seeds_path, stage="bundle" if release else "train")  # raises on the first bad row
+    # raises on the first bad row; passage ids with two texts are listed, all of them, below
+    numbered = read_seeds(seeds_path, stage="bundle" if release else "train", check_passage_texts=False)
     seeds = [s for _, s in numbered]
     problems = _passage_problems(numbered, seeds_path)
     if release:
@@ -213,28 +221,23 @@ def _validate(seeds_path, followir_dir, audits: dict, release: bool, words=(40, 
 
 def _fields(seed: dict) -> Iterable[tuple[str, dict]]:
     """``passages_of`` with each passage's field: ``('instruction_negatives[1]', {...})``."""
-    yield "positive", seed["positive"]
-    for f in ("instruction_negatives", "hard_negatives"):
-        for i, p in enumerate(seed[f]):
-            yield f"{f}[{i}]", p
+    return passage_fields(seed, counterparts=False)
 
 
 def _passage_problems(numbered: list[tuple[int, dict]], path) -> list[str]:
-    """Any seed file: one text per passage id across the file (a batch deduplicates passages by
-    id), and no passage id in two roles of one seed (a positive that is also its negative)."""
-    problems, first = [], {}  # passage id -> (text, line)
+    """Any seed file: one text per passage id across the file (``seeds.schema.passage_text_clashes``,
+    the check ``load_seeds`` raises on), and no passage id in two roles of one seed (a positive
+    that is also its negative). Each problem names file, line and field."""
+    problems = [(e.line, str(e)) for e in passage_text_clashes(numbered, path)]
     for n, s in numbered:
         role: dict[str, str] = {}
         for fld, p in _fields(s):
             if p["id"] in role:
-                problems.append(f"{path}:{n}: field '{fld}': passage id {p['id']!r} is also {role[p['id']]}")
-            role.setdefault(p["id"], fld)
-            text, m = first.setdefault(p["id"], (p["text"], n))
-            if text != p["text"]:
                 problems.append(
-                    f"{path}:{n}: field '{fld}': passage id {p['id']!r} has another text on line {m}"
+                    (n, f"{path}:{n}: field '{fld}': passage id {p['id']!r} is also {role[p['id']]}")
                 )
-    return problems
+            role.setdefault(p["id"], fld)
+    return [p for _, p in sorted(problems, key=lambda x: x[0])]  # in file order, as before
 
 
 def _release_problems(numbered: list[tuple[int, dict]], path, words: tuple[int, int]) -> list[str]:

@@ -24,10 +24,12 @@ has no bare row keeps neither field, and training builds its counterpart from th
 (``training.trainsets``); ``meta.json`` counts the bare rows read and the seeds that got one.
 The passages of bare rows whose query has no instruction seed are stored too (unused).
 
-Each passage id is written once; the mapping from passage id to row number is the one structure
-that grows with the data (a dict entry per distinct passage: ~4.9M for 1M rows; the bare rows'
-hard negatives add theirs). Where the source gives one id two texts, the first text read is
-kept (the list keeps each row's own text).
+Each seed id comes once: a seed id read twice (a Parquet shard given twice, overlapping exports)
+raises ``DataError`` naming the file, its row and the id, in both paths. Each passage id is
+written once; the mapping from passage id to row number is the structure that grows with the
+data (a dict entry per distinct passage: ~4.9M for 1M rows; the bare rows' hard negatives add
+theirs), with one int per seed id beside it. Where the source gives one passage id two texts,
+the first text read is kept (the list keeps each row's own text).
 
 Not handled here: reading the tables back (``seeds.arrow``), the seed checks (``seeds.schema``).
 """
@@ -432,9 +434,12 @@ def map_promptriever(
 # Reading the source, and the two outputs
 
 
-def _source_batches(source, split: str, batch_size: int, streaming: bool = False) -> Iterator[pa.Table]:
-    """Arrow batches of the source rows: local Parquet streamed from disk, JSONL or a hub name via
-    ``datasets`` (converted once into its memory-mapped cache, or streamed with ``streaming``)."""
+def _source_batches(
+    source, split: str, batch_size: int, streaming: bool = False
+) -> Iterator[tuple[str, pa.Table]]:
+    """``(file, batch)``: Arrow batches of the source rows and the file each comes from: local
+    Parquet streamed from disk (a folder: each shard), JSONL, or a hub name via ``datasets``
+    (converted once into its memory-mapped cache, or streamed with ``streaming``; file = the name)."""
     src = Path(source)
     files = sorted(src.glob("*.parquet")) if src.is_dir() else [src] if src.suffix == ".parquet" else []
     if files:
@@ -442,7 +447,7 @@ def _source_batches(source, split: str, batch_size: int, streaming: bool = False
 
         for f in files:
             for b in pq.ParquetFile(f).iter_batches(batch_size=batch_size):
-                yield pa.Table.from_batches([b])
+                yield str(f), pa.Table.from_batches([b])
         return
     if src.exists():  # JSON Lines, streamed in blocks under the hub schema (other fields ignored)
         import pyarrow.json as pj
@@ -450,12 +455,47 @@ def _source_batches(source, split: str, batch_size: int, streaming: bool = False
         opts = pj.ParseOptions(explicit_schema=PROMPTRIEVER_SCHEMA, unexpected_field_behavior="ignore")
         with pj.open_json(src, read_options=pj.ReadOptions(block_size=1 << 24), parse_options=opts) as r:
             for b in r:
-                yield pa.Table.from_batches([b])
+                yield str(src), pa.Table.from_batches([b])
         return
     import datasets
 
     ds = datasets.load_dataset(str(source), split=split, streaming=streaming)
-    yield from ds.with_format("arrow").iter(batch_size=batch_size)
+    yield from ((str(source), t) for t in ds.with_format("arrow").iter(batch_size=batch_size))
+
+
+class _SeedIds:
+    """Refuses a seed id read twice: a shard given twice (``train-00000 (1).parquet``) or two
+    overlapping exports would give every seed two copies under one id. One int per seed id."""
+
+    def __init__(self):
+        self.first: dict[str, int] = {}  # seed id -> its row across the source (1-based)
+        self.files: list[tuple[int, str]] = []  # (first row across the source, file) per file
+
+    def where(self, row: int) -> tuple[str, int]:
+        """``(file, row in that file)`` of a row counted across the source."""
+        start, name = next((s, f) for s, f in reversed(self.files) if s <= row)
+        return name, row - start + 1
+
+    def check(self, m: Mapped, name: str, first_row: int) -> None:
+        """``m``'s seeds (rows ``first_row + 1 ...`` of the source, from ``name``): the first
+        repeated id raises ``DataError`` naming the file, the row and the id."""
+        if not self.files or self.files[-1][1] != name:
+            self.files.append((first_row + 1, name))
+        if not len(m.rows):
+            return
+        for r, sid in zip(m.rows.tolist(), m.cols["id"].to_pylist()):
+            row = first_row + r + 1
+            prev = self.first.setdefault(sid, row)
+            if prev != row:
+                f, k = self.where(prev)
+                _, here = self.where(row)
+                raise DataError(
+                    name,
+                    here,
+                    f"seed id {sid!r} was already read at {f} row {k} (a shard given twice, or "
+                    "overlapping exports?): each seed id may come once",
+                    "query_id",
+                )
 
 
 def _mapped_batches(
@@ -469,14 +509,17 @@ def _mapped_batches(
 ) -> Iterator[Mapped]:
     """The seeds of each source batch, until ``limit`` seeds (``None``: all). The batch that reaches
     ``limit`` is cut after its last seed's row (``Mapped.head``): the rows read, and so the bare
-    rows found, are the same for any ``batch_size``."""
+    rows found, are the same for any ``batch_size``. A seed id read twice raises ``DataError``
+    (``_SeedIds``), for both outputs."""
     read = seeds = 0
-    for t in _source_batches(source, split, batch_size, streaming):
+    ids = _SeedIds()
+    for name, t in _source_batches(source, split, batch_size, streaming):
         if limit is not None and seeds >= limit:
             return
         m = map_promptriever(t, source, read, max_hard, counterparts)
         if limit is not None and seeds + len(m.rows) > limit:
             m = m.head(limit - seeds)
+        ids.check(m, name, read)
         read += m.read
         seeds += len(m.rows)
         yield m

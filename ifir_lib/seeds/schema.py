@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..core.config import SEEDS_PATH
 from ..core.errors import DataError
 from ..core.jsonl import read_jsonl
+
+log = logging.getLogger(__name__)
 
 REQUIRED_FIELDS = (
     "id",
@@ -150,12 +154,81 @@ def _check_counterpart(row: dict, path, n) -> None:
         _check_passage(path, n, f"counterpart_hard_negatives[{i}]", p)
 
 
+def passage_fields(seed: dict, counterparts: bool = True) -> Iterator[tuple[str, dict]]:
+    """Each passage of a seed with its field: ``('positive', {...})``,
+    ``('instruction_negatives[1]', {...})``, ``('hard_negatives[0]', {...})`` and (``counterparts``)
+    ``counterpart_positive`` and ``counterpart_hard_negatives[i]`` when the seed has them."""
+    yield "positive", seed["positive"]
+    for f in ("instruction_negatives", "hard_negatives"):
+        for i, p in enumerate(seed.get(f) or ()):
+            yield f"{f}[{i}]", p
+    if counterparts and seed.get("counterpart_positive"):
+        yield "counterpart_positive", seed["counterpart_positive"]
+        for i, p in enumerate(seed.get("counterpart_hard_negatives") or ()):
+            yield f"counterpart_hard_negatives[{i}]", p
+
+
+def passage_text_clashes(numbered: Iterable[tuple[int, dict]], path) -> Iterator[DataError]:
+    """A ``DataError`` (file, line, field) for each passage whose id named another text on an
+    earlier line. Training tells passages apart by id (a batch encodes each id once), so two
+    seed files that both number their passages ``pos-1``, ``neg-1`` ... would have one seed's
+    positive encoded with the other's text. The same id with the same text is fine (mined hard
+    negatives reuse passages). ``read_seeds`` raises the first; ``ifir data validate`` lists all.
+    """
+    first: dict[str, tuple[str, int]] = {}  # passage id -> (its first text, that line)
+    for n, seed in numbered:
+        for fld, p in passage_fields(seed):
+            text, m = first.setdefault(p["id"], (p["text"], n))
+            if text != p["text"]:
+                yield DataError(path, n, f"passage id {p['id']!r} has another text on line {m}", fld)
+
+
+def _content_key(seed: dict) -> bytes:
+    """What makes two seeds the same seed whatever their ids: the query, instruction and positive
+    text, case and spacing aside (a 20-byte digest: a million seeds' keys fit in ~60 MB)."""
+    parts = (seed["query"], seed["instruction"], seed["positive"]["text"])
+    blob = "\x1f".join(" ".join(str(x).split()).casefold() for x in parts)
+    return hashlib.sha1(blob.encode("utf-8")).digest()
+
+
+def same_seed_copies(seeds: Iterable[dict]) -> dict[str, str]:
+    """``{copy id: first id}`` for seeds that repeat an earlier seed's normalised query,
+    instruction and positive text under another id (two exports of one seed set, concatenated).
+    Example: ``a`` and ``b`` with the same texts, in that order -> ``{"b": "a"}``."""
+    first: dict[bytes, str] = {}  # content key -> the first id with it
+    copies = {}
+    for s in seeds:
+        sid = first.setdefault(_content_key(s), s["id"])
+        if sid != s["id"]:
+            copies[s["id"]] = sid
+    return copies
+
+
+def _warn_copies(path, rows: list[tuple[int, dict]]) -> None:
+    copies = same_seed_copies(s for _, s in rows)
+    if copies:
+        pairs = ", ".join(f"{a!r} = {b!r}" for b, a in list(copies.items())[:5])
+        log.warning(
+            "%s: %d seed(s) repeat another seed's query, instruction and positive under a new id "
+            "(%s%s); the held-out split keeps each copy on its first's side",
+            path,
+            len(copies),
+            pairs,
+            ", ..." if len(copies) > 5 else "",
+        )
+
+
 def read_seeds(
-    path: str | Path = SEEDS_PATH, min_hard_negatives: int = 2, stage: str = "bundle"
+    path: str | Path = SEEDS_PATH,
+    min_hard_negatives: int = 2,
+    stage: str = "bundle",
+    check_passage_texts: bool = True,
 ) -> list[tuple[int, dict]]:
     """``(line_number, seed)`` for every row of a seed JSONL file, each checked for ``stage``;
-    duplicate ids and a file without rows are errors. ``load_seeds`` without the line numbers,
-    which ``ifir data validate`` names in its problems."""
+    duplicate ids, a passage id with two texts (``passage_text_clashes``; ``check_passage_texts``
+    False leaves them to the caller, which lists them) and a file without rows are errors.
+    Seeds that repeat another under a new id (``same_seed_copies``) get one warning.
+    ``load_seeds`` without the line numbers, which ``ifir data validate`` names in its problems."""
     if stage not in STAGE_FIELDS:
         raise ValueError(f"unknown stage {stage!r}; choose from {', '.join(STAGE_FIELDS)}")
     rows, seen = [], {}
@@ -167,6 +240,10 @@ def read_seeds(
         rows.append((n, row))
     if not rows:
         raise DataError(path, None, "no seed rows")
+    if check_passage_texts:
+        for err in passage_text_clashes(rows, path):
+            raise err
+    _warn_copies(path, rows)
     return rows
 
 
@@ -176,7 +253,8 @@ def load_seeds(
     min_hard_negatives: int = 2,
     stage: str = "bundle",
 ) -> list[dict]:
-    """Read and validate a seed JSONL file for ``stage``; duplicate ids are an error.
+    """Read and validate a seed JSONL file for ``stage`` (``read_seeds``); duplicate ids and a
+    passage id with two texts are errors.
 
     Every row is checked before anything is returned, so a bad line 900 fails before line 1 is
     sent to an LLM.

@@ -1,7 +1,9 @@
 """A held-out slice of the training seeds, for early stopping (docs/method.md §6).
 
 The slice is chosen by a hash of each seed id, independent of any ``rng_seed``, so every mode
-and every training seed stops on the same held-out seeds, and none of them is trained on.
+and every training seed stops on the same held-out seeds, and none of them is trained on. A seed
+repeated under another id (``seeds.schema.same_seed_copies``) stays on its first copy's side, so
+no copy of a held-out seed is trained on.
 ``HeldOutEvaluator`` scores a model on three pairwise accuracies that need no reversal of the
 mode being trained, and the trainer keeps the checkpoint where their mean is highest:
 
@@ -24,16 +26,36 @@ from sentence_transformers.sentence_transformer.evaluation import SentenceEvalua
 
 from ..core.models import encode, format_query
 from ..seeds.forms import forms
+from ..seeds.schema import same_seed_copies
+
+
+def _rank(seed_id: str) -> str:
+    return hashlib.sha256(f"heldout:{seed_id}".encode()).hexdigest()
 
 
 def split_heldout(seeds: list[dict], n: int) -> tuple[list[dict], list[dict]]:
-    """``(train, heldout)``: the ``n`` seeds with the smallest id hash are held out."""
+    """``(train, heldout)``: the ``n`` seeds with the smallest id hash are held out.
+
+    Copies of one seed under other ids (same normalised query, instruction and positive:
+    ``same_seed_copies``) go with the first copy in ``seeds``: the group is ranked by that
+    copy's hash and held out whole when it fits in what is left of ``n``, else trained on whole.
+    Without copies every group is one seed, and the split is the ``n`` smallest id hashes.
+    Example: ``a`` and its copy ``b``, ``n=2``, ``a`` ranked first -> ``a`` and ``b`` held out.
+    """
     if n <= 0:
         return list(seeds), []
     if n >= len(seeds):
         raise ValueError(f"cannot hold out {n} of {len(seeds)} seeds")
-    ranked = sorted(seeds, key=lambda s: hashlib.sha256(f"heldout:{s['id']}".encode()).hexdigest())
-    held = {s["id"] for s in ranked[:n]}
+    copies = same_seed_copies(seeds)  # {copy id: first id}
+    groups: dict[str, list[str]] = {}
+    for s in seeds:
+        groups.setdefault(copies.get(s["id"], s["id"]), []).append(s["id"])
+    held: set[str] = set()
+    for first in sorted(groups, key=_rank):
+        if len(held) + len(groups[first]) <= n:
+            held.update(groups[first])
+        if len(held) == n:
+            break
     return [s for s in seeds if s["id"] not in held], [s for s in seeds if s["id"] in held]
 
 

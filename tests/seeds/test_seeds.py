@@ -1,6 +1,8 @@
 """Seed schema, bundled-data validation, Promptriever loading, `ifir data stats`."""
 
+import copy
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +39,43 @@ def test_malformed_seed_files_name_file_line_and_field(tmp_path, bundled_seeds):
         seed_io.load_seeds(_write(tmp_path, [good, bad_neg]))
     with pytest.raises(DataError, match=r":2: field 'id': duplicate id"):
         seed_io.load_seeds(_write(tmp_path, [good, good]))
+
+
+def test_a_passage_id_with_another_text_names_both_lines_and_the_field(tmp_path):
+    """Two seed files that both number their passages pos-1, neg-1 ..., concatenated: the loss
+    tells documents apart by id, so one seed's positive would be encoded with the other's text."""
+    a, b = make_seed(0), make_seed(1)
+    b["positive"]["id"] = a["positive"]["id"]
+    path = _write(tmp_path, [a, make_seed(2), b])
+    with pytest.raises(DataError) as err:
+        load_seeds(path, stage="train")
+    assert str(err.value) == (
+        f"{path}:3: field 'positive': passage id {a['positive']['id']!r} has another text on line 1"
+    )
+    b["positive"]["text"] = a["positive"]["text"]  # the same passage under the same id: fine
+    assert len(load_seeds(_write(tmp_path, [a, make_seed(2), b]), stage="train")) == 3
+    c = {**make_seed(3), "counterpart_positive": {"id": a["positive"]["id"], "text": "Another text."}}
+    c["counterpart_hard_negatives"] = []
+    with pytest.raises(DataError, match=r":2: field 'counterpart_positive': passage id .* on line 1"):
+        load_seeds(_write(tmp_path, [a, c]), stage="train")
+
+
+def test_the_same_seed_under_two_ids_is_one_warning(tmp_path, caplog):
+    seeds = [make_seed(i) for i in range(8)]
+    copies = []
+    for s in seeds[:7]:
+        t = copy.deepcopy(s)
+        t["id"], t["instruction"] = "export2-" + s["id"], s["instruction"].upper() + "  "
+        copies.append(t)
+    with caplog.at_level(logging.WARNING, logger="ifir_lib.seeds.schema"):
+        assert len(load_seeds(_write(tmp_path, seeds + copies), stage="train")) == 15
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "7 seed(s) repeat another seed's query, instruction and positive" in warned[0]
+    assert "'seed-0000' = 'export2-seed-0000'" in warned[0] and warned[0].count(" = ") == 5
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ifir_lib.seeds.schema"):
+        load_seeds(_write(tmp_path, seeds), stage="train")
+    assert not caplog.records
 
 
 def test_narratives_come_as_a_set(tmp_path, bundled_seeds):
@@ -203,6 +242,30 @@ def test_list_and_arrow_paths_name_the_same_bad_row(tmp_path):
     for load in (load_promptriever, lambda src: promptriever_to_arrow(src, tmp_path / "a")):
         with pytest.raises(DataError, match=r"rows.jsonl:2: field 'positive': missing or empty 'text'"):
             load(f)
+
+
+def test_a_parquet_shard_given_twice_is_refused_in_both_paths(tmp_path):
+    """A re-download saved beside the original ('train-00000 (1).parquet') would double every
+    seed under the same ids; both paths name the file, the row and the id instead."""
+    rows = [_prow("1"), _prow("2", instruction="", has=False), _prow("3")]
+    table = pa.Table.from_pylist(rows, schema=PROMPTRIEVER_SCHEMA)
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    pq.write_table(table, shards / "train-00000.parquet")
+    assert [s["id"] for s in load_promptriever(shards)] == ["1", "3"]
+    pq.write_table(table, shards / "train-00001.parquet")
+    says = (
+        rf"train-00001\.parquet:1: field 'query_id': seed id '1' was already read at "
+        rf"{shards / 'train-00000.parquet'} row 1"
+    )
+    with pytest.raises(DataError, match=says):
+        load_promptriever(shards)
+    with pytest.raises(DataError, match=says):
+        promptriever_to_arrow(shards, tmp_path / "arrow", batch_size=1)
+    jsonl = tmp_path / "rows.jsonl"  # one file: the row of the repeat, counted in that file
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in [*rows, _prow("3")]))
+    with pytest.raises(DataError, match=r"rows\.jsonl:4: field 'query_id': seed id '3' .* row 3"):
+        load_promptriever(jsonl)
 
 
 def test_seed_fingerprint_changes_with_what_a_reversal_was_written_from():

@@ -1,5 +1,8 @@
 """The held-out slice the experiment logs: its split and its three scores."""
 
+import copy
+import hashlib
+
 import pytest
 
 from ifir_lib.core.models import format_query
@@ -18,6 +21,36 @@ def test_split_heldout_is_fixed_disjoint_and_order_free():
     assert split_heldout(seeds, 0) == (seeds, [])
     with pytest.raises(ValueError, match="cannot hold out 40 of 40"):
         split_heldout(seeds, 40)
+
+
+def _split_before_copies(seeds, n):
+    """split_heldout as it was before copies were grouped: the n smallest id hashes."""
+    ranked = sorted(seeds, key=lambda s: hashlib.sha256(f"heldout:{s['id']}".encode()).hexdigest())
+    held = {s["id"] for s in ranked[:n]}
+    return [s for s in seeds if s["id"] not in held], [s for s in seeds if s["id"] in held]
+
+
+@pytest.mark.parametrize("n", [1, 8, 64, 1000])
+def test_the_bundled_seeds_split_as_before(bundled_seeds, n):
+    """The bundled seeds hold no copies: the experiment's held-out seeds (64 fast, 1000 paper) stay."""
+    assert split_heldout(bundled_seeds, n) == _split_before_copies(bundled_seeds, n)
+
+
+def test_copies_of_a_seed_under_other_ids_stay_on_one_side(caplog):
+    seeds = [make_seed(i) for i in range(20)]
+    again = []
+    for s in seeds:  # a second export of the same seeds, re-id'd and re-spaced
+        t = copy.deepcopy(s)
+        t["id"], t["query"] = "export2-" + s["id"], "  " + s["query"].upper()
+        again.append(t)
+    train, held = split_heldout(seeds + again, 6)
+    assert len(held) == 6 and len(train) == 34
+    held_ids = {s["id"] for s in held}
+    for s in seeds:
+        assert (s["id"] in held_ids) == ("export2-" + s["id"] in held_ids), s["id"]
+    assert {s["id"] for s in held if not s["id"].startswith("export2-")} <= {
+        s["id"] for s in _split_before_copies(seeds, 6)[1]
+    }, "a group goes where its first copy's hash puts it"
 
 
 def _flip_table(seed, follows: bool):
