@@ -26,13 +26,14 @@ from .evaluation.backends import BACKENDS as EVAL_BACKENDS
 from .seeds.forms import NARRATIVE_SHARE
 
 _FMT = argparse.ArgumentDefaultsHelpFormatter
+log = logging.getLogger(__name__)
 
 
 DESCRIPTIONS = {  # the longer text ``ifir <command> --help`` shows under its usage line
     "evaluate": "Evaluate a model on FollowIR-format folders (our code), named mteb tasks "
     "('followir' = Robust04, News21, Core17) and BEIR-style folders. Numbers are x100.",
     "table": "Print the tidy results table in the paper's layout (ifir_lib/reporting/tables.py: columns, "
-    "averaging over runs, best-value marks).",
+    "averaging over runs, best-value marks). Several --results files are read together, each checked.",
     "figures": "Rebuild every figure whose inputs are given; figures whose inputs are "
     "absent are skipped with a note.",
     "runs": "One line per run: mode, backbone, rng_seed, data, reversals, budget, steps, git "
@@ -510,6 +511,13 @@ _BACKEND_HELP = (
     "or --tasks; recorded in the table's backend column; docs/method.md §5"
 )
 
+_FOLLOWIR_HELP = (
+    "FollowIR-format folder (repeatable; default: the bundled set when nothing else is given); its "
+    "folder name labels its rows, so two sets of one name, a folder named like a bundled set "
+    "(followir_mini, followir_v2) with other content, or a name the --out table holds with other "
+    "content (its data_sha column) are refused: rename the folder"
+)
+
 
 def _add_evaluate(sub):
     p = add_parser(
@@ -521,7 +529,7 @@ def _add_evaluate(sub):
         action="append",
         default=None,
         metavar="DIR",
-        help="FollowIR-format folder (repeatable; default: the bundled set when nothing else is given)",
+        help=_FOLLOWIR_HELP,
     )
     p.add_argument(
         "--tasks",
@@ -559,9 +567,14 @@ def _add_evaluate(sub):
     p.add_argument(
         "--rng-seed",
         default=None,
-        help="random-seed label for the table (default: the run folder's record, else 0)",
+        help="random-seed label for the table, an integer (default: the run folder's record, else 0)",
     )
-    p.add_argument("--run-id", default=None, help="run id for the table (default: model-mode-rng_seed-time)")
+    p.add_argument(
+        "--run-id",
+        default=None,
+        help="run id for the table (default: model-mode-rng_seed-time); refused when the --out table "
+        "already uses it for another model, mode or rng_seed, or for a set evaluated again",
+    )
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument(
         "--bootstrap", type=int, default=1000, help="bootstrap resamples for the intervals (0: none)"
@@ -620,7 +633,13 @@ def _add_table(sub):
     p = add_parser(
         sub, "table", "results as the paper's Tables 1-2: one row per mode, one column per benchmark"
     )
-    p.add_argument("--results", required=True, help="tidy results CSV")
+    p.add_argument(
+        "--results",
+        action="append",
+        required=True,
+        metavar="CSV",
+        help="tidy results CSV (repeatable: the rows of every file are shown together)",
+    )
     p.add_argument("--format", choices=["latex", "markdown", "csv"], default="markdown")
     p.add_argument("--published", action="store_true", help="add the paper's numbers, one block per backbone")
     p.add_argument(
@@ -633,20 +652,35 @@ def _add_table(sub):
 
 
 def _cmd_table(a):
+    import pandas as pd
+
     from .reporting.results import load_results
     from .reporting.tables import build_table, render
 
-    table = build_table(
-        load_results(a.results), published=a.published, runs_dir=a.runs, decimals=a.decimals, source=a.results
-    )
+    paths = _once(a.results, "--results")
+    results = pd.concat([load_results(p) for p in paths], ignore_index=True)  # each file checked
+    source = ", ".join(map(str, paths))
+    table = build_table(results, published=a.published, runs_dir=a.runs, decimals=a.decimals, source=source)
     caption = (
-        f"Results x100 from {Path(a.results).name}"
+        f"Results x100 from {' + '.join(Path(p).name for p in paths)}"
         + ("; cells are means over runs" if table.show_runs else "")
         + ("; published numbers: arXiv 2604.18845" if a.published else "")
         + "; best per block in bold."
     )
     print(render(table, a.format, caption), end="")
     return 0
+
+
+def _once(paths: list[str], flag: str) -> list[str]:
+    """``paths`` with a file given twice (``a.csv``, ``./a.csv``) kept once, with a warning: its
+    rows would otherwise count twice."""
+    kept: dict[Path, str] = {}
+    for p in paths:
+        real = Path(p).resolve()
+        if real in kept:
+            log.warning("%s given twice (%s and %s); read once", flag, kept[real], p)
+        kept.setdefault(real, p)
+    return list(kept.values())
 
 
 def _add_compare(sub):
@@ -689,14 +723,20 @@ def _add_figures(sub):
     )
     p.add_argument(
         "--results",
+        action="append",
         required=True,
-        help="tidy results CSV (run_id, model, mode, rng_seed, dataset, metric, value, ...)",
+        metavar="CSV",
+        help="tidy results CSV (run_id, model, mode, rng_seed, dataset, metric, value, ...); one file "
+        "(figures draw from one table: run ifir figures once per table)",
     )
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
         "--per-query",
+        action="append",
         default=None,
-        help="per-query CSV (run_id, dataset, metric, query_id, value); default: <results>_per_query.csv",
+        metavar="CSV",
+        help="per-query CSV (run_id, dataset, metric, query_id, value); one file; "
+        "default: <results>_per_query.csv",
     )
     p.add_argument(
         "--runs",
@@ -717,6 +757,13 @@ def _add_figures(sub):
 def _cmd_figures(a):
     from .reporting.figures import make_all_figures
 
+    for flag, given in (("--results", a.results), ("--per-query", a.per_query or [])):
+        if len(given) > 1:  # argparse would keep the last one only, in silence
+            raise ConfigError(
+                f"{flag} given {len(given)} times ({', '.join(given)}); figures draw from one results "
+                "table: run ifir figures once per table, each with its own --out"
+            )
+    a.results, a.per_query = a.results[0], (a.per_query or [None])[0]
     formats = tuple(f.strip().lower() for f in a.formats.split(",") if f.strip())
     for path in make_all_figures(
         a.results,

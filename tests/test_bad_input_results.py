@@ -324,3 +324,37 @@ def test_a_per_query_file_of_other_columns_is_refused_before_the_results_file_is
     with pytest.raises(R.DataError, match=r"results_per_query.csv:1: header \['x', 'y'\] does not match"):
         _table(path, runs=("c",))
     assert path.read_bytes() == before and pq.read_text() == "x,y\n1,2\n"
+
+
+# ---- 3. a set, a run id, a file: each read as what it is ------------------------------------
+
+
+def test_evaluate_refuses_two_folders_of_one_name_before_the_model(tmp_path, capsys):
+    a = write_followir(synthetic_followir(3, 20, 10, rng_seed=7), tmp_path / "orig" / "eval")
+    b = write_followir(synthetic_followir(3, 20, 10, rng_seed=8), tmp_path / "mine" / "eval")
+    out = tmp_path / "results.csv"
+    argv = ["evaluate", "--model", NO_MODEL, "--followir", str(a), "--followir", str(b), "--out", str(out)]
+    assert main(argv) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith("ifir evaluate: error: FollowIR folder") and str(a) in line and str(b) in line
+    assert NO_MODEL not in line and not out.exists()
+
+
+def test_table_reads_every_results_file_given(tmp_path, capsys):
+    for sub, dataset, values in (("a", "followir_mini", [1, 2, 3]), ("b", "followir_v2", [7, 8, 9])):
+        R.save_result(
+            fake_result(dataset, values), tmp_path / sub / "results.csv", model="minilm", rng_seed=0
+        )
+    a, b = str(tmp_path / "a" / "results.csv"), str(tmp_path / "b" / "results.csv")
+    assert main(["table", "--results", a, "--results", b, "--format", "csv"]) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines()[1].endswith(",2.00,8.00") and out.err == ""  # v1 from a, v2 from b
+
+
+def test_figures_refuse_a_repeated_results_file(tmp_path, capsys):
+    a = _table(tmp_path / "a.csv")
+    b = _table(tmp_path / "b.csv")
+    assert main(["figures", "--results", str(a), "--results", str(b), "--out", str(tmp_path / "f")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith("ifir figures: error: --results given 2 times") and str(a) in line
+    assert not (tmp_path / "f").exists()

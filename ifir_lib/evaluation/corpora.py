@@ -18,6 +18,7 @@ that is not a whole finite number (``"1"`` and ``1.0`` read as 1; 0.5 is refused
 BEIR folders (``load_beir``) go through the same row checks (``_checked_rows``, ``_judgments``).
 ``check_followir`` (``ifir data validate``) names, by file, line and field, every row the loader
 would drop or ignore, instead of counting them.
+``content_digest`` names a loaded set's content in 16 hex characters (the results' ``data_sha``).
 ``SCORE_METRIC`` says which metric is each FollowIR dataset's Score (the paper's Table 1).
 Not handled here: encoding or scoring (``evaluator``), synthetic sets for tests (``testing.inputs``).
 """
@@ -25,6 +26,7 @@ Not handled here: encoding or scoring (``evaluator``), synthetic sets for tests 
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import logging
 import math
@@ -272,6 +274,30 @@ def load_followir(folder: str | Path = FOLLOWIR_DIR, *, unknown_qrels: str = "ex
         top_ranked,
         problems,
     )
+
+
+def content_digest(data: FollowIRData | tuple[dict, dict, dict]) -> str:
+    """16 hex characters of sha256 over a loaded set's content in a canonical order (every part,
+    then every id, sorted): a ``FollowIRData``'s corpus, queries, og and changed qrels and
+    candidates, or the ``(corpus, queries, qrels)`` of ``load_beir``. The folder's name, its line
+    order and its JSON spelling do not count; a changed text, id, judgment or candidate does.
+    The results table records it (``data_sha``), so two sets under one name can be told apart."""
+    if isinstance(data, FollowIRData):
+        kind = "followir"
+        parts = {
+            "corpus": data.corpus,
+            "queries": data.queries,
+            "qrels_og": data.qrels_og,
+            "qrels_changed": data.qrels_changed,
+            "top_ranked": {q: sorted(ps) for q, ps in data.top_ranked.items()},  # a pool, not a ranking
+        }
+    else:
+        kind, parts = "beir", dict(zip(("corpus", "queries", "qrels"), data))
+    h = hashlib.sha256(kind.encode())
+    for part in sorted(parts):
+        for key in sorted(parts[part]):
+            h.update(b"\n" + json.dumps([part, key, parts[part][key]], sort_keys=True).encode())
+    return h.hexdigest()[:16]
 
 
 FOLLOWIR_FILES = (

@@ -15,19 +15,33 @@ every row (its ``backend`` column); mteb's engine and named tasks encode with Py
     evaluate_models({"minilm": "minilm"}, followir=[C.FOLLOWIR_DIR], results_csv="out/r.csv")
     -> {"minilm": [EvalResult(dataset='followir_mini', metrics={'p_mrr': -5.03, ...})]}
 
+Every row also records ``data_sha``, a digest of the evaluated set's content
+(``corpora.content_digest``; ``''`` for a named mteb task), and ``rng_seed`` as an integer.
+
 Before any model loads, every output and input is checked, so a bad one fails in one line
 within seconds: the results CSV and its per-query sibling can be written (``results.check_outputs``),
 every named set exists, every FollowIR folder loads and passes ``corpora.load_followir``'s
-checks (it is then scored from that load, not read twice).
-With ``skip_done``, a (model, mode, rng_seed, prompts, backend, folder) already in the table is not
-evaluated again: a rerun of the demo or the experiment resumes. Not handled here: the metrics
+checks (it is then scored from that load, not read twice), and so does every BEIR folder. A
+table's rows name a set by its folder name, so these are refused too (``ConfigError``): two
+sets that share a name in one call (a folder given twice is evaluated once, with a warning); a
+folder named like a bundled set (``followir_mini``, ``followir_v2``) whose content is not the
+bundled set's; a set whose name the results table already holds with another ``data_sha``; a
+``run_id`` given for several models, or one the table already uses for another (model, mode,
+rng_seed) or for a set evaluated again under it.
+With ``skip_done``, a (model, mode, rng_seed, prompts, backend, folder, data_sha) already in the
+table is not evaluated again (a row without a digest, from an older table, counts for any): a rerun
+of the demo or the experiment resumes. Not handled here: the metrics
 (``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+import pandas as pd
 
 from ..core import config as C
 from ..core.errors import ConfigError, DataError
@@ -35,12 +49,14 @@ from ..core.models import load_model
 from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
 from ..evaluation.backends import check_backend
-from ..evaluation.corpora import load_followir
+from ..evaluation.corpora import content_digest, load_beir, load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
 from ..evaluation.tasks import PROMPT_CHOICES
 from ..reporting.results import check_outputs, load_results, make_run_id, save_result
 
 ENGINES = ("ours", "mteb")
+
+log = logging.getLogger(__name__)
 
 
 def evaluate_models(
@@ -69,52 +85,194 @@ def evaluate_models(
 
     ``models`` maps a label (the table's ``model`` column) to a name or path; a plain list uses
     each name as its label. ``mode``/``rng_seed`` label every model (default: its run record's).
+    ``run_id`` names one model's run (an error with several models; default: a fresh id each).
     ``bootstrap_rng_seed`` draws the bootstrap resamples (default: the model's ``rng_seed``).
     ``style``: ``'line'`` prints one line per result, ``'table'`` every metric with its interval,
     None nothing. ``prompts`` (``'model'`` | ``'benchmark'``) and ``plan`` label every row (module docstring).
     ``backend``: the encoder of ``engine='ours'`` (``evaluation.backends.BACKENDS``).
     """
+    _check_options(engine, prompts, backend, tasks, rng_seed)
+    models = dict(models) if isinstance(models, Mapping) else {str(m): m for m in models}
+    if run_id is not None and len(models) > 1:
+        raise ConfigError(
+            f"run_id {run_id!r} given for {len(models)} models; a run id names one model's run "
+            "(leave it out and each model gets its own)"
+        )
+    if results_csv is not None:  # an output that cannot be written fails before any work
+        check_outputs(results_csv, prompts=prompts, plan=plan, backend=backend)
+    named, followir, beir, loaded, digests = _check_sets(followir, beir, tasks, data_dir)
+    table = _read_table(results_csv)  # read once, not per model
+    if table is not None:
+        _check_digests(table, results_csv, digests)
+    done = _evaluated(table) if skip_done else {}
+    todo = {}  # label -> (labels, FollowIR folders, named tasks) still to evaluate
+    for label, path in models.items():
+        labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
+        key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
+        folders = [f for f in followir if not _done(done, key, f.name, digests)]
+        if len(folders) < len(followir) and style:
+            print(f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: already in {Path(results_csv).name}")
+        tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests)]  # named as its rows
+        todo[label] = (labels, folders, tasks_todo)
+    if run_id is not None and table is not None:
+        _check_run_id(table, results_csv, run_id, todo, beir)
+    out = {}
+    for label, (labels, folders, tasks_todo) in todo.items():
+        if not (folders or beir or tasks_todo):
+            continue
+        seed = bootstrap_rng_seed if bootstrap_rng_seed is not None else labels["rng_seed"]
+        options = dict(
+            batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed, prompts=prompts, backend=backend
+        )
+        sets = [f if engine == "mteb" else loaded[f] for f in folders]  # mteb's task records the folder
+        results = _evaluate_one(str(models[label]), sets, beir, tasks_todo, engine, cache, options)
+        rid = run_id or make_run_id(label, labels["mode"], labels["rng_seed"])
+        row = dict(run_id=rid, model=label, prompts=prompts, plan=plan, **labels)
+        for r in results:
+            if results_csv is not None:  # each row with its set's digest ('' for a named task)
+                save_result(r, results_csv, data_sha=digests.get(r.dataset, ""), **row)
+            if style:
+                print(format_result(r, style=style, **labels))
+        out[label] = results
+    return out
+
+
+def _check_sets(followir, beir, tasks, data_dir) -> tuple[list, list[Path], list[Path], dict, dict]:
+    """``(named tasks, FollowIR folders, BEIR folders, {folder: FollowIRData}, {set name: data_sha})``
+    once every set is found and checked: named tasks exist, folders load, each once, no two
+    sets share a name, and none is named like a bundled set without being it."""
+    named = [mteb_glue.get_task(n, data_dir) for n in mteb_glue.expand_task_names(list(tasks))]
+    mteb_glue.check_available(named)  # one line per missing dataset
+    followir, beir = _unique_sets(followir, beir, [t.metadata.name for t in named])
+    loaded = {f: load_followir(f) for f in followir}  # bad data fails before any model loads, too
+    digests = _digests(loaded, beir)
+    _check_bundled_names(loaded, beir, digests)
+    return named, followir, beir, loaded, digests
+
+
+def _check_options(engine: str, prompts: str, backend: str, tasks: Sequence[str], rng_seed) -> None:
+    """An unknown engine or prompts choice, a backend that cannot run, or a random-seed label
+    that is not an integer fail before any work, in one line."""
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     if prompts not in PROMPT_CHOICES:
         raise ConfigError(f"prompts: unknown choice {prompts!r}; choose from {', '.join(PROMPT_CHOICES)}")
     _check_backend(backend, engine, tasks)
-    models = dict(models) if isinstance(models, Mapping) else {str(m): m for m in models}
     if rng_seed is not None and not str(rng_seed).strip().removeprefix("-").isdigit():
         raise ConfigError(f"rng_seed: the table's random-seed label must be an integer, not {rng_seed!r}")
-    if results_csv is not None:  # an output that cannot be written fails before any work
-        check_outputs(results_csv, prompts=prompts, plan=plan, backend=backend)
-    named = [mteb_glue.get_task(n, data_dir) for n in mteb_glue.expand_task_names(list(tasks))]
-    mteb_glue.check_available(named)  # one line per missing dataset
-    for folder in (*followir, *beir):  # bad paths fail before any model loads
-        if not Path(folder).is_dir():
-            raise DataError(folder, None, "not a directory (expected a FollowIR- or BEIR-format folder)")
-    loaded = {f: load_followir(f) for f in followir}  # bad data fails before any model loads, too
-    done = _evaluated(results_csv) if skip_done else set()  # the table is read once, not per model
-    out = {}
-    for label, path in models.items():
-        labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
-        seed = bootstrap_rng_seed if bootstrap_rng_seed is not None else labels["rng_seed"]
-        options = dict(
-            batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed, prompts=prompts, backend=backend
-        )
-        key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
-        todo = [f for f in followir if (*key, Path(f).name) not in done]
-        if len(todo) < len(followir) and style:
-            print(f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: already in {Path(results_csv).name}")
-        tasks_todo = [t for t in named if (*key, t.metadata.name) not in done]  # a task's rows carry its name
-        if not (todo or beir or tasks_todo):
+
+
+def _unique_sets(followir, beir, task_names) -> tuple[list[Path], list[Path]]:
+    """The FollowIR and BEIR folders, each once: a folder given twice (``x`` and ``./x/``, or a
+    link to it) is evaluated once, with a warning. Every set's rows are labelled by its name
+    (the folder's, or the mteb task's), so two sets that share one are a ``ConfigError`` naming
+    both: their rows would be read, and averaged, as one set's."""
+    seen: dict[Path, tuple[str, Path]] = {}  # the folder itself -> (kind, as first given)
+    kept: dict[str, list[Path]] = {"FollowIR": [], "BEIR": []}
+    for kind, folders in (("FollowIR", followir), ("BEIR", beir)):
+        for given in folders:
+            if not Path(given).is_dir():  # bad paths fail before any model loads
+                raise DataError(given, None, "not a directory (expected a FollowIR- or BEIR-format folder)")
+            folder = Path(given) if Path(given).name not in ("", "..") else Path(os.path.abspath(given))
+            real = folder.resolve()
+            if seen.get(real, ("",))[0] == kind:
+                log.warning("%s: given twice (as %s and %s); evaluated once", real, seen[real][1], given)
+                continue
+            seen.setdefault(real, (kind, folder))
+            kept[kind].append(folder)
+    names: dict[str, list[str]] = {}
+    for kind, folders in kept.items():
+        for folder in folders:
+            names.setdefault(folder.name, []).append(f"{kind} folder {folder}")
+    for task in task_names:
+        names.setdefault(task, []).append(f"mteb task {task}")
+    for name, sets in names.items():
+        if len(sets) > 1:
+            raise ConfigError(
+                f"{' and '.join(sets)} share the name {name!r}, which labels their rows in the results "
+                "table, so they would be read as one set; rename a folder"
+            )
+    return kept["FollowIR"], kept["BEIR"]
+
+
+def _digests(loaded: dict, beir: Sequence[Path]) -> dict[str, str]:
+    """``{set name: data_sha}`` of every folder (``corpora.content_digest`` of its loaded content;
+    a BEIR folder is read here once more, so its bad data too fails before any model loads).
+    A named mteb task has none: its rows record ``''``."""
+    out = {Path(f).name: content_digest(data) for f, data in loaded.items()}
+    return out | {Path(f).name: content_digest(load_beir(f)) for f in beir}
+
+
+BUNDLED = {Path(p).name: (v, Path(p)) for v, p in C.EVAL_SETS.items()}  # folder name -> (v1, its folder)
+
+
+def _check_bundled_names(loaded: dict, beir: Sequence[Path], digests: dict[str, str]) -> None:
+    """A folder named like a bundled set (``followir_mini``, ``followir_v2``) whose content is
+    not the bundled set's is a ``ConfigError``: its rows would land in that set's columns."""
+    for folder in [*loaded, *beir]:
+        name = Path(folder).name
+        if name not in BUNDLED:
             continue
-        sets = [f if engine == "mteb" else loaded[f] for f in todo]  # mteb's task records the folder
-        results = _evaluate_one(str(path), sets, beir, tasks_todo, engine, cache, options)
-        rid = run_id or make_run_id(label, labels["mode"], labels["rng_seed"])
-        for r in results:
-            if results_csv is not None:
-                save_result(r, results_csv, run_id=rid, model=label, prompts=prompts, plan=plan, **labels)
-            if style:
-                print(format_result(r, style=style, **labels))
-        out[label] = results
-    return out
+        version, home = BUNDLED[name]
+        if Path(folder).resolve() == home.resolve():
+            continue
+        if folder in loaded and home.is_dir() and content_digest(load_followir(home)) == digests[name]:
+            continue  # an unchanged copy is the bundled set
+        raise ConfigError(
+            f"{folder}: named like bundled set {version} ({name}), but its content is not {home}'s; "
+            f"its rows would be read as bundled {version}'s (ifir table's 'Bundled {version}' column): "
+            "rename the folder"
+        )
+
+
+def _read_table(results_csv) -> pd.DataFrame | None:
+    """The results table (``results.load_results``), or None when there is none yet."""
+    if results_csv is None or not Path(results_csv).is_file() or Path(results_csv).stat().st_size == 0:
+        return None
+    return load_results(results_csv)
+
+
+def _check_digests(table: pd.DataFrame, results_csv, digests: dict[str, str]) -> None:
+    """A set whose name the table already holds with other content (another non-empty
+    ``data_sha``) is a ``ConfigError`` naming the table, the set and the earlier run: the two
+    would be read, and averaged, as one set. Rows without a digest (a table written before the
+    column, a named mteb task) are unknown, so they are not compared."""
+    for name, sha in digests.items():
+        other = table[(table["dataset"] == name) & (table["data_sha"] != "") & (table["data_sha"] != sha)]
+        if len(other):
+            first = other.iloc[0]
+            raise ConfigError(
+                f"{results_csv}: set {name!r} is already there with other content (run {first['run_id']!r}, "
+                f"data_sha {first['data_sha']}; this folder's is {sha}), and the two would be read as one "
+                "set; rename the folder, or write to another --out"
+            )
+
+
+def _check_run_id(table: pd.DataFrame, results_csv, run_id: str, todo: dict, beir) -> None:
+    """An explicit ``run_id`` the table already uses for another (model, mode, rng_seed), or for
+    a set about to be evaluated again under it, is a ``ConfigError``: per-query scores are joined
+    on (run_id, dataset), so one model's scores would be read as another's, or twice."""
+    rows = table[table["run_id"] == str(run_id)]
+    if not len(rows):
+        return
+    ((label, (labels, folders, tasks)),) = todo.items()  # one model (evaluate_models checks)
+    mine = (str(label), str(labels["mode"]).lower(), str(labels["rng_seed"]))
+    for theirs in rows[["model", "mode", "rng_seed"]].drop_duplicates().itertuples(index=False, name=None):
+        if theirs != mine:
+            raise ConfigError(
+                f"{results_csv}: run_id {run_id!r} is already used there by model {theirs[0]!r} ({theirs[1]}, "
+                f"rng_seed {theirs[2]}); a run id names one model's run: choose another --run-id, or "
+                "leave it out for a fresh one"
+            )
+    again = sorted(
+        set(rows["dataset"]) & {*(Path(f).name for f in [*folders, *beir]), *(t.metadata.name for t in tasks)}
+    )
+    if again:
+        raise ConfigError(
+            f"{results_csv}: run_id {run_id!r} already has rows for {', '.join(again)}, and a second "
+            "evaluation under it would mix their per-query scores: choose another --run-id, or leave it "
+            "out for a fresh one"
+        )
 
 
 def _check_backend(backend: str, engine: str, tasks: Sequence[str]) -> None:
@@ -137,10 +295,18 @@ def run_label(path: str | Path) -> str:
 
 def labels_of(model: str | Path, mode: str | None = None, rng_seed=None) -> tuple[str, object]:
     """``(mode, rng_seed)`` that label ``model`` in the table: the given ones, else its run
-    record's (``RunFolder``), else ``('base', 0)``."""
+    record's (``RunFolder``), else ``('base', 0)``; an integer rng_seed as an int (``'01'`` -> 1)."""
     info = RunFolder(model).info()
     mode = mode or info.get("mode") or C.BASE_MODE
-    return mode, rng_seed if rng_seed is not None else info.get("rng_seed", 0)
+    return mode, _seed_label(rng_seed if rng_seed is not None else info.get("rng_seed", 0))
+
+
+def _seed_label(rng_seed):
+    """An integer label as an int (``'01'`` -> 1), so one seed has one spelling in the table;
+    anything else as given (``evaluate_models`` refuses it)."""
+    if isinstance(rng_seed, str) and rng_seed.strip().removeprefix("-").isdigit():
+        return int(rng_seed)
+    return int(rng_seed) if isinstance(rng_seed, float) and rng_seed.is_integer() else rng_seed
 
 
 def json_summary(results: list[EvalResult], **labels) -> dict:
@@ -181,14 +347,25 @@ def _evaluate_one(path, followir, beir, named, engine, cache, options) -> list[E
     return results
 
 
-def _evaluated(results_csv) -> set[tuple[str, str, str, str, str, str]]:
-    """``{(model, mode, rng_seed, prompts, backend, dataset)}`` already in the table (empty when
-    there is none); an older table without ``prompts`` / ``backend`` reads as ``'model'`` /
-    ``'torch'`` (``results.load_results``)."""
-    if results_csv is None or not Path(results_csv).exists():
-        return set()
-    cols = ["model", "mode", "rng_seed", "prompts", "backend", "dataset"]
-    return set(load_results(results_csv)[cols].astype(str).itertuples(index=False, name=None))
+def _evaluated(table: pd.DataFrame | None) -> dict[tuple, set[str]]:
+    """``{(model, mode, rng_seed, prompts, backend, dataset): {data_sha, ...}}`` already in the
+    table (empty when there is none); an older table without ``prompts`` / ``backend`` /
+    ``data_sha`` reads as ``'model'`` / ``'torch'`` / ``''`` (``results.load_results``)."""
+    if table is None:
+        return {}
+    cols = ["model", "mode", "rng_seed", "prompts", "backend", "dataset", "data_sha"]
+    done: dict[tuple, set[str]] = {}
+    for *key, sha in table[cols].astype(str).itertuples(index=False, name=None):
+        done.setdefault(tuple(key), set()).add(sha)
+    return done
+
+
+def _done(done: dict, key: tuple, name: str, digests: dict[str, str]) -> bool:
+    """Whether the set ``name`` is in the table for ``key``: with the same content digest, or
+    with none (a row written before ``data_sha``: its content is unknown, so it is taken as this
+    set's, and a resumed run goes on as it did)."""
+    shas = done.get((*key, name))
+    return shas is not None and bool(shas & {"", digests.get(name, "")})
 
 
 def format_result(r: EvalResult, *, style: str = "line", mode: str = "", rng_seed: int = 0) -> str:

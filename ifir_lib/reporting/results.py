@@ -3,14 +3,16 @@
 One row per run x dataset x metric, values x100 as the evaluation writes them::
 
     run_id, model, mode, rng_seed, dataset, metric, value, ci_low, ci_high, n_queries, git_commit, timestamp,
-    prompts, plan, backend
+    prompts, plan, backend, data_sha
 
 ``mode`` is the data configuration a model was trained on (``base`` for an untrained model);
 ``prompts`` says which prompts encoded the texts (``model``: the model's stored ones; ``benchmark``:
 each benchmark's own, ``ifir evaluate --prompts``); ``plan`` is the hash of the experiment plan the
 row belongs to (empty outside an experiment); ``backend`` is the encoder that produced it
 (``torch``, ``torch-bf16``, ``onnx``, ``onnx-int8``, ``openvino``, ``openvino-bf16``:
-``evaluation.backends``);
+``evaluation.backends``); ``data_sha`` is a digest of the evaluated set's content (16 hex
+characters, ``evaluation.corpora.content_digest``; empty for a named mteb task), so two sets that
+share a name can be told apart;
 per-query scores go to a sibling ``<stem>_per_query.csv`` (``run_id, dataset, metric, query_id,
 value``). The table is only ever appended to, one run's rows in one locked write, so two
 evaluations appending at once never interleave. Before each append, a cut last row (a crash or
@@ -20,7 +22,9 @@ refused on write and named (file, line, column) on read, while an empty cell rea
 (``config``/``seed`` columns) are read with those columns renamed; tables written before
 ``prompts``/``plan`` or ``backend`` read as ``prompts="model"``, ``plan=""``, ``backend="torch"``,
 and take new rows in their own columns as long as those rows have these defaults (else a
-one-line error: start a new file).
+one-line error: start a new file); tables written before ``data_sha`` read it as ``''`` (unknown)
+and take new rows without it, with a warning. ``rng_seed`` reads as one spelling of its integer
+(``'01'``, ``'1.0'`` -> ``'1'``).
 
 Used by evaluation (writing), figures and notebooks (reading and summarising). Not handled here:
 computing metrics (``evaluate``), drawing (``figures``).
@@ -64,13 +68,15 @@ RESULT_COLUMNS = [
     "prompts",
     "plan",
     "backend",
+    "data_sha",
 ]
 REQUIRED_RESULT_COLUMNS = RESULT_COLUMNS[:7]
 LEGACY_RESULT_COLUMNS = RESULT_COLUMNS[:12]  # the header before ``prompts`` and ``plan``
-OLDER_HEADERS = (LEGACY_RESULT_COLUMNS, RESULT_COLUMNS[:14])  # ... and before ``backend``
+# ... and before ``backend``, and before ``data_sha``
+OLDER_HEADERS = (LEGACY_RESULT_COLUMNS, RESULT_COLUMNS[:14], RESULT_COLUMNS[:15])
 # what a row without these columns means: the model's stored prompts, not from an experiment,
-# encoded by PyTorch fp32
-RESULT_DEFAULTS = {"prompts": "model", "plan": "", "backend": "torch"}
+# encoded by PyTorch fp32, evaluated on a set whose content is unknown ('': no digest recorded)
+RESULT_DEFAULTS = {"prompts": "model", "plan": "", "backend": "torch", "data_sha": ""}
 PER_QUERY_COLUMNS = ["run_id", "dataset", "metric", "query_id", "value"]
 _OLD_NAMES = {"config": "mode", "seed": "rng_seed"}
 # dataset names that already hold an average over the FollowIR collections
@@ -121,10 +127,12 @@ def result_rows(
     timestamp: str | None = None,
     prompts: str | None = None,
     plan: str = "",
+    data_sha: str = "",
 ) -> list[dict]:
     """Rows for the results table, one per metric (x100, with the 95% interval). ``prompts``
     defaults to the result's own (``EvalResult.prompts``), else ``'model'``; ``backend`` is the
-    result's own (``EvalResult.backend``), else ``'torch'``."""
+    result's own (``EvalResult.backend``), else ``'torch'``; ``data_sha`` is the evaluated set's
+    content digest (``corpora.content_digest``; ``''``: unknown)."""
     prompts = prompts or getattr(result, "prompts", None) or RESULT_DEFAULTS["prompts"]
     backend = getattr(result, "backend", None) or RESULT_DEFAULTS["backend"]
     git = git or git_commit()
@@ -149,6 +157,7 @@ def result_rows(
                 "prompts": prompts,
                 "plan": plan,
                 "backend": backend,
+                "data_sha": data_sha,
             }
         )
     return rows
@@ -262,7 +271,9 @@ def _result_columns(path: Path, rows: list[dict]) -> list[str]:
     header = _fields(_first_line(path).removeprefix(b"\xef\xbb\xbf")) if path.is_file() else None
     if header not in OLDER_HEADERS:
         return RESULT_COLUMNS
-    absent = {c: d for c, d in RESULT_DEFAULTS.items() if c not in header}
+    # data_sha is not refused but left out, with a warning: every evaluated folder has one, so
+    # refusing it would close every older table to new rows (and a resumed demo with it)
+    absent = {c: d for c, d in RESULT_DEFAULTS.items() if c not in header and c != "data_sha"}
     odd = sorted({f"{c}={r.get(c)!r}" for r in rows for c, d in absent.items() if r.get(c) not in (None, d)})
     if odd:
         raise DataError(
@@ -271,7 +282,18 @@ def _result_columns(path: Path, rows: list[dict]) -> list[str]:
             f"written before the {'/'.join(absent)} column(s), so it cannot record {', '.join(odd)}; "
             "start a new results file (another --out)",
         )
+    if "data_sha" not in header and any(r.get("data_sha") for r in rows) and path not in _WARNED_NO_DIGEST:
+        _WARNED_NO_DIGEST.add(path)
+        log.warning(
+            "%s was written before the data_sha column: the content digests of the sets evaluated "
+            "now are not recorded in it, so a set changed under the same name cannot be told apart "
+            "there; write to a new --out to record them",
+            path,
+        )
     return header
+
+
+_WARNED_NO_DIGEST: set[Path] = set()  # older tables already warned about (once per process)
 
 
 def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | None = None) -> Path:
@@ -327,10 +349,15 @@ def save_result(
     rng_seed: int | str = 0,
     prompts: str | None = None,
     plan: str = "",
+    data_sha: str = "",
 ) -> str:
-    """Append one result (summary rows + per-query rows) to the table; returns the run_id used."""
+    """Append one result (summary rows + per-query rows) to the table; returns the run_id used.
+    ``data_sha``: the evaluated set's content digest (``''`` for a named mteb task, or unknown).
+    An integer ``rng_seed`` is written as one (``'01'`` -> ``1``), so one seed has one spelling."""
+    if _is_number(rng_seed, integer=True):
+        rng_seed = int(str(rng_seed).strip()) if isinstance(rng_seed, str) else int(rng_seed)
     run_id = run_id or make_run_id(model or result.model, mode, rng_seed)
-    labels = dict(model=model, mode=mode, rng_seed=rng_seed, prompts=prompts, plan=plan)
+    labels = dict(model=model, mode=mode, rng_seed=rng_seed, prompts=prompts, plan=plan, data_sha=data_sha)
     append_results(
         path,
         result_rows(result, run_id=run_id, **labels),
@@ -359,7 +386,7 @@ def load_results(path: str | Path) -> pd.DataFrame:
         path,
         "results file not found",
         {c: str for c in ("run_id", "model", "mode", "config", "rng_seed", "seed", "dataset", "metric")}
-        | {"git_commit": str, "prompts": str, "plan": str, "backend": str},
+        | {"git_commit": str, "prompts": str, "plan": str, "backend": str, "data_sha": str},
     )
     return check_results(df, path)
 
@@ -438,8 +465,10 @@ def check_results(df: pd.DataFrame, path: str | Path = "<results>") -> pd.DataFr
     for c, default in RESULT_DEFAULTS.items():
         df[c] = df[c].fillna(default).astype(str)
     df["mode"] = df["mode"].astype(str).str.lower()
-    _numbers(df, "rng_seed", path, integer=True)
+    # one seed, one spelling: '01' and '1.0' read as '1' (an empty cell stays missing, as before)
+    seeds = _numbers(df, "rng_seed", path, integer=True)
     df["rng_seed"] = df["rng_seed"].astype(str)
+    df.loc[seeds.notna(), "rng_seed"] = [str(int(v)) for v in seeds[seeds.notna()]]
     for c in NUMERIC_COLUMNS:
         df[c] = _numbers(df, c, path)
     df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True, errors="coerce", format="mixed")

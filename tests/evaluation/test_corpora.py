@@ -7,7 +7,7 @@ import re
 import pytest
 
 from ifir_lib.core.errors import DataError
-from ifir_lib.evaluation.corpora import load_beir, load_followir, write_followir
+from ifir_lib.evaluation.corpora import content_digest, load_beir, load_followir, write_followir
 from ifir_lib.testing.inputs import synthetic_followir
 
 
@@ -172,3 +172,29 @@ def test_beir_graded_scores_and_the_same_judgment_twice_are_read(beir, caplog):
         "1 documents in corpus.jsonl have no text and no title (kept, as empty documents): blank"
         in caplog.text
     )
+
+
+def test_a_set_s_digest_follows_its_content_not_its_name_or_spelling(fir, tmp_path):
+    data = load_followir(fir)
+    digest = content_digest(data)
+    assert len(digest) == 16 and int(digest, 16) >= 0
+    # another name, lines in another order, keys spelled in another order: the same content
+    copy = write_followir(data, tmp_path / "renamed")
+    _rewrite(copy / "corpus.jsonl", lambda rows: [dict(reversed(list(r.items()))) for r in rows[::-1]])
+    _rewrite(copy / "top_ranked.jsonl", lambda rows: rows[::-1])
+    assert content_digest(load_followir(copy)) == digest
+    # one judgment changed: another digest
+    _rewrite(
+        copy / "qrels_changed" / "test.jsonl",
+        lambda rows: [{**rows[0], "score": 1 - rows[0]["score"]}, *rows[1:]],
+    )
+    assert content_digest(load_followir(copy)) != digest
+
+
+def test_a_beir_folder_s_digest(beir, tmp_path):
+    digest = content_digest(load_beir(beir))
+    assert len(digest) == 16 and digest == content_digest(load_beir(beir))
+    tsv = beir / "qrels" / "test.tsv"
+    lines = tsv.read_text().splitlines()
+    tsv.write_text("\n".join([lines[0], *lines[:0:-1]]) + "\n")  # other line order: the same
+    assert content_digest(load_beir(beir)) == digest

@@ -39,8 +39,8 @@ def test_rows_say_which_prompts_and_which_plan(tmp_path):
     r = fake_result("fir", [1.0, 2.0])
     R.save_result(r, path, run_id="a", model="m")
     R.save_result(r, path, run_id="b", model="m", prompts="benchmark", plan="3f9a0c")
-    assert R.RESULT_COLUMNS[-3:] == ["prompts", "plan", "backend"]
-    assert R.OLDER_HEADERS == (R.RESULT_COLUMNS[:-3], R.RESULT_COLUMNS[:-1])
+    assert R.RESULT_COLUMNS[-4:] == ["prompts", "plan", "backend", "data_sha"]
+    assert R.OLDER_HEADERS == (R.RESULT_COLUMNS[:-4], R.RESULT_COLUMNS[:-2], R.RESULT_COLUMNS[:-1])
     df = R.load_results(path)
     assert df[["run_id", "prompts", "plan"]].values.tolist() == [
         ["a", "model", ""],
@@ -234,3 +234,40 @@ def test_a_relative_run_folder_is_found_from_another_working_directory(tmp_path,
         assert R.backbone_of(str(run.relative_to(R.REPO_DIR))) == "minilm"
     finally:
         shutil.rmtree(run.parent)
+
+
+def test_rows_record_the_set_s_digest_and_an_older_table_still_takes_rows(tmp_path, caplog):
+    path = tmp_path / "results.csv"
+    R.save_result(fake_result("fir", [1.0]), path, run_id="a", model="m", data_sha="0123456789abcdef")
+    R.save_result(fake_result("fir", [1.0]), path, run_id="b", model="m", data_sha="0123456789012345")
+    # read as text: a digest of digits keeps its leading zero, and is not a number
+    assert R.load_results(path)["data_sha"].tolist() == ["0123456789abcdef", "0123456789012345"]
+    old = older_table(tmp_path / "old.csv", columns=R.RESULT_COLUMNS[:15])
+    assert R.load_results(old).loc[0, "data_sha"] == ""  # written before the column: unknown
+    with caplog.at_level("WARNING"):
+        R.save_result(fake_result("fir", [1.0]), old, run_id="new", model="m", data_sha="0123456789abcdef")
+    assert old.read_text().splitlines()[0] == ",".join(R.RESULT_COLUMNS[:15])  # its own columns
+    assert f"{old} was written before the data_sha column" in caplog.text
+    assert R.load_results(old)["run_id"].tolist() == ["r0", "new"]
+
+
+def test_one_rng_seed_has_one_spelling(tmp_path):
+    path = tmp_path / "results.csv"
+    R.save_result(fake_result("fir", [1.0]), path, run_id="a", model="m", rng_seed="01")
+    assert path.read_text().splitlines()[1].split(",")[3] == "1"  # written as the integer
+    rows = [
+        {
+            "run_id": r,
+            "model": "m",
+            "mode": "base",
+            "dataset": "d",
+            "metric": "p_mrr",
+            "value": 1.0,
+            "rng_seed": s,
+        }
+        for r, s in (("b", "1"), ("c", "01"), ("d", "1.0"), ("e", None), ("f", "-02"))
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "old.csv", index=False)  # an older file, spelled every way
+    old = R.load_results(tmp_path / "old.csv")
+    seeds = old["rng_seed"].tolist()
+    assert seeds[:3] + seeds[4:] == ["1", "1", "1", "-2"] and pd.isna(seeds[3])  # empty: missing

@@ -1,0 +1,124 @@
+"""``evaluate_models``' checks before any model loads: sets named alike, a folder named like a
+bundled set, a set the table holds with other content (``data_sha``), a run id reused, and what
+every row records (the set's digest, one spelling of its rng_seed).
+
+A model name that does not exist (``no-such-model``) shows that a check ran before any model
+load: a ``ConfigError`` about the sets or the table, never the model's ``DataError``.
+"""
+
+import logging
+import shutil
+
+import pytest
+
+from ifir_lib.core.config import FOLLOWIR_DIR
+from ifir_lib.core.errors import ConfigError, DataError
+from ifir_lib.evaluation.corpora import content_digest, load_followir, write_followir
+from ifir_lib.pipelines.evaluate import evaluate_models
+from ifir_lib.reporting import results as R
+from ifir_lib.testing.inputs import synthetic_followir
+from support.fakes import fake_result
+
+NO_MODEL = "no-such-model-ifir-test"
+
+
+def _set(folder, rng_seed=0):
+    return write_followir(synthetic_followir(3, 20, 10, rng_seed=rng_seed), folder)
+
+
+def _run(**kw):
+    return evaluate_models([NO_MODEL], bootstrap=0, style=None, **kw)
+
+
+def test_two_folders_of_one_name_are_refused_before_any_model_loads(tmp_path):
+    a, b = _set(tmp_path / "orig" / "eval"), _set(tmp_path / "mine" / "eval", rng_seed=1)
+    out = tmp_path / "r.csv"
+    with pytest.raises(ConfigError) as e:
+        _run(followir=[a, b], results_csv=out)
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and str(a) in msg and str(b) in msg and "'eval'" in msg
+    assert "rename a folder" in msg and not out.exists()
+    with pytest.raises(ConfigError, match="FollowIR folder .* and BEIR folder .* share the name 'eval'"):
+        _run(followir=[a], beir=[b])
+
+
+@pytest.mark.slow
+def test_a_folder_given_twice_is_evaluated_once_and_rows_record_its_digest_and_seed(
+    tmp_path, monkeypatch, caplog, private_cache
+):
+    folder = _set(tmp_path / "orig" / "eval")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "r.csv"
+    with caplog.at_level(logging.WARNING):
+        found = evaluate_models(
+            ["minilm"],
+            followir=["orig/eval", "./orig/eval/"],
+            results_csv=out,
+            bootstrap=0,
+            rng_seed="01",
+            style=None,
+        )
+    assert [r.dataset for r in found["minilm"]] == ["eval"]
+    assert "given twice" in caplog.text and "evaluated once" in caplog.text
+    df = R.load_results(out)
+    assert len(df) == len(df["metric"].unique()) == 4  # one result, not two
+    assert set(df["data_sha"]) == {content_digest(load_followir(folder))}
+    assert set(df["rng_seed"]) == {"1"} and "s1-" in df["run_id"].iloc[0]
+    assert out.read_text().splitlines()[1].split(",")[3] == "1"  # written as 1, not '01'
+    pq = R.load_per_query(out)
+    assert len(pq) == len(pq.drop_duplicates(["run_id", "dataset", "metric", "query_id"]))
+
+
+def test_a_folder_named_like_a_bundled_set_must_hold_its_content(tmp_path):
+    mine = tmp_path / "mine" / FOLLOWIR_DIR.name
+    shutil.copytree(FOLLOWIR_DIR, mine)
+    # an unchanged copy is the bundled set: the checks pass, and the model is looked up
+    with pytest.raises(DataError, match=NO_MODEL):
+        _run(followir=[mine])
+    lines = (mine / "queries.jsonl").read_text().splitlines()
+    (mine / "queries.jsonl").write_text("\n".join(lines[:4]) + "\n")  # a 4-query edit of v1
+    with pytest.raises(ConfigError) as e:
+        _run(followir=[mine], results_csv=tmp_path / "r.csv")
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and str(mine) in msg and "bundled set v1" in msg
+    assert msg.endswith("rename the folder") and not (tmp_path / "r.csv").exists()
+
+
+def test_a_set_the_table_holds_with_other_content_is_refused(tmp_path):
+    folder = _set(tmp_path / "b" / "eval", rng_seed=1)
+    out = tmp_path / "r.csv"
+    R.save_result(fake_result("eval", [1.0, 2.0]), out, run_id="earlier", model="m", data_sha="0" * 16)
+    before = out.read_bytes()
+    with pytest.raises(ConfigError) as e:
+        _run(followir=[folder], results_csv=out)
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and str(out) in msg and "'eval'" in msg and "'earlier'" in msg
+    assert "rename the folder, or write to another --out" in msg and out.read_bytes() == before
+
+
+@pytest.mark.parametrize("sha", ["same", ""])
+def test_skip_done_counts_a_row_of_the_same_content_or_of_unknown_content(tmp_path, sha):
+    """A row of the same digest is done; so is one without a digest (a table written before the
+    column), so a resumed run goes on as before. A changed folder is refused above, never skipped."""
+    folder = _set(tmp_path / "eval")
+    out = tmp_path / "r.csv"
+    digest = content_digest(load_followir(folder)) if sha == "same" else ""
+    R.save_result(fake_result("eval", [1.0]), out, run_id="x", model=NO_MODEL, data_sha=digest)
+    assert _run(followir=[folder], results_csv=out, skip_done=True) == {}  # no model loaded
+
+
+def test_an_explicit_run_id_names_one_model_s_run(tmp_path):
+    folder = _set(tmp_path / "eval")
+    out = tmp_path / "r.csv"
+    with pytest.raises(ConfigError, match="run_id 'trial1' given for 2 models"):
+        evaluate_models(["a", "b"], followir=[folder], results_csv=out, run_id="trial1", style=None)
+    R.save_result(fake_result("other", [1.0]), out, run_id="trial1", model="minilm", mode="base")
+    with pytest.raises(ConfigError) as e:  # another model under an id the table already uses
+        _run(followir=[folder], results_csv=out, run_id="trial1", mode="ins-dv", rng_seed=0)
+    msg = str(e.value)
+    assert str(out) in msg and "'trial1'" in msg and "'minilm' (base, rng_seed 0)" in msg
+    R.save_result(fake_result("eval", [1.0]), out, run_id="mine", model=NO_MODEL, mode="base")
+    with pytest.raises(ConfigError, match="'mine' already has rows for eval"):  # the same set again
+        _run(followir=[folder], results_csv=out, run_id="mine")
+    with pytest.raises(DataError, match=NO_MODEL):  # the same run, another set: fine
+        _run(followir=[_set(tmp_path / "other2")], results_csv=out, run_id="mine")
