@@ -16,10 +16,12 @@ interval cannot see.
 - ``format_comparisons`` / ``comparison_records``: what ``ifir compare`` prints.
 
 Runs are read from the results table (``run_id, mode, rng_seed, model, dataset``) and joined to
-the per-query scores on ``(run_id, dataset)``; one model evaluated twice on a set (two run ids,
-same model, mode and rng_seed) counts once, the later evaluation kept, with a warning; a table
-that mixes evaluation conditions (``prompts``, an experiment's ``plan``) draws a warning too: filter
-it to one condition first.
+the per-query scores on ``(run_id, dataset)``, after the checks every reading path shares
+(``results.runs_to_read``): one model evaluated twice on a set (two run ids, same model, mode and
+rng_seed) counts once, the later evaluation kept, with a warning; a table that mixes evaluation
+conditions (``prompts``, an experiment's ``plan``, ``backend``) draws a warning too: filter it to
+one condition first; a run id that labels two runs on one set, or one set name that holds two
+different sets (``data_sha``), is a ``DataError`` naming the file.
 Not handled here: computing scores (``evaluate``), the statistics themselves (``stats``),
 drawing (``figures``).
 """
@@ -36,7 +38,7 @@ import pandas as pd
 
 from ..core.errors import DataError
 from ..evaluation.stats import holm, run_level_test, strata_of, two_stage_bootstrap
-from .results import check_results, load_per_query, load_results, mode_order, per_query_path
+from .results import check_results, load_per_query, load_results, mode_order, per_query_path, runs_to_read
 from .tables import markdown_table
 
 log = logging.getLogger(__name__)
@@ -101,39 +103,11 @@ def _checked(results: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _one_evaluation_per_run(runs: pd.DataFrame) -> pd.DataFrame:
-    """Drop repeated evaluations of one model on one set (same model, mode, rng_seed): the latest
-    ``timestamp`` stays (file order breaks ties), so a re-evaluation is not a second run."""
-    key = ["dataset", "mode", "model", "rng_seed"]
-    runs = runs.assign(_order=np.arange(len(runs))).sort_values(["timestamp", "_order"], na_position="first")
-    repeated = runs.duplicated(key, keep="last")
-    if repeated.any():
-        log.warning(
-            "%d repeated evaluation(s) of one model on one set left out (run ids %s); the latest kept",
-            int(repeated.sum()),
-            ", ".join(runs.loc[repeated, "run_id"].astype(str).head(5)),
-        )
-    return runs[~repeated].drop(columns="_order")
-
-
-def _warn_if_mixed(results: pd.DataFrame) -> None:
-    """Warn when the rows hold several evaluation conditions (``prompts``, experiment ``plan``,
-    encoder ``backend``):
-    a model's evaluations under each are not separate runs; filter the table to one first."""
-    for col in ("prompts", "plan", "backend"):
-        if col in results.columns and results[col].nunique(dropna=False) > 1:
-            values = ", ".join(map(repr, results[col].drop_duplicates().head(4)))
-            log.warning(
-                "the table mixes %s values (%s); filter it to one before comparing modes", col, values
-            )
-
-
 def _index(results: pd.DataFrame, per_query: pd.DataFrame, metrics: Sequence[str]) -> Index:
     """Every run's per-query scores for ``metrics``, keyed by (dataset, metric, mode); ``results``
     as ``_checked`` returns it."""
-    cols = ["run_id", "model", "mode", "rng_seed", "dataset", "timestamp"]
-    _warn_if_mixed(results)
-    runs = _one_evaluation_per_run(results[cols].drop_duplicates(["run_id", "dataset"]))
+    cols = ["run_id", "model", "mode", "rng_seed", "dataset"]
+    runs = runs_to_read(results, _path(results, "<results>"))[cols].drop_duplicates(["run_id", "dataset"])
     pq = per_query[per_query["metric"].isin(list(metrics)) & per_query["value"].notna()]
     joined = pq.merge(runs[["run_id", "dataset", "mode", "rng_seed"]], on=["run_id", "dataset"])
     index: Index = {}

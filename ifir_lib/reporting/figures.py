@@ -51,6 +51,7 @@ from .results import (
     load_synthesis_rows,
     load_train_logs,
     mode_order,
+    warnings_once,
 )
 from .style import (
     BASE_FONT,
@@ -234,24 +235,47 @@ def _runs_words(summaries: Sequence[pd.DataFrame]) -> str:
 
 def _interval_words(parts: Sequence[tuple[str, pd.DataFrame]]) -> str:
     """The error bars of ``(what, summary)`` parts in one sentence, naming each kind of interval
-    (``summaries.interval_phrase``) and, when kinds differ, which metrics and modes have which:
-    ``'Error bars: 95% bootstrap CI over queries for Base; 95% two-stage ... for Ins-DV'``."""
-    by: dict[str, tuple[dict, dict]] = {}  # phrase -> (whats, modes), insertion-ordered
-    whats, modes = {}, {}
+    (``summaries.interval_phrase``) and, when kinds differ, where each is drawn: by mode when the
+    kind depends on the mode alone (``'Error bars: 95% bootstrap CI over queries for Base; 95%
+    two-stage ... for Ins-DV'``), else by part (``what``), else both (``'... for Ins-DV in p-MRR
+    on core17'``); the scope is never empty. A summary with several backbones names them."""
+    several = any("backbone" in sm.columns and sm["backbone"].nunique() > 1 for _, sm in parts)
+    by: dict[str, dict[str, dict]] = {}  # phrase -> {what: {mode key: None}}, insertion-ordered
+    modes_of: dict[str, dict] = {}  # what -> its mode keys
     for what, sm in parts:
-        whats[what] = None
-        for kind, n, mode in zip(sm["error"], sm["n_runs"], sm["mode"]):
-            modes[mode] = None
-            w, m = by.setdefault(interval_phrase(kind, n), ({}, {}))
-            w[what], m[mode] = None, None
+        backbones = sm["backbone"] if several else [None] * len(sm)
+        for kind, n, mode, bb in zip(sm["error"], sm["n_runs"], sm["mode"], backbones):
+            modes_of.setdefault(what, {})[(bb, mode)] = None
+            by.setdefault(interval_phrase(kind, n), {}).setdefault(what, {})[(bb, mode)] = None
     if len(by) <= 1:
         return f"Error bars: {next(iter(by))}." if by else "No error bars."
-    items = []
-    for phrase, (w, m) in by.items():
-        scope = [_and(list(w))] if len(w) < len(whats) else []
-        scope += [_and([mode_label(x) for x in mode_order(m)])] if len(m) < len(modes) else []
-        items.append(f"{phrase} for {', '.join(scope)}")
+    items = [f"{phrase} for {_interval_scope(by, phrase, modes_of)}" for phrase in by]
     return "Error bars: " + "; ".join(items) + "."
+
+
+def _mode_words(keys) -> str:
+    """``[(None, 'base'), (None, 'ins-dv')]`` -> ``'Base and Ins-DV'``; with backbones ``'Base (b)'``."""
+    backbones = list(dict.fromkeys(b for b, _ in keys))
+    order = {m: i for i, m in enumerate(mode_order({m for _, m in keys}))}
+    keys = sorted(keys, key=lambda k: (backbones.index(k[0]), order[k[1]]))
+    return _and([mode_label(m) + (f" ({b})" if b is not None else "") for b, m in keys])
+
+
+def _interval_scope(by: dict[str, dict[str, dict]], phrase: str, modes_of: dict[str, dict]) -> str:
+    """Where the interval ``phrase`` is drawn, in words (``_interval_words``)."""
+    mine = by[phrase]
+    keys = {k for modes in mine.values() for k in modes}
+    if all(
+        not keys & {k for modes in other.values() for k in modes} for p, other in by.items() if p != phrase
+    ):
+        return _mode_words(keys)  # each mode has one kind wherever it is drawn
+    whole = [w for w, modes in mine.items() if len(modes) == len(modes_of[w])]
+    groups: dict[tuple, list[str]] = {}  # the modes of a part (none: all of them) -> parts
+    for w, modes in mine.items():
+        groups.setdefault(() if w in whole else tuple(modes), []).append(w)
+    return " and ".join(
+        f"{_mode_words(modes) if modes else 'every mode'} in {_and(ws)}" for modes, ws in groups.items()
+    )
 
 
 def _with_caption(fig: go.Figure, caption: str) -> go.Figure:
@@ -362,6 +386,17 @@ def _hide_repeated_ticks(fig: go.Figure, drawn: dict[tuple[int, int], list[str]]
             fig.update_xaxes(showticklabels=False, row=r, col=c)
 
 
+def _panel_name(name: str, panel: tuple[str, str], panels, n_metrics: int) -> str:
+    """(a) A panel in words, one name per panel so the caption can tell error bars apart by
+    panel: its metric (when several), set (when several) and backbone (when several), e.g.
+    ``'core17'``, ``'p-MRR on core17'``, ``'p-MRR on core17 for minilm'``."""
+    several_sets, several_backbones = (len({p[i] for p in panels}) > 1 for i in (1, 0))
+    words = [name] if n_metrics > 1 or not several_sets else []
+    words += [f"on {dataset_label(panel[1])}" if words else dataset_label(panel[1])] if several_sets else []
+    words += [f"for {panel[0]}"] if several_backbones else []
+    return " ".join(words)
+
+
 def _by_mode_caption(metrics, panels, names, cells, has_paper: bool) -> str:
     """(a) The caption: what each row plots, where, what bars and error bars are, the paper's panel."""
     rows = ["top", "bottom"] if len(metrics) == 2 else [f"row {i}" for i in range(1, len(metrics) + 1)]
@@ -372,7 +407,9 @@ def _by_mode_caption(metrics, panels, names, cells, has_paper: bool) -> str:
         ]
     )
     where = _panels_words(panels)
-    parts = [(names[(m, p)], cells[(m, p)]) for m in metrics for p in panels]
+    parts = [
+        (_panel_name(names[(m, p)], p, panels, len(metrics)), cells[(m, p)]) for m in metrics for p in panels
+    ]
     return (
         f"Each training mode's {what}, for {where}. "
         f"Bars: the mean over each mode's runs ({_runs_words([sm for _, sm in parts])}). "
@@ -382,6 +419,7 @@ def _by_mode_caption(metrics, panels, names, cells, has_paper: bool) -> str:
     )
 
 
+@warnings_once()
 def fig_metrics_by_mode(
     results: pd.DataFrame,
     metrics: Sequence[str] = ("p_mrr", "score"),
@@ -555,6 +593,7 @@ def _tradeoff_caption(results, s, paper, dataset, x_metric, y_metric, backbones)
     )
 
 
+@warnings_once()
 def fig_tradeoff(
     results: pd.DataFrame,
     published: pd.DataFrame | str | None = "default",
@@ -664,6 +703,7 @@ def _per_query_caption(points: pd.DataFrame, metric: str, n_boot: int, backbones
     )
 
 
+@warnings_once()
 def fig_per_query(
     per_query: pd.DataFrame, results: pd.DataFrame, metric: str = "p_mrr", n_boot: int = 2000, seed: int = 0
 ) -> go.Figure:
@@ -1087,6 +1127,7 @@ def _synthesis_paths(synthesis_path) -> list:
     return [synthesis_path] if isinstance(synthesis_path, (str, Path)) else list(synthesis_path)
 
 
+@warnings_once()
 def make_all_figures(
     results_csv: str | Path,
     out_dir: str | Path,
@@ -1103,7 +1144,9 @@ def make_all_figures(
     ``synthesis_path`` (one file, or several to compare backends) -> (d); ``runs_dir`` -> (e).
     Returns the written paths (figures, then ``<name>.caption.txt``).
     """
-    results = _labelled(load_results(results_csv), runs_dir)
+    results = load_results(results_csv)
+    results.attrs["path"] = str(results_csv)  # errors name the file (``results.runs_to_read``)
+    results = _labelled(results, runs_dir)
     published = load_published()
     if per_query_csv is None:
         # ``evaluate.append_results`` writes per-query scores next to the table: results_per_query.csv

@@ -26,6 +26,10 @@ one-line error: start a new file); tables written before ``data_sha`` read it as
 and take new rows without it, with a warning. ``rng_seed`` reads as one spelling of its integer
 (``'01'``, ``'1.0'`` -> ``'1'``).
 
+Every table, summary, figure and comparison reads the rows through ``runs_to_read`` (the end of
+this module): one evaluation per run and set, the latest; a warning when they mix conditions; a
+``DataError`` for a run id shared by two runs, or a set name shared by two sets (``data_sha``).
+
 Used by evaluation (writing), figures and notebooks (reading and summarising). Not handled here:
 computing metrics (``evaluate``), drawing (``figures``).
 """
@@ -614,3 +618,159 @@ def load_synthesis_rows(paths: str | Path | Sequence[str | Path]) -> list[dict]:
                 raise DataError(path, None, f"row {r['key']!r} has no status", "status")
             rows.append(r)
     return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading runs: what every table, summary, figure and comparison checks before it averages
+
+# one evaluation of a run on a set: a model (its folder), the mode it was trained on, its rng_seed
+EVALUATION_KEY = ["dataset", "mode", "model", "rng_seed"]
+CONDITION_COLUMNS = ("prompts", "plan", "backend")  # evaluation conditions a table must not mix
+_SAID = threading.local()  # .said: the warnings already given in the current ``warnings_once``
+
+
+class warnings_once:
+    """A block (``with warnings_once():``) or a function (``@warnings_once()``) in which each
+    warning given through ``warn_once`` is given once: a figure summarises the table once per
+    panel and metric, and says what it found about the table once. Blocks nest (the outermost
+    counts); outside any block every warning is given."""
+
+    def __enter__(self):
+        self._outer = getattr(_SAID, "said", None) is None
+        if self._outer:
+            _SAID.said = set()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._outer:
+            _SAID.said = None
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def once(*args, **kwargs):
+            with warnings_once():
+                return fn(*args, **kwargs)
+
+        return once
+
+
+def warn_once(logger: logging.Logger, message: str, *args) -> None:
+    """``logger.warning(message, *args)``, unless the same words were said in this ``warnings_once``."""
+    said = getattr(_SAID, "said", None)
+    if said is not None:
+        text = message % args if args else message
+        if text in said:
+            return
+        said.add(text)
+    logger.warning(message, *args)
+
+
+def frame_path(frame: pd.DataFrame, default: str = "<results>") -> str:
+    """The file a frame was read from (``attrs['path']``, as ``comparisons.load_tables`` sets it),
+    for errors; ``default`` for a frame built in memory."""
+    return str(frame.attrs.get("path", default))
+
+
+def _label(row) -> str:
+    return f"{row['model']} ({row['mode']}, rng_seed {row['rng_seed']})"
+
+
+def check_run_ids(rows: pd.DataFrame, path: str | None = None) -> None:
+    """A ``DataError`` naming the file and the run id when one ``run_id`` labels more than one
+    (model, mode, rng_seed) on one set (two models evaluated under one ``--run-id``): per-query
+    scores are joined to their run by (run_id, dataset), so one model's would be read as the other's."""
+    if rows.empty:
+        return
+    keys = rows[["run_id", *EVALUATION_KEY]].astype(str).drop_duplicates()
+    shared = keys[keys.duplicated(["run_id", "dataset"], keep=False)]
+    if shared.empty:
+        return
+    run_id, dataset = shared.iloc[0][["run_id", "dataset"]]
+    runs = shared[(shared["run_id"] == run_id) & (shared["dataset"] == dataset)]
+    raise DataError(
+        path or frame_path(rows),
+        None,
+        f"run id {run_id!r} labels {len(runs)} different runs on set {dataset!r} "
+        f"({'; '.join(_label(r) for _, r in runs.iterrows())}); their per-query scores cannot be told "
+        "apart: evaluate again, each run under its own --run-id",
+        "run_id",
+    )
+
+
+def check_data_sets(rows: pd.DataFrame, path: str | None = None) -> None:
+    """A ``DataError`` when one set name (``dataset``) holds 2+ different evaluation sets: rows whose
+    ``data_sha`` (the content digest of the evaluated set) differ, naming the run ids of each. Rows
+    with an empty ``data_sha``, and tables without the column (written before it), are not checked:
+    their set is unknown, not different."""
+    if rows.empty or "data_sha" not in rows.columns:
+        return
+    sha = rows["data_sha"].fillna("").astype(str).str.strip()
+    known = rows.assign(_sha=sha)[~sha.isin(["", "nan", "None"])]
+    for dataset, g in known.groupby(known["dataset"].astype(str), sort=False):
+        if g["_sha"].nunique() < 2:
+            continue
+        each = "; ".join(
+            f"data_sha {digest[:12]}: run id(s) {', '.join(dict.fromkeys(r['run_id'].astype(str)))}"
+            for digest, r in g.groupby("_sha", sort=False)
+        )
+        raise DataError(
+            path or frame_path(rows),
+            None,
+            f"set {dataset!r} names {g['_sha'].nunique()} different evaluation sets ({each}); "
+            "their numbers are not comparable: rename one folder and re-evaluate",
+            "data_sha",
+        )
+
+
+def warn_if_mixed(rows: pd.DataFrame) -> None:
+    """Warn when the rows hold several evaluation conditions (``prompts``, experiment ``plan``,
+    encoder ``backend``): a model's evaluations under each are not separate runs, and only the
+    latest of them is kept (``one_evaluation_per_run``); filter the table to one first."""
+    for col in CONDITION_COLUMNS:
+        if col in rows.columns and rows[col].nunique(dropna=False) > 1:
+            values = ", ".join(map(repr, rows[col].drop_duplicates().head(4)))
+            warn_once(
+                log, "the table mixes %s values (%s); filter it to one before comparing modes", col, values
+            )
+
+
+def one_evaluation_per_run(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` less the repeated evaluations of one model on one set (same ``EVALUATION_KEY``,
+    another run id): the evaluation with the latest ``timestamp`` stays (file order breaks ties),
+    with every row it has, so a re-evaluation is not a second run. One warning names those left out."""
+    if rows.empty:
+        return rows
+    keys = rows[["run_id", *EVALUATION_KEY]].astype(str)
+    stamp = rows["timestamp"] if "timestamp" in rows.columns else pd.Series(pd.NaT, index=rows.index)
+    stamp = pd.to_datetime(stamp, utc=True, errors="coerce", format="mixed")  # a frame built by hand
+    evals = keys.assign(_stamp=stamp.to_numpy(), _order=np.arange(len(rows)))
+    evals = evals.drop_duplicates(["run_id", "dataset"])  # an evaluation: its first row
+    evals = evals.sort_values(["_stamp", "_order"], na_position="first")
+    repeated = evals[evals.duplicated(EVALUATION_KEY, keep="last")]
+    if repeated.empty:
+        return rows
+    warn_once(
+        log,
+        "%d repeated evaluation(s) of one model on one set left out (run ids %s); the latest kept",
+        len(repeated),
+        ", ".join(repeated["run_id"].head(5)),
+    )
+    gone = pd.MultiIndex.from_frame(repeated[["run_id", "dataset"]])
+    return rows[~pd.MultiIndex.from_frame(keys[["run_id", "dataset"]]).isin(gone)]
+
+
+def runs_to_read(rows: pd.DataFrame, path: str | None = None) -> pd.DataFrame:
+    """What every reading path (``ifir table``, summaries and figures, ``ifir compare``) does to the
+    results rows it averages, so that they agree: a run id shared by two runs on a set
+    (``check_run_ids``) or a set name shared by two sets (``check_data_sets``) is a ``DataError``
+    naming ``path`` (default: the frame's ``attrs['path']``); mixed conditions draw a warning
+    (``warn_if_mixed``); one evaluation per run and set is kept, the latest
+    (``one_evaluation_per_run``)."""
+    path = path or frame_path(rows)
+    check_run_ids(rows, path)
+    check_data_sets(rows, path)
+    warn_if_mixed(rows)
+    return one_evaluation_per_run(rows)

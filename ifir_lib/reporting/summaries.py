@@ -6,12 +6,19 @@ per-query scores, a 95% interval: the experiment's two-stage bootstrap over runs
 ``headline_table`` those means for several metrics side by side;
 ``per_query_summary`` the per-query values and a stratified bootstrap CI; ``smoothed_losses``
 the training loss per mode with a centred rolling mean; ``compare_results`` paired tests of
-several runs against a baseline (``stats.results_table``). Not handled here:
-reading and writing the table (``results``), drawing (``figures``).
+several runs against a baseline (``stats.results_table``).
+
+Every summary of the results table reads it as ``ifir table`` and ``ifir compare`` do
+(``results.runs_to_read``): one evaluation per run and set (the latest), a warning when the rows
+mix evaluation conditions, a ``DataError`` for a run id shared by two runs or a set name shared
+by two sets. A run that lacks a value on one of the sets a summary averages over is left out,
+named in a warning, rather than averaged over fewer sets. Not handled here: reading and writing
+the table (``results``), drawing (``figures``).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 
@@ -24,10 +31,17 @@ from .results import (
     PER_QUERY_COLUMNS,
     RESULT_COLUMNS,
     add_backbone,
+    frame_path,
     mode_order,
     per_query_rows,
     result_rows,
+    runs_to_read,
+    warn_once,
+    warnings_once,
 )
+
+log = logging.getLogger(__name__)
+RUN = ["model", "backbone", "mode", "rng_seed"]  # a run: a trained model (its folder) and rng_seed
 
 
 def metric_sets(results: pd.DataFrame, metric: str, dataset: str | None = None) -> list[str]:
@@ -41,24 +55,55 @@ def metric_sets(results: pd.DataFrame, metric: str, dataset: str | None = None) 
     return [d for d in have if d.lower() in AGGREGATE_DATASETS] or have
 
 
+def _complete_runs(results: pd.DataFrame, metric: str, dataset: str | None) -> pd.DataFrame:
+    """The rows behind ``per_run``: ``metric`` on the sets ``metric_sets`` chose, read as every
+    reading path does (``results.runs_to_read``), of the runs with a value on each of those sets.
+    A run that lacks one (not evaluated there, or an empty value) is left out, and one warning
+    names it and the sets it lacks: averaged over fewer sets it would be compared as if equal.
+    With ``dataset`` given, only runs with a row on that set are asked for it."""
+    results = add_backbone(results)
+    sets = metric_sets(results, metric, dataset)
+    rows = results[results["metric"] == metric]
+    chosen = rows[rows["dataset"].astype(str).isin(sets)]
+    d = runs_to_read(chosen, frame_path(results))
+    keys = lambda f: list(zip(*(f[c].astype(str) for c in RUN)))  # noqa: E731
+    have: dict[tuple, set] = {}
+    valued = d[d["value"].notna()]
+    for k, ds in zip(keys(valued), valued["dataset"].astype(str)):
+        have.setdefault(k, set()).add(ds)
+    asked = dict.fromkeys(keys(rows if dataset is None else chosen))
+    lacking = {k: [s for s in sets if s not in have.get(k, ())] for k in asked}
+    lacking = {k: v for k, v in lacking.items() if v}
+    if lacking:
+        warn_once(
+            log,
+            "%s: %d run(s) left out of the summary, lacking a value on set(s) the others are averaged over: %s",
+            metric,
+            len(lacking),
+            "; ".join(f"{k[0]} ({k[2]}, rng_seed {k[3]}) lacks {', '.join(v)}" for k, v in lacking.items()),
+        )
+    return d[[k not in lacking for k in keys(d)]]
+
+
+@warnings_once()
 def per_run(results: pd.DataFrame, metric: str, dataset: str | None = None) -> pd.DataFrame:
     """One row per run for ``metric``: ``run_id, backbone, mode, rng_seed, value, ci_low, ci_high``.
 
     ``dataset=None`` uses an aggregate dataset row (``all``, ``mean``, ``followir``...) when
-    there is one, else the mean over the run's datasets, as FollowIR p-MRR is the mean over its
-    three collections. Averaged CIs are the mean of the per-dataset bounds (wider than the CI
-    of the average, so conservative).
+    there is one, else the mean over the datasets (``metric_sets``), as FollowIR p-MRR is the
+    mean over its three collections. Averaged CIs are the mean of the per-dataset bounds (wider
+    than the CI of the average, so conservative). Every run is averaged over the same sets: a run
+    without a value on one of them is left out with a warning (``_complete_runs``), and a model
+    evaluated twice on a set counts once, the latest evaluation (``results.runs_to_read``).
     """
-    results = add_backbone(results)
-    d = results[results["metric"] == metric]
-    d = d[d["dataset"].astype(str).isin(metric_sets(results, metric, dataset))]
+    d = _complete_runs(results, metric, dataset)
     cols = ["run_id", "backbone", "mode", "rng_seed", "value", "ci_low", "ci_high"]
     if d.empty:
         return pd.DataFrame(columns=cols)
     # a run is a trained model, not a table row: ``evaluate`` gives each dataset's rows their own
     # run_id, so group by the model (its first run_id names the run)
     return (
-        d.groupby(["model", "backbone", "mode", "rng_seed"], dropna=False, sort=False)
+        d.groupby(RUN, dropna=False, sort=False)
         .agg(
             run_id=("run_id", "first"),
             value=("value", "mean"),
@@ -100,18 +145,18 @@ def interval_phrase(kind: str, n_runs: int = 1) -> str:
 def _query_runs(
     results: pd.DataFrame, per_query: pd.DataFrame, metric: str, dataset: str | None
 ) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
-    """``{(backbone, mode): {run: {query_id: value}}}`` on the sets ``per_run`` uses; a run is a
-    model and rng_seed (its sets' run ids joined); with several sets a query id becomes
-    ``'<set>/<query_id>'``, as ``aggregate_followir`` names them, so that the bootstrap resamples
-    queries within each set. A model evaluated twice on a set counts once (the later rows)."""
+    """``{(backbone, mode): {run: {query_id: value}}}`` of the runs and sets ``per_run`` uses
+    (``_complete_runs``: the same runs, one evaluation each); a run is a model and rng_seed (its
+    sets' run ids joined); with several sets a query id becomes ``'<set>/<query_id>'``, as
+    ``aggregate_followir`` names them, so that the bootstrap resamples queries within each set."""
     sets = metric_sets(results, metric, dataset)
-    keys = ["dataset", "backbone", "mode", "model", "rng_seed"]
-    runs = results[results["dataset"].astype(str).isin(sets)][["run_id", *keys]].astype({"dataset": str})
-    runs = runs.drop_duplicates(["run_id", "dataset"]).drop_duplicates(keys, keep="last")
+    keys = ["dataset", *RUN]
+    runs = _complete_runs(results, metric, dataset)[["run_id", *keys]].astype({"dataset": str})
+    runs = runs.drop_duplicates(["run_id", "dataset"])
     pq = per_query[(per_query["metric"] == metric) & per_query["value"].notna()].astype({"dataset": str})
     joined = pq.merge(runs, on=["run_id", "dataset"])
     out: dict = {}
-    for (backbone, mode, model, seed), g in joined.groupby(keys[1:], sort=False, dropna=False):
+    for (model, backbone, mode, seed), g in joined.groupby(RUN, sort=False, dropna=False):
         ids = g["query_id"].astype(str)
         ids = g["dataset"] + "/" + ids if len(sets) > 1 else ids
         out.setdefault((backbone, mode), {})[f"{model}#{seed}"] = dict(zip(ids, g["value"].astype(float)))
@@ -129,6 +174,7 @@ def _two_stage(results, per_query, metric, dataset, n_boot: int, rng_seed: int) 
     return out
 
 
+@warnings_once()
 def summarize(
     results: pd.DataFrame,
     metric: str,
@@ -181,6 +227,7 @@ def summarize(
     return _by_backbone_and_mode(df).reset_index(drop=True)
 
 
+@warnings_once()
 def headline_table(results: pd.DataFrame, metrics=("p_mrr", "score", "ndcg_at_5")) -> pd.DataFrame:
     """One row per ``(backbone, mode)`` in paper order, one column per metric: the mean over
     random seeds that figure (a) draws (``summarize``), plus ``runs`` (seeds averaged).
@@ -202,6 +249,7 @@ def headline_table(results: pd.DataFrame, metrics=("p_mrr", "score", "ndcg_at_5"
     return table.set_index(["backbone", "mode"])[[*(m for m in metrics if m in table), "runs"]]
 
 
+@warnings_once()
 def per_query_summary(
     per_query: pd.DataFrame,
     results: pd.DataFrame,
@@ -211,13 +259,18 @@ def per_query_summary(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-query values averaged over seeds, and per ``(backbone, mode)`` mean with bootstrap CI.
 
-    Runs are joined to the results table for their backbone and mode. The mean and the
-    percentile-bootstrap CI are stratified by dataset (``stats``): the mean of per-dataset means,
-    as the FollowIR aggregate is formed, resampling queries within each dataset. Returns
+    Per-query scores are joined to their run's backbone and mode on ``(run_id, dataset)``, after
+    the checks every reading path shares (``results.runs_to_read``: one evaluation per run and
+    set, the latest). The mean and the percentile-bootstrap CI are stratified by dataset
+    (``stats``): the mean of per-dataset means, as the FollowIR aggregate is formed, resampling
+    queries within each dataset. Returns
     ``(points[backbone, mode, dataset, query_id, value], cis[backbone, mode, mean, ci_low, ci_high, n])``.
     """
-    runs = add_backbone(results)[["run_id", "backbone", "mode"]].drop_duplicates("run_id")
-    pq = per_query[per_query["metric"] == metric].merge(runs, on="run_id", how="inner")
+    runs = runs_to_read(add_backbone(results), frame_path(results))
+    runs = runs[["run_id", "dataset", "backbone", "mode"]].astype({"dataset": str})
+    runs = runs.drop_duplicates(["run_id", "dataset"])
+    pq = per_query[per_query["metric"] == metric].astype({"dataset": str})
+    pq = pq.merge(runs, on=["run_id", "dataset"], how="inner")
     points = pq.groupby(["backbone", "mode", "dataset", "query_id"], sort=False)["value"].mean().reset_index()
     cis = []
     for (backbone, mode), g in points.groupby(["backbone", "mode"], sort=False):

@@ -7,8 +7,16 @@ is the one place that maps a results row (``dataset``, ``metric``) to a column; 
 ignoring case and punctuation, so ``MAIR-IFEval``/``mair_ifeval`` and ``p-MRR``/``p_mrr`` agree.
 
 Rules, each visible in the output:
+- the rows are read as every reading path reads them (``results.runs_to_read``): one evaluation
+  per run and set, the latest; a warning when they mix evaluation conditions (``prompts``,
+  ``plan``, ``backend``); a ``DataError`` for a run id shared by two runs or a set name shared by
+  two sets;
 - a cell is the mean over the runs of that backbone and mode (a run is one trained model and
-  ``rng_seed``); a ``runs`` column appears when any row averages more than one run;
+  ``rng_seed``); a ``runs`` column appears when any row averages more than one run; a cell that
+  averages fewer runs than its row counts (the others have no value there) is marked ``†`` with
+  a note under the table ("mean of 1 of 3 runs"; in CSV a ``<column>_runs`` column);
+- an empty (NaN) value is left out of its cell, named in one warning; a table without any value
+  is a ``DataError``;
 - a column that no row has is left out; a missing cell is ``--``;
 - ``published=True`` adds the paper's numbers (``data/published_results.csv``) as their own
   blocks, one per backbone, below ours;
@@ -25,6 +33,7 @@ Not handled here: computing metrics (``evaluate``), reading and validating the r
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -32,7 +41,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..core.errors import DataError
-from .results import add_backbone, load_published, mode_order
+from .results import add_backbone, frame_path, load_published, mode_order, runs_to_read
 from .style import backbone_label, mode_label
 
 # column key (= the metric names of data/published_results.csv) -> (group, label, datasets, metric)
@@ -49,6 +58,8 @@ COLUMNS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "v2_map_at_1000": ("Bundled v2", "MAP@1000", ("followir_v2",), "map_at_1000"),
 }
 FORMATS = ("latex", "markdown", "csv")
+PARTIAL = "†"  # marks a cell that averages fewer runs than its row's ``runs``
+log = logging.getLogger(__name__)
 
 
 def _norm(name) -> str:
@@ -70,6 +81,7 @@ class Row:
     mode: str
     values: dict[str, float]  # column key -> value (x100)
     runs: int | None = 1  # None: published numbers (the paper reports no runs or seeds)
+    cell_runs: dict[str, int] = field(default_factory=dict)  # column key -> runs its value averages
 
 
 @dataclass
@@ -87,6 +99,79 @@ class Table:
         v = self.rows[i].values.get(key)
         return None if v is None else f"{v:.{self.decimals}f}"
 
+    def partial(self, i: int, key: str) -> bool:
+        """Whether cell ``(i, key)`` averages fewer runs than row ``i`` counts."""
+        r = self.rows[i]
+        return r.runs is not None and key in r.values and r.cell_runs.get(key, r.runs) < r.runs
+
+    def notes(self) -> list[str]:
+        """One line per partial cell: ``'Ins-DV (ours: m), Bundled v2 p-MRR: mean of 1 of 3 runs'``."""
+        return [
+            f"{mode_label(r.mode)} ({r.block}), {COLUMNS[k][0]} {COLUMNS[k][1]}: mean of "
+            f"{r.cell_runs[k]} of {r.runs} runs (no value from the others)"
+            for i, r in enumerate(self.rows)
+            for k in self.columns
+            if self.partial(i, k)
+        ]
+
+
+def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
+    """The rows of ``results`` that map to a column, with ``backbone`` (in words) and ``column``,
+    read as every reading path reads them (``results.runs_to_read``). Empty values are named in
+    one warning; no row mapping to a column, or none with a value, is a ``DataError``."""
+    df = add_backbone(results, runs_dir)
+    # the backbone in words: 'minilm' and the packaged folder are one block, "all-MiniLM-L6-v2"
+    df = df.assign(backbone=df["backbone"].map(backbone_label))
+    df = df.assign(column=[column_of(d, m) for d, m in zip(df["dataset"], df["metric"])])
+    if not df["column"].notna().any():
+        have = sorted({f"{d}/{m}" for d, m in zip(results["dataset"], results["metric"])})
+        raise DataError(
+            source, None, f"no row maps to a table column (tables.COLUMNS); it has {', '.join(have[:12])}"
+        )
+    df = runs_to_read(df[df["column"].notna()], source)
+    empty = df[df["value"].isna()]
+    if len(empty):
+        log.warning(
+            "%d empty (NaN) value(s) left out of their table cells: %s",
+            len(empty),
+            "; ".join(f"{r.model} ({r.mode}) {r.dataset}/{r.metric}" for r in empty.head(8).itertuples())
+            + ("; ..." if len(empty) > 8 else ""),
+        )
+    if len(empty) == len(df):
+        raise DataError(
+            source, None, "every value that maps to a table column is empty (NaN): nothing to show"
+        )
+    return df
+
+
+def _our_rows(df: pd.DataFrame) -> list[Row]:
+    """One row per backbone and mode: each cell the mean over runs of each run's value there."""
+    rows = []
+    for backbone in sorted(df["backbone"].astype(str).unique()):
+        part = df[df["backbone"].astype(str) == backbone]
+        for mode in mode_order(part["mode"].unique()):
+            m = part[(part["mode"] == mode) & part["value"].notna()]
+            # a run is one trained model (and rng_seed); its datasets may carry separate run_ids
+            run = [m["model"].astype(str), m["rng_seed"].astype(str)]
+            by_run = m.groupby([m["column"], *run], sort=False)["value"].mean()
+            cells = by_run.groupby(level=0, sort=False)
+            runs = len(set(zip(*run)))
+            rows.append(Row(f"ours: {backbone}", mode, cells.mean().to_dict(), runs, cells.size().to_dict()))
+    return rows
+
+
+def _published_rows() -> list[Row]:
+    rows = []
+    pub = load_published()
+    for backbone in pub["backbone"].unique():
+        part = pub[pub["backbone"] == backbone]
+        where = ", ".join(sorted({str(s).split(", ")[-1] for s in part["source"]}))
+        block = f"paper ({where}): {backbone}"
+        for mode in mode_order(part["mode"].unique()):
+            m = part[part["mode"] == mode]
+            rows.append(Row(block, mode, dict(zip(m["metric"], m["value"].astype(float))), None))
+    return rows
+
 
 def build_table(
     results: pd.DataFrame,
@@ -100,37 +185,15 @@ def build_table(
 
     Example: rows ``(minilm, ins-dv, followir, p_mrr, 7.5)`` and ``(..., 8.5)`` of two runs ->
     one row ``Ins-DV`` with ``followir_p_mrr = 8.0`` and ``runs = 2``, in block ``'ours:
-    all-MiniLM-L6-v2'`` (``style.backbone_label``). Raises ``DataError`` (naming
-    ``source``) when no row of ``results`` maps to a column.
+    all-MiniLM-L6-v2'`` (``style.backbone_label``); were the second value empty, the cell would
+    be 7.5 with ``cell_runs`` 1 (marked when rendered). Raises ``DataError`` (naming ``source``,
+    else the frame's ``attrs['path']``) when no row of ``results`` maps to a column, or none has
+    a value, or ``results.runs_to_read`` refuses the rows.
     """
-    df = add_backbone(results, runs_dir)
-    # the backbone in words: 'minilm' and the packaged folder are one block, "all-MiniLM-L6-v2"
-    df = df.assign(backbone=df["backbone"].map(backbone_label))
-    df = df.assign(column=[column_of(d, m) for d, m in zip(df["dataset"], df["metric"])])
-    if not df["column"].notna().any():
-        have = sorted({f"{d}/{m}" for d, m in zip(results["dataset"], results["metric"])})
-        raise DataError(
-            source, None, f"no row maps to a table column (tables.COLUMNS); it has {', '.join(have[:12])}"
-        )
-    df = df[df["column"].notna() & df["value"].notna()]
-    rows = []
-    for backbone in sorted(df["backbone"].astype(str).unique()):
-        part = df[df["backbone"].astype(str) == backbone]
-        for mode in mode_order(part["mode"].unique()):
-            m = part[part["mode"] == mode]
-            values = m.groupby("column")["value"].mean().to_dict()
-            # a run is one trained model (and rng_seed); its datasets may carry separate run_ids
-            runs = len(set(zip(m["model"].astype(str), m["rng_seed"].astype(str))))
-            rows.append(Row(f"ours: {backbone}", mode, values, runs))
+    source = frame_path(results) if source == "<results>" else source
+    rows = _our_rows(_read(results, runs_dir, source))
     if published:
-        pub = load_published()
-        for backbone in pub["backbone"].unique():
-            part = pub[pub["backbone"] == backbone]
-            where = ", ".join(sorted({str(s).split(", ")[-1] for s in part["source"]}))
-            block = f"paper ({where}): {backbone}"
-            for mode in mode_order(part["mode"].unique()):
-                m = part[part["mode"] == mode]
-                rows.append(Row(block, mode, dict(zip(m["metric"], m["value"].astype(float))), None))
+        rows += _published_rows()
     columns = [k for k in COLUMNS if any(k in r.values for r in rows)]
     table = Table(columns, rows, decimals)
     for block in dict.fromkeys(r.block for r in rows):
@@ -163,7 +226,8 @@ def _blocks(table: Table) -> list[tuple[str, list[int]]]:
 
 
 def to_latex(table: Table, caption: str = "", label: str = "tab:results") -> str:
-    """A booktabs ``table`` that compiles as is (needs ``\\usepackage{booktabs}``)."""
+    """A booktabs ``table`` that compiles as is (needs ``\\usepackage{booktabs}``); a cell that
+    averages fewer runs than its row is marked with a dagger, named in a note under the tabular."""
     cols = table.columns
     lead = ["Data"] + (["Runs"] if table.show_runs else [])
     ncol = len(lead) + len(cols)
@@ -198,9 +262,11 @@ def to_latex(table: Table, caption: str = "", label: str = "tab:results") -> str
             for k in cols:
                 s = table.cell(i, k)
                 s = "--" if s is None else s.replace("-", "$-$", 1) if s.startswith("-") else s
-                cells.append(rf"\textbf{{{s}}}" if (i, k) in table.best else s)
+                s = rf"\textbf{{{s}}}" if (i, k) in table.best else s
+                cells.append(s + r"$^{\dagger}$" if table.partial(i, k) else s)
             out.append(" & ".join(cells) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
+    out += [rf"{{\footnotesize $^{{\dagger}}${tex_escape(n)}.\par}}" for n in table.notes()]
     if caption:
         out.append(rf"\caption{{{tex_escape(caption)}}}")
     out += [rf"\label{{{label}}}", r"\end{table}"]
@@ -233,7 +299,8 @@ def markdown_table(frame: pd.DataFrame, right: Collection[str] = ()) -> str:
 
 
 def to_markdown(table: Table) -> str:
-    """A GitHub Markdown table; a block's name heads its first row, best values in bold."""
+    """A GitHub Markdown table; a block's name heads its first row, best values in bold, a cell
+    that averages fewer runs than its row marked ``†`` and named in a note under the table."""
     cols = table.columns
     head = (
         ["block", "data"]
@@ -247,13 +314,20 @@ def to_markdown(table: Table) -> str:
             cells = [block if n == 0 else "", mode_label(r.mode)] + ([_runs(r)] if table.show_runs else [])
             for k in cols:
                 s = table.cell(i, k) or "--"
-                cells.append(f"**{s}**" if (i, k) in table.best else s)
+                s = f"**{s}**" if (i, k) in table.best else s
+                cells.append(s + PARTIAL if table.partial(i, k) else s)
             rows.append(cells)
-    return markdown_table(pd.DataFrame(rows, columns=head, dtype=object), right=head[2:]) + "\n"
+    notes = [f"{PARTIAL} {n}." for n in table.notes()]  # under the table, after a blank line
+    text = markdown_table(pd.DataFrame(rows, columns=head, dtype=object), right=head[2:]) + "\n"
+    return text + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
 def to_csv(table: Table) -> str:
-    """``block, mode, runs, <column keys...>``: rounded values, empty when missing, nothing marked."""
+    """``block, mode, runs, <column keys...>``: rounded values, empty when missing, nothing marked;
+    a column with a cell that averages fewer runs than its row (``Table.partial``) is followed by
+    ``<key>_runs``, the runs each of its cells averages."""
+    partial = {k for k in table.columns for i in range(len(table.rows)) if table.partial(i, k)}
+    columns = [c for k in table.columns for c in ([k, f"{k}_runs"] if k in partial else [k])]
     frame = pd.DataFrame(
         [
             {
@@ -261,10 +335,11 @@ def to_csv(table: Table) -> str:
                 "mode": r.mode,
                 "runs": _runs(r),
                 **{k: table.cell(i, k) or "" for k in table.columns},
+                **{f"{k}_runs": r.cell_runs.get(k, "") for k in partial},
             }
             for i, r in enumerate(table.rows)
         ],
-        columns=["block", "mode", "runs", *table.columns],
+        columns=["block", "mode", "runs", *columns],
     )
     return frame.to_csv(index=False, lineterminator="\n")
 

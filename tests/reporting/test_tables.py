@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from ifir_lib.cli import main
+from ifir_lib.core.errors import DataError
 from ifir_lib.reporting.results import RESULT_COLUMNS, load_published, load_results
 from ifir_lib.reporting.tables import (
     COLUMNS,
@@ -34,7 +35,7 @@ ROWS = [
     ("ins-dv", 2, "followir", "p_mrr", 8.6),  # two rng_seeds: the cell is their mean, 7.80
     ("ins-dv", 1, "followir", "score", 19.7311),
     ("ins-dv", 2, "followir", "score", 19.7311),
-    ("ins-dv", 1, "MAIR-IFEval", "ndcg_at_10", 36.1349),
+    ("ins-dv", 1, "MAIR-IFEval", "ndcg_at_10", 36.1349),  # only rng_seed 1: the cell is marked
 ]
 HEADERS = [
     "FollowIR p-MRR",
@@ -52,6 +53,8 @@ EXPECTED = {
 }
 # best per column within the block (only columns with two or more values)
 BEST = {("Ins-DV", "FollowIR p-MRR"), ("Base", "FollowIR Score"), ("Ins-DV", "MAIR IFEval nDCG@10")}
+# cells that average fewer runs than their row's ``runs``: marked, with a note under the table
+PARTIAL = {("Ins-DV", "MAIR IFEval nDCG@10")}
 NUM = re.compile(r"-?\d+\.\d+|-?\d+")
 
 
@@ -80,7 +83,7 @@ def results_csv(tmp_path):
 
 
 def _md_rows(md: str) -> tuple[list[str], list[list[str]]]:
-    lines = [ln.strip() for ln in md.strip().splitlines()]
+    lines = [ln.strip() for ln in md.strip().split("\n\n")[0].splitlines()]  # notes follow a blank line
     split = lambda ln: [c.strip() for c in ln.strip("|").split("|")]  # noqa: E731
     assert re.fullmatch(r"\|(---:?\|)+", lines[1].replace("---:", "---")), lines[1]
     return split(lines[0]), [split(ln) for ln in lines[2:]]
@@ -105,20 +108,34 @@ def test_markdown_layout_and_numbers(results_csv):
     assert [r[2] for r in rows] == ["1", "1", "2"]  # Ins-DV averages two rng_seeds
     for r in rows:
         cells = r[3:]
-        assert [c.strip("*") for c in cells] == EXPECTED[r[1]]
+        assert [c.strip("*†") for c in cells] == EXPECTED[r[1]]
         bold = {(r[1], h) for h, c in zip(HEADERS, cells) if c.startswith("**")}
         assert bold == {b for b in BEST if b[0] == r[1]}
+        assert {(r[1], h) for h, c in zip(HEADERS, cells) if c.endswith("†")} == {
+            p for p in PARTIAL if p[0] == r[1]
+        }
+    notes = to_markdown(table).split("\n\n")[1].strip()
+    assert (
+        notes
+        == "† Ins-DV (ours: my_model), MAIR IFEval nDCG@10: mean of 1 of 2 runs (no value from the others)."
+    )
 
 
 def test_every_number_comes_from_the_results(results_csv):
     table = build_table(load_results(results_csv))
     wanted = sorted(float(v) for vals in EXPECTED.values() for v in vals if v != "--")
-    md_cells = [c.strip("*") for r in _md_rows(to_markdown(table))[1] for c in r[3:]]
+    md_cells = [c.strip("*†") for r in _md_rows(to_markdown(table))[1] for c in r[3:]]
     assert sorted(float(c) for c in md_cells if c != "--") == wanted
     csv = pd.read_csv(io.StringIO(to_csv(table)))
     keys = ["followir_p_mrr", "followir_score", "infosearch_length_p_mrr", "mair_ifeval_ndcg_at_10"]
-    assert list(csv.columns) == ["block", "mode", "runs", *keys, "v1_p_mrr", "v1_map_at_1000"]
-    assert sorted(csv.iloc[:, 3:].stack().dropna().tolist()) == pytest.approx(wanted)
+    # the one column with a cell that averages fewer runs than its row gets the runs per cell
+    assert list(csv.columns) == ["block", "mode", "runs", *keys, "mair_ifeval_ndcg_at_10_runs"] + [
+        "v1_p_mrr",
+        "v1_map_at_1000",
+    ]
+    assert csv["mair_ifeval_ndcg_at_10_runs"].tolist()[1:] == [1, 1] and csv["runs"].tolist() == [1, 1, 2]
+    values = csv.drop(columns=["block", "mode", "runs", "mair_ifeval_ndcg_at_10_runs"])
+    assert sorted(values.stack().dropna().tolist()) == pytest.approx(wanted)
     assert "55.56" not in to_markdown(table) + to_latex(table) + to_csv(table)
 
 
@@ -128,6 +145,14 @@ def _latex_body(tex: str) -> list[list[str]]:
     body = lines[lines.index(r"\midrule") : lines.index(r"\bottomrule")]
     rows = [ln for ln in body if ln.endswith(r"\\") and not ln.startswith(r"\multicolumn")]
     return [[c.strip() for c in ln[: -len(r"\\")].split("&")] for ln in rows]
+
+
+DAGGER = r"$^{\dagger}$"
+
+
+def _tex_number(cell: str) -> str:
+    """``'\\textbf{$-$1.00}$^{\\dagger}$' -> '-1.00'``: a LaTeX cell's number, marks removed."""
+    return re.sub(r"\\textbf\{(.*)\}", r"\1", cell.removesuffix(DAGGER)).replace("$-$", "-")
 
 
 def test_latex_is_booktabs_and_escaped(results_csv):
@@ -150,10 +175,14 @@ def test_latex_is_booktabs_and_escaped(results_csv):
     body = _latex_body(tex)
     assert [r[0] for r in body] == list(EXPECTED) and all(len(r) == ncol for r in body)
     for r in body:
-        cells = [re.sub(r"\\textbf\{(.*)\}", r"\1", c).replace("$-$", "-") for c in r[2:]]
+        cells = [_tex_number(c) for c in r[2:]]
         assert cells == EXPECTED[r[0]]
         bold = {(r[0], h) for h, c in zip(HEADERS, r[2:]) if c.startswith(r"\textbf")}
         assert bold == {b for b in BEST if b[0] == r[0]}
+        marked = {(r[0], h) for h, c in zip(HEADERS, r[2:]) if c.endswith(DAGGER)}
+        assert marked == {p for p in PARTIAL if p[0] == r[0]}
+    note = r"{\footnotesize $^{\dagger}$Ins-DV (ours: my\_model), MAIR IFEval nDCG@10: mean of 1 of 2 runs"
+    assert lines[lines.index(r"\end{tabular}") + 1].startswith(note)
     assert r"$-$3.46" in tex  # a true minus sign, not a hyphen
 
 
@@ -166,12 +195,7 @@ def test_published_blocks_beside_ours(results_csv):
     assert r"\textit{paper (Table 1): gte-multilingual-mlm-base}" in tex
     ours = [float(v) for vals in EXPECTED.values() for v in vals if v != "--"]
     published = [float(f"{v:.2f}") for v in pub["value"]]
-    numbers = [
-        float(c)
-        for r in body
-        for c in (re.sub(r"\\textbf\{(.*)\}", r"\1", x).replace("$-$", "-") for x in r[2:])
-        if c != "--"
-    ]
+    numbers = [float(c) for r in body for c in (_tex_number(x) for x in r[2:]) if c != "--"]
     assert sorted(numbers) == pytest.approx(sorted(ours + published))
     # the published rows carry no run count; each paper block has its own best values
     assert all(r[1] == "" for r in body[len(EXPECTED) :])
@@ -229,3 +253,113 @@ def test_markdown_table_aligns_named_columns_right_and_escapes_pipes():
     assert markdown_table(df, right=["p_mrr", "score"]) == (
         "| block | p_mrr | score |\n|---|---:|---:|\n| a\\|b | **7.80** | 19.73 |"
     )
+
+
+# ---- runs read as every reading path reads them; cells that average fewer runs; empty values ----
+
+
+def _write_runs(path, runs) -> str:
+    """A results CSV of ``(run_id, model, mode, rng_seed, dataset, value, timestamp, backend)`` rows
+    (p-MRR) whose models name no run folder, so the backbone is the model itself."""
+    keys = ("run_id", "model", "mode", "rng_seed", "dataset", "value", "timestamp", "backend")
+    rows = [dict(zip(keys, r), metric="p_mrr", prompts="model", plan="") for r in runs]
+    pd.DataFrame(rows).reindex(columns=RESULT_COLUMNS).to_csv(path, index=False)
+    return str(path)
+
+
+def test_a_repeated_evaluation_counts_once_and_mixed_conditions_are_named(tmp_path, caplog):
+    """ins-orig rng_seed 0 evaluated twice (0, then 0 again), rng_seed 1 at 6: the cell is 3.00, as
+    ``summarize`` gives, not (0 + 0 + 6) / 3; the int8 re-evaluation of ins-dv replaces torch's."""
+    t = "2026-01-0%dT00:00:00+00:00"
+    path = _write_runs(
+        tmp_path / "results.csv",
+        [
+            ("o0", "m", "ins-orig", 0, "followir_mini", 0.0, t % 1, "torch"),
+            ("o0b", "m", "ins-orig", 0, "followir_mini", 0.0, t % 2, "torch"),
+            ("o1", "m", "ins-orig", 1, "followir_mini", 6.0, t % 2, "torch"),
+            ("d0", "m", "ins-dv", 0, "followir_mini", 10.0, t % 1, "torch"),
+            ("d0b", "m", "ins-dv", 0, "followir_mini", 2.0, t % 3, "onnx-int8"),
+        ],
+    )
+    table = build_table(load_results(path))
+    cells = {r.mode: (r.values["v1_p_mrr"], r.runs) for r in table.rows}
+    assert cells == {"ins-orig": (3.0, 2), "ins-dv": (2.0, 1)}
+    from ifir_lib.reporting.summaries import summarize
+
+    s = summarize(load_results(path), "p_mrr").set_index("mode")
+    assert s.loc["ins-orig", "mean"] == 3.0 and s.loc["ins-dv", "mean"] == 2.0  # the same numbers
+    assert "mixes backend values ('torch', 'onnx-int8')" in caplog.text
+    assert "2 repeated evaluation(s) of one model on one set left out (run ids o0, d0)" in caplog.text
+
+
+def test_a_cell_of_fewer_runs_than_its_row_is_marked_and_empty_values_are_named(tmp_path, caplog):
+    """Three runs of ins-dv on v1; on v2 one run has a value, one an empty cell, one no row."""
+    runs = [
+        (f"d{s}", f"runs/dv{s}", "ins-dv", s, "followir_mini", v, None, "torch")
+        for s, v in enumerate((2, 4, 6))
+    ]
+    runs += [("d0", "runs/dv0", "ins-dv", 0, "followir_v2", 2.0, None, "torch")]
+    runs += [("d2", "runs/dv2", "ins-dv", 2, "followir_v2", float("nan"), None, "torch")]
+    table = build_table(load_results(_write_runs(tmp_path / "r.csv", runs)).assign(backbone="b"))
+    md = to_markdown(table)
+    assert "| Ins-DV | 3 | 4.00 | 2.00† |" in md
+    assert md.endswith(
+        "\n\n† Ins-DV (ours: b), Bundled v2 p-MRR: mean of 1 of 3 runs (no value from the others).\n"
+    )
+    tex = to_latex(table)
+    assert (
+        r"2.00$^{\dagger}$ \\" in tex
+        and r"$^{\dagger}$Ins-DV (ours: b), Bundled v2 p-MRR: mean of 1 of 3 runs" in tex
+    )
+    csv = pd.read_csv(io.StringIO(to_csv(table)))
+    assert list(csv.columns) == ["block", "mode", "runs", "v1_p_mrr", "v2_p_mrr", "v2_p_mrr_runs"]
+    assert csv.loc[0, ["runs", "v2_p_mrr_runs"]].tolist() == [3, 1]
+    assert (
+        "1 empty (NaN) value(s) left out of their table cells: runs/dv2 (ins-dv) followir_v2/p_mrr"
+        in caplog.text
+    )
+
+
+def test_a_row_of_empty_values_stays_and_a_table_of_them_is_an_error(tmp_path, capsys, caplog):
+    one = _write_runs(
+        tmp_path / "one.csv",
+        [
+            ("b", "minilm", "base", 0, "followir_mini", float("nan"), None, "torch"),
+            ("d", "dv", "ins-dv", 0, "followir_mini", 3.0, None, "torch"),
+        ],
+    )
+    assert main(["table", "--results", one]) == 0
+    out = capsys.readouterr().out
+    assert "| Base | -- |" in out and "| Ins-DV | 3.00 |" in out  # the base row does not vanish
+    assert (
+        "empty (NaN) value(s) left out of their table cells: minilm (base) followir_mini/p_mrr" in caplog.text
+    )
+    none = _write_runs(
+        tmp_path / "none.csv", [("b", "minilm", "base", 0, "followir_mini", float("nan"), None, "torch")]
+    )
+    assert main(["table", "--results", none]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        err
+        == f"ifir table: error: {none}: every value that maps to a table column is empty (NaN): nothing to show"
+    )
+
+
+def test_a_run_id_shared_by_two_runs_is_refused(tmp_path, capsys):
+    path = _write_runs(
+        tmp_path / "results.csv",
+        [
+            ("trial1", "minilm", "base", 0, "followir_mini", 0.0, None, "torch"),
+            ("trial1", "dv", "ins-dv", 0, "followir_mini", 9.0, None, "torch"),
+        ],
+    )
+    assert main(["table", "--results", path]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: field 'run_id': run id 'trial1' labels 2 different runs on set 'followir_mini'" in err
+
+
+def test_one_set_name_for_two_sets_is_refused(tmp_path):
+    runs = [(f"r{s}", f"dv{s}", "ins-dv", s, "followir_mini", 1.0, None, "torch") for s in (0, 1)]
+    res = load_results(_write_runs(tmp_path / "results.csv", runs)).assign(data_sha=["abc", "def"])
+    with pytest.raises(DataError, match=r"src\.csv.*set 'followir_mini' names 2 different evaluation sets"):
+        build_table(res, source="src.csv")
