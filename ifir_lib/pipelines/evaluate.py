@@ -30,7 +30,9 @@ bundled set's; a set whose name the results table already holds with another ``d
 rng_seed) or for a set evaluated again under it.
 With ``skip_done``, a (model, mode, rng_seed, prompts, backend, folder, data_sha) already in the
 table is not evaluated again (a row without a digest, from an older table, counts for any): a rerun
-of the demo or the experiment resumes. Not handled here: the metrics
+of the demo or the experiment resumes. Rows written before a run folder's ``finished`` time do not
+count: they scored the model that lived there before the run was trained again, so it is evaluated
+again and readers take the later rows (``results.one_evaluation_per_run``). Not handled here: the metrics
 (``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
 """
 
@@ -53,6 +55,7 @@ from ..evaluation.corpora import content_digest, load_beir, load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
 from ..evaluation.tasks import PROMPT_CHOICES
 from ..reporting.results import check_outputs, load_results, make_run_id, save_result
+from .registry import evaluated_before
 
 ENGINES = ("ours", "mteb")
 
@@ -109,10 +112,16 @@ def evaluate_models(
     for label, path in models.items():
         labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
         key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
-        folders = [f for f in followir if not _done(done, key, f.name, digests)]
+        finished = RunFolder(path).info().get("finished") if done else None
+        folders = [f for f in followir if not _done(done, key, f.name, digests, finished)]
         if len(folders) < len(followir) and style:
             print(f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: already in {Path(results_csv).name}")
-        tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests)]  # named as its rows
+        if finished and any((*key, f.name) in done for f in folders) and style:
+            print(
+                f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: trained again since its rows in "
+                f"{Path(results_csv).name} were written; evaluated again (the later rows are read)"
+            )
+        tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, finished)]
         todo[label] = (labels, folders, tasks_todo)
     if run_id is not None and table is not None:
         _check_run_id(table, results_csv, run_id, todo, beir)
@@ -347,25 +356,28 @@ def _evaluate_one(path, followir, beir, named, engine, cache, options) -> list[E
     return results
 
 
-def _evaluated(table: pd.DataFrame | None) -> dict[tuple, set[str]]:
-    """``{(model, mode, rng_seed, prompts, backend, dataset): {data_sha, ...}}`` already in the
-    table (empty when there is none); an older table without ``prompts`` / ``backend`` /
+def _evaluated(table: pd.DataFrame | None) -> dict[tuple, dict[str, pd.Series]]:
+    """``{(model, mode, rng_seed, prompts, backend, dataset): {data_sha: timestamps}}`` already in
+    the table (empty when there is none); an older table without ``prompts`` / ``backend`` /
     ``data_sha`` reads as ``'model'`` / ``'torch'`` / ``''`` (``results.load_results``)."""
     if table is None:
         return {}
     cols = ["model", "mode", "rng_seed", "prompts", "backend", "dataset", "data_sha"]
-    done: dict[tuple, set[str]] = {}
-    for *key, sha in table[cols].astype(str).itertuples(index=False, name=None):
-        done.setdefault(tuple(key), set()).add(sha)
+    done: dict[tuple, dict[str, pd.Series]] = {}
+    keyed = table[cols].astype(str).assign(timestamp=table["timestamp"])
+    for (*key, sha), rows in keyed.groupby(cols, sort=False, dropna=False):
+        done.setdefault(tuple(key), {})[sha] = rows["timestamp"]
     return done
 
 
-def _done(done: dict, key: tuple, name: str, digests: dict[str, str]) -> bool:
+def _done(done: dict, key: tuple, name: str, digests: dict[str, str], finished: str | None) -> bool:
     """Whether the set ``name`` is in the table for ``key``: with the same content digest, or
     with none (a row written before ``data_sha``: its content is unknown, so it is taken as this
-    set's, and a resumed run goes on as it did)."""
-    shas = done.get((*key, name))
-    return shas is not None and bool(shas & {"", digests.get(name, "")})
+    set's, and a resumed run goes on as it did); and not before the run folder's ``finished``
+    time, else the rows scored the model that lived at this path before it was trained again."""
+    shas = done.get((*key, name), {})
+    rows = [shas[s] for s in ("", digests.get(name, "")) if s in shas]
+    return any(not evaluated_before(t, finished) for t in rows)
 
 
 def format_result(r: EvalResult, *, style: str = "line", mode: str = "", rng_seed: int = 0) -> str:

@@ -117,16 +117,17 @@ def _match_run(model: str, table: Path, runs: dict[Path, dict], root: Path) -> P
     return None
 
 
-def _evaluated_before(grp: pd.DataFrame, finished: str | None) -> bool:
-    """True when every row of ``grp`` is older than the run's end (run records hold local
-    time): those rows scored another model that lived at this path before."""
-    if not finished or grp["timestamp"].isna().all():
+def evaluated_before(timestamps: pd.Series, finished: str | None) -> bool:
+    """True when every one of ``timestamps`` (a results table's, UTC) is older than the run's end
+    (``finished`` in its record, local time): those rows scored another model that lived at this
+    path before (a run deleted and trained again). Two minutes' slack; False when unknown."""
+    if not finished or timestamps.isna().all():
         return False
     try:
         end = pd.Timestamp(finished).tz_localize(datetime.datetime.now().astimezone().tzinfo)
     except ValueError:
         return False
-    return bool(grp["timestamp"].max() < end - pd.Timedelta(minutes=2))
+    return bool(timestamps.max() < end - pd.Timedelta(minutes=2))
 
 
 def _headline(res: pd.DataFrame) -> dict:
@@ -154,7 +155,7 @@ def runs_table(root: str | Path = "out", *, details: bool = True) -> pd.DataFram
         res = load_results(table)
         for (model, mode, rng_seed), grp in res.groupby(["model", "mode", "rng_seed"], sort=False):
             run = _match_run(str(model), table, runs, root)
-            if run is not None and _evaluated_before(grp, runs[run]["finished"]):
+            if run is not None and evaluated_before(grp["timestamp"], runs[run]["finished"]):
                 run = None  # an earlier model at the same path (the folder was reused or moved)
             key = run if run is not None else (str(model), mode, rng_seed)
             metrics[key] = pd.concat([metrics[key], grp]) if key in metrics else grp

@@ -13,6 +13,7 @@ import pytest
 
 from ifir_lib.core.config import FOLLOWIR_DIR
 from ifir_lib.core.errors import ConfigError, DataError
+from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.evaluation.corpora import content_digest, load_followir, write_followir
 from ifir_lib.pipelines.evaluate import evaluate_models
 from ifir_lib.reporting import results as R
@@ -122,3 +123,24 @@ def test_an_explicit_run_id_names_one_model_s_run(tmp_path):
         _run(followir=[folder], results_csv=out, run_id="mine")
     with pytest.raises(DataError, match=NO_MODEL):  # the same run, another set: fine
         _run(followir=[_set(tmp_path / "other2")], results_csv=out, run_id="mine")
+
+
+def test_rows_older_than_the_run_scored_the_model_that_lived_there_before(tmp_path):
+    """A run deleted and trained again at the same path: its rows in the table predate the run's
+    ``finished`` time, so they are not 'done' (the model is evaluated again); rows written after
+    it are."""
+    folder = _set(tmp_path / "eval")
+    run = tmp_path / "runs" / "ins-dv"
+    run.mkdir(parents=True)
+    RunFolder(run).write({"mode": "ins-dv", "rng_seed": 0, "status": "running"})
+    RunFolder(run).finish()  # finished now (local time), as the trainer records it
+    out = tmp_path / "r.csv"
+    label, digest = str(run), content_digest(load_followir(folder))
+    row = dict(run_id="old", model=label, mode="ins-dv", rng_seed=0, data_sha=digest)
+    R.save_result(fake_result("eval", [1.0]), out, **row)
+    stamp = R.load_results(out).loc[0, "timestamp"].isoformat()
+    out.write_text(out.read_text().replace(stamp, "2020-01-01T00:00:00+00:00"))  # written in 2020
+    with pytest.raises(DataError, match="not a SentenceTransformer folder"):  # evaluated again: loads it
+        evaluate_models([run], followir=[folder], results_csv=out, skip_done=True, bootstrap=0, style=None)
+    R.save_result(fake_result("eval", [1.0]), out, **dict(row, run_id="new"))  # written now
+    assert evaluate_models([run], followir=[folder], results_csv=out, skip_done=True, style=None) == {}
