@@ -292,8 +292,16 @@ def _add_synthesize(sub):
     p.add_argument(
         "--extend",
         action="store_true",
-        help="add rows to an --out written with another backend, model, --negative or --template "
-        "(refused otherwise; keys already there are kept, not redone)",
+        help="add rows to an --out written with another backend, model, --negative, --template or "
+        "decoding (--temperature, --top-p, --max-tokens) (refused otherwise; keys already there are "
+        "kept, not redone)",
+    )
+    p.add_argument(
+        "--redo-changed",
+        action="store_true",
+        help="synthesize again the keys of --out whose seed changed since their row was written "
+        "(edited text, reordered negatives, another seeds file reusing the ids; refused otherwise); "
+        "the new rows are appended, the old ones stay",
     )
     _llm_flags(p)
     # --dry-run: count and price the run, send nothing (synthesis_pricing); --price and --concurrency apply
@@ -335,6 +343,8 @@ def _synthesis_config(a):
         kw["progress"] = False
     if a.extend:
         kw["extend"] = True
+    if a.redo_changed:
+        kw["redo_changed"] = True
     return _llm_config(a, SynthesisConfig.preset(C.resolve_preset(a.preset, "synthesis"), **kw))
 
 

@@ -7,6 +7,12 @@ against the local OpenAI-compatible server (no mocks).
 - an output's options are part of its identity: a rerun with another backend / model /
   --negative / --template is refused (exit 2, one line, nothing touched, no request) unless
   --extend; options that do not change a row's meaning are not refused;
+- the decoding (--temperature, --top-p, --max-tokens) is part of that identity, and each row
+  records its own; sidecars without it accept a rerun and record it;
+- a rerun whose seeds changed since their rows were written (edited, another file reusing the
+  ids) is refused before any request unless --redo-changed appends new rows;
+- shards written under other options are not merged; verify fails at once beside a writer, and
+  names the file and line of a row whose seed is gone;
 - a cut last line is set aside in a side file named in a warning, never glued to a new row;
 - an --out that cannot be written fails with one line before any request.
 """
@@ -168,13 +174,19 @@ def test_extend_records_every_option_set(tmp_path, capsys):
     assert _synth(tmp_path, "--negative", "random", backend="template") == 2
 
 
-def test_output_without_sidecar_keeps_working_and_gets_one(tmp_path):
+def test_output_without_sidecar_keeps_working_and_gets_one(tmp_path, capsys):
     out = tmp_path / "out" / "o.jsonl"
-    assert _synth(tmp_path, backend="template") == 0
+    assert _synth(tmp_path, "--limit", "2", backend="template") == 0
     (tmp_path / "out" / "o.config.json").unlink()
-    assert _synth(tmp_path, backend="reference") == 0  # nothing recorded: nothing to refuse
+    # no sidecar: the rows' own backend / model / template stand in for it
+    assert _synth(tmp_path, backend="reference") == 2
+    assert "(backend 'template' -> 'reference', model 'template' -> 'reference'" in _one_line(
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "out" / "o.config.json").exists()  # nothing touched
+    assert _synth(tmp_path, backend="template") == 0  # the same options resume it, and record them
     side = json.loads((tmp_path / "out" / "o.config.json").read_text())
-    assert [r["identity"]["backend"] for r in side["runs"]] == ["reference"]
+    assert [r["identity"]["backend"] for r in side["runs"]] == ["template"]
     assert len(out.read_text().splitlines()) == 4
 
 
@@ -186,6 +198,111 @@ def test_sidecar_of_the_older_format_counts_as_one_run(tmp_path, capsys):
     assert _synth(tmp_path, backend="template") == 0
     assert _synth(tmp_path, "--negative", "all", backend="template") == 2
     assert "(negative 'first' -> 'all')" in _one_line(capsys.readouterr().err)
+
+
+def test_rerun_with_other_decoding_is_refused_and_rows_record_theirs(planted, tmp_path, capsys):
+    out = tmp_path / "out" / "o.jsonl"
+    assert _synth(tmp_path, "--limit", "2", *_llm(planted.url)) == 0
+    assert [json.loads(x)["decoding"] for x in out.read_text().splitlines()] == [
+        {"temperature": 0.7, "top_p": 0.8, "max_tokens": 2048}
+    ] * 2
+    before, n = _snapshot(out.parent), planted.requests
+    capsys.readouterr()
+    assert _synth(tmp_path, *_llm(planted.url), "--temperature", "0", "--max-tokens", "64") == 2
+    assert _one_line(capsys.readouterr().err) == (
+        f"ifir synthesize: error: {out} holds rows written with other options (temperature 0.7 -> 0.0, "
+        "max_tokens 2048 -> 64); write to another --out, or pass --extend to add rows under the new options"
+    )
+    assert planted.requests == n and _snapshot(out.parent) == before
+    assert _synth(tmp_path, *_llm(planted.url), "--temperature", "0", "--limit", "3", "--extend") == 0
+    side = json.loads((tmp_path / "out" / "o.config.json").read_text())
+    assert [r["identity"]["temperature"] for r in side["runs"]] == [0.7, 0.0]
+    assert [json.loads(x)["decoding"]["temperature"] for x in out.read_text().splitlines()] == [0.7, 0.7, 0.0]
+
+
+def test_sidecar_without_decoding_accepts_a_rerun_and_records_it(planted, tmp_path, capsys):
+    assert _synth(tmp_path, "--limit", "2", *_llm(planted.url)) == 0
+    side = tmp_path / "out" / "o.config.json"
+    doc = json.loads(side.read_text())  # as an earlier version wrote it: no decoding in the identity
+    for r in doc["runs"]:
+        r["identity"] = {
+            k: v for k, v in r["identity"].items() if k not in ("temperature", "top_p", "max_tokens")
+        }
+    side.write_text(json.dumps(doc))
+    assert _synth(tmp_path, *_llm(planted.url), "--top-p", "1") == 0  # unknown: accepted ...
+    runs = json.loads(side.read_text())["runs"]
+    assert [r["identity"].get("top_p") for r in runs] == [1.0]  # ... and recorded
+    assert _synth(tmp_path, *_llm(planted.url), "--top-p", "0.5") == 2
+    assert "(top_p 1.0 -> 0.5)" in _one_line(capsys.readouterr().err)
+
+
+def test_another_seeds_file_reusing_the_ids_is_refused_before_any_request(planted, tmp_path, capsys):
+    out = tmp_path / "out" / "o.jsonl"
+    assert _synth(tmp_path, "--limit", "3", *_llm(planted.url)) == 0
+    other = [make_seed(i + 7) for i in range(3)]
+    for i, s in enumerate(other):
+        s["id"] = f"seed-{i:04d}"  # other topics and queries, the same ids
+    (tmp_path / "seeds.jsonl").write_text("".join(json.dumps(s) + "\n" for s in other))
+    before, n = _snapshot(out.parent), planted.requests
+    capsys.readouterr()
+    assert _synth(tmp_path, *_llm(planted.url)) == 2
+    assert _one_line(capsys.readouterr().err) == (
+        f"ifir synthesize: error: {out}: 3 keys were written for another version of their seed (its query, "
+        "instruction, positive or N* changed, or another seeds file reuses the ids), e.g. seed-0000, "
+        "seed-0001, seed-0002; pass --redo-changed to synthesize them again (the old rows stay in the "
+        "file), or write to another --out"
+    )
+    assert planted.requests == n and _snapshot(out.parent) == before
+    assert _synth(tmp_path, *_llm(planted.url), "--redo-changed") == 0
+    assert "redone 3: their seed changed" in capsys.readouterr().out
+    assert len(out.read_text().splitlines()) == 6 and planted.requests == n + 3
+
+
+def test_merge_of_shards_of_other_models_is_refused(planted, tmp_path, capsys):
+    planted.models = {DEFAULT_MODEL, "other-model"}
+    s0, s1 = tmp_path / "out" / "s0.jsonl", tmp_path / "out" / "s1.jsonl"
+    assert _synth(tmp_path, "--shard", "0/2", *_llm(planted.url), out=s0) == 0
+    other = [a if a != DEFAULT_MODEL else "other-model" for a in _llm(planted.url)]
+    assert _synth(tmp_path, "--shard", "1/2", *other, out=s1) == 0
+    capsys.readouterr()
+    merged = tmp_path / "out" / "m.jsonl"
+    assert cli.main(["synthesize-merge", str(s0), str(s1), "--out", str(merged), "--no-check"]) == 2
+    assert _one_line(capsys.readouterr().err) == (
+        f"ifir synthesize-merge: error: shards {s0} and {s1} were written with other options "
+        f"(model '{DEFAULT_MODEL}' -> 'other-model'); merge only shards of one run; nothing was written"
+    )
+    assert not merged.exists()
+
+
+def test_verify_beside_a_running_synthesis_fails_at_once(tmp_path, capsys):
+    from ifir_lib.core.locks import exclusive
+
+    out = tmp_path / "out" / "o.jsonl"
+    assert _synth(tmp_path, backend="reference") == 0
+    before = out.read_bytes()
+    capsys.readouterr()
+    args = ["verify", "--reversals", str(out), "--seeds", str(tmp_path / "seeds.jsonl"), "--no-embedder"]
+    with exclusive(out, "synthesis output"):  # as a running `ifir synthesize` holds it
+        assert cli.main(args) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(
+        f"ifir verify: error: {out}: this synthesis output is being written by another process (pid "
+    )
+    assert out.read_bytes() == before
+
+
+def test_verify_after_a_seed_was_removed_names_file_and_line(tmp_path, capsys):
+    out = tmp_path / "out" / "o.jsonl"
+    assert _synth(tmp_path, backend="reference") == 0
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text("".join(seeds.read_text().splitlines(True)[1:]))  # seed-0000 removed
+    capsys.readouterr()
+    args = ["verify", "--reversals", str(out), "--seeds", str(seeds), "--no-embedder"]
+    assert cli.main(args) == 2
+    assert _one_line(capsys.readouterr().err) == (
+        f"ifir verify: error: {out}:1: field 'seed_id': row 'seed-0000' names seed 'seed-0000', which is "
+        "not in the seed set (removed from it?); pass the seeds the rows were written from"
+    )
 
 
 # ---- a cut last line is set aside, never dropped or glued ----------------------------------------

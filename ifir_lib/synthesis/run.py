@@ -14,14 +14,17 @@ The module, in reading order:
   or ``reference``, the seed's own), each row's key, and this shard's share of the seeds:
   ``iter_plan`` yields ``(key, seed, negative_index)`` items.
 - **the run**: ``synthesize`` locks the output, makes it a resume point, skips the keys already
-  done and runs the loop over the rest, returning a ``SynthesisSummary``.
+  done (refusing, before any request, keys whose rows were written for another version of their
+  seed unless ``redo_changed`` redoes them) and runs the loop over the rest, returning a
+  ``SynthesisSummary``.
 - **rows**: one row per key, from an LLM answer or a baseline (the schema below).
 - **the loop**: ``run_items`` drives the LLM (bounded concurrency, one task per request) or a
   baseline and appends each row as it arrives, counting statuses, tokens and cost.
 - **reading and resuming**: ``iter_synthesis`` is the one reader of the file format (one row per
-  key, the first; ``load_synthesis`` is the same as a list); ``prepare_output`` repairs a file
-  before a run appends to it.
-- **merging shards**: ``merge_shards`` joins shard files into one, one row per key.
+  key, the first, or per key and seed version; ``load_synthesis`` is the same as a list);
+  ``prepare_output`` repairs a file before a run appends to it.
+- **merging shards**: ``merge_shards`` joins shard files of one identity into one, one row per
+  key and seed version, with a sidecar.
 
 Reads the seeds (a JSONL path, validated in full before any request; rows; or ``ArrowSeeds``,
 streamed from disk), the prompt template and the LLM response cache. For an output ``out`` it
@@ -30,24 +33,34 @@ writes:
 - ``out``, appended to: one JSON row per key, ``"<seed_id>"``, or ``"<seed_id>#<neg_index>"``
   when every negative becomes N* in turn (``negative='all'``)::
 
-    {"key", "seed_id", "negative_index", "negative_id", "backend", "model",
+    {"key", "seed_id", "negative_index", "negative_id", "seed_sha", "backend", "model",
+     "decoding": {"temperature", "top_p", "max_tokens"} | null (the baselines),
      "status": "accepted"|"declined"|"rejected"|"failed", "reason", "reversal", "reasoning",
      "raw", "template", "template_version", "usage": {"prompt_tokens", "completion_tokens"},
      "cost_usd", "instruction_type", "attempts", "cached", "elapsed_s"}
 
+  ``seed_sha`` (``seeds.schema.seed_fingerprint``) names the version of the seed and N* the row
+  was written for: a rerun after the seed was edited (or with another seeds file reusing the
+  ids) is refused unless ``redo_changed`` (``--redo-changed``) appends a new row for each such
+  key; the old row stays (the file is append-only) and training takes the row written for the
+  seed as it is. Rows without ``seed_sha`` (earlier versions) count as written for it. Rows of
+  seeds no longer in the seeds file are kept, counted in one warning.
+
 - ``<out stem>.config.json``: the ``SynthesisConfig`` (``to_dict``, its URL without
   credentials), the template's name and version, where the seeds came from, the output's
-  *identity* (``output_identity``: backend, model, negative policy, template name and version)
-  and ``runs``, every option set that wrote rows. A rerun under another identity is refused
-  before anything is touched (``check_identity``) unless ``extend`` (``--extend``) adds its rows
-  deliberately (keys already in the file are kept, not redone);
+  *identity* (``output_identity``: backend, model, negative policy, template name and version,
+  an LLM's decoding) and ``runs``, every option set that wrote rows. A rerun under another
+  identity is refused before anything is touched (``check_identity``; an output without a
+  sidecar is checked against its rows' own backend, model, template and decoding) unless
+  ``extend`` (``--extend``) adds its rows deliberately (keys already in the file are kept, not
+  redone);
 - ``<out>.lock``, held while a run writes ``out``: a second writer fails at once (``core.locks``);
 - the LLM response cache (``<cache dir>/llm``), one answer per model, prompt and decoding.
 
 The run is resumable and shardable: a row that cost a request is flushed at once and fsync'd
 right after, off the event loop; a restart sets aside a line cut by a kill (a side file named in
-a warning), drops duplicate keys and (``retry_failed``) failed rows, skips the keys already
-written and tries the rest; cached answers make a rerun send no request. Shards split the seeds by a stable hash of their id.
+a warning), drops duplicate rows (same key and seed version) and (``retry_failed``) failed rows,
+skips the keys already written and tries the rest; cached answers make a rerun send no request. Shards split the seeds by a stable hash of their id.
 
 Not handled here: the prompt (``prompts``); HTTP, retries and the cache (``llm``, ``backends``);
 parsing and checks (``checks``); the template baseline (``template``); the dry run and its price
@@ -79,7 +92,7 @@ from ..core.jsonl import atomic_write_text, dumps, read_jsonl, set_aside_cut_tai
 from ..core.locks import check_writable, exclusive
 from ..core.progress import progress
 from ..core.secrets import redact_url
-from ..seeds.schema import load_seeds
+from ..seeds.schema import load_seeds, seed_fingerprint
 from .backends import OpenAIBackend, TransformersBackend
 from .checks import Parsed, parse_and_validate
 from .llm import LLM, ResponseCache, run_sync
@@ -166,6 +179,9 @@ class SynthesisConfig:
     cache_dir: str | None = None  # None: config.cache_dir()/llm (IFIR_CACHE overrides)
     retry_failed: bool = True  # on resume, drop failed rows and try them again
     extend: bool = False  # add rows under other identity options (output_identity) to an existing output
+    # on resume, synthesize again the keys whose row was written for another version of its seed
+    # (seed_sha differs; the old row stays); off: such a run is refused before any request
+    redo_changed: bool = False
     fsync: bool = True
     progress: bool = True
     device: str | None = None  # transformers backend; None: cuda if available
@@ -319,8 +335,9 @@ def synthesize(
         config: a ``SynthesisConfig``; ``overrides`` replace its fields (``limit=10``).
 
     Raises ``DataError`` for bad seeds or a corrupt output file, ``ConfigError`` before any work
-    when ``out`` cannot be written or holds rows of other identity options (``check_identity``;
-    ``extend=True`` adds to it deliberately), and ``BackendError`` when the run cannot go on (bad
+    when ``out`` cannot be written, holds rows of other identity options (``check_identity``;
+    ``extend=True`` adds to it deliberately) or rows written for another version of their seed
+    (``redo_changed=True`` writes them again), and ``BackendError`` when the run cannot go on (bad
     key, unknown model, unreachable server); rows written so far are kept.
 
     Example: 3 seeds, ``negative='all'``, 2 negatives each -> 6 rows keyed ``s1#0, s1#1, ...``;
@@ -345,20 +362,76 @@ def synthesize(
         return _synthesize_locked(seeds, seed_rows, items, out, cfg, tmpl, t0)
 
 
-def _pending(items, done: set[str], summary: SynthesisSummary):
-    """The planned items whose key is not in ``done``, counting ``keys`` and ``skipped`` as they pass."""
+def _pending(items, done: dict, redo: set[str], summary: SynthesisSummary):
+    """The planned items whose key is not in ``done`` or is to be redone (``redo``), counting
+    ``keys``, ``skipped`` and ``redone`` as they pass."""
     for it in items:
         summary.keys += 1
-        if it[0] in done:
+        if it[0] in done and it[0] not in redo:
             summary.skipped += 1
         else:
+            summary.redone += it[0] in redo
             yield it
+
+
+def _changed_keys(out: Path, items, done: dict, cfg) -> set[str]:
+    """The planned keys already in ``out`` whose rows were all written for another version of their
+    seed (each row's ``seed_sha`` differs from ``seed_fingerprint(seed, its negative_index)`` now,
+    the check training makes): the keys to redo under ``cfg.redo_changed``. Without it, any such
+    key is a ``ConfigError``, before any request."""
+    stale = []
+    for key, seed, _ in items:
+        if key not in done:
+            continue
+        # A row without seed_sha (written before rows recorded it) is taken as written for the seed
+        # as it is now: its version is unknown, so it is not redone (training still checks its
+        # negative_id, when the row has one).
+        if not any(sha is None or sha == seed_fingerprint(seed, j) for sha, j in done[key]["written_for"]):
+            stale.append(key)
+    if stale and not cfg.redo_changed:
+        n = len(stale)
+        raise ConfigError(
+            f"{out}: {n} key{'s were' if n > 1 else ' was'} written for another version of their seed (its query, "
+            f"instruction, positive or N* changed, or another seeds file reuses the ids), e.g. "
+            f"{', '.join(stale[:5])}; pass --redo-changed to synthesize them again (the old rows "
+            "stay in the file), or write to another --out"
+        )
+    return set(stale)
+
+
+def _warn_orphans(out: Path, done: dict, seed_rows, cfg, where: str) -> None:
+    """One warning counting the keys in ``out`` whose seed is not in the seeds (a seed removed
+    from the file): their rows stay. Not checked under ``limit``, which reads only some seeds."""
+    if cfg.limit is not None or not done:
+        return
+    ids = set(seed_rows.column("id") if hasattr(seed_rows, "column") else (s["id"] for s in seed_rows))
+    orphans = [k for k, d in done.items() if d["seed_id"] not in ids]
+    if orphans:
+        log.warning(
+            "%s: %d key%s a seed that is not in %s (e.g. %s; removed from the seeds file?): "
+            "their rows are kept in the file, not synthesized again",
+            out,
+            len(orphans),
+            "s name" if len(orphans) > 1 else " names",
+            where,
+            ", ".join(orphans[:5]),
+        )
 
 
 def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float) -> SynthesisSummary:
     ident = output_identity(cfg, tmpl)
     runs = check_identity(out, ident, cfg.extend)  # before the file is touched
     done = prepare_output(out, cfg.retry_failed)
+    where = str(seeds) if isinstance(seeds, (str, Path)) else f"<{len(seed_rows)} rows>"
+    redo = set()
+    if done:  # a streamed plan is walked twice: keys and fingerprints first, then the run
+        planned = (
+            items
+            if isinstance(items, list)
+            else iter_plan(seed_rows, cfg.negative_policy(), cfg.rng_seed, cfg.shard)
+        )
+        redo = _changed_keys(out, planned, done, cfg)
+        _warn_orphans(out, done, seed_rows, cfg, where)
     model, tname, tversion = row_identity(cfg, tmpl)
     summary = SynthesisSummary(
         str(out),
@@ -368,9 +441,8 @@ def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float)
         template=tname,
         template_version=tversion,
     )
-    where = str(seeds) if isinstance(seeds, (str, Path)) else f"<{len(seed_rows)} rows>"
     write_sidecar(out, cfg, ident, runs, where)
-    pending = _pending(items, done, summary)  # keys and skipped are counted as the items pass
+    pending = _pending(items, done, redo, summary)  # keys, skipped and redone are counted as they pass
     if isinstance(items, list):
         pending = list(pending)  # a list run knows its total for the progress bar
         nothing = not pending
@@ -404,18 +476,58 @@ def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float)
 # ---- the output's identity, its sidecar, the output path ---------------------------------------
 # The options that change what a row means. A rerun with other ones would mix rows of two meanings
 # in one file (or count the old rows as done), so it is refused unless ``extend`` says so.
-IDENTITY_FIELDS = ("backend", "model", "negative", "rng_seed", "template", "template_version")
+DECODING_FIELDS = ("temperature", "top_p", "max_tokens")
+IDENTITY_FIELDS = (
+    "backend",
+    "model",
+    "negative",
+    "rng_seed",
+    "template",
+    "template_version",
+    *DECODING_FIELDS,
+)
 
 
 def output_identity(cfg, tmpl: PromptTemplate) -> dict:
     """The options that make a row what it is: backend, model, negative policy (and its random seed
-    under ``random``), prompt template name and version. Concurrency, timeouts, ``limit``,
-    ``shard`` and progress are not part of it."""
+    under ``random``), prompt template name and version, and for an LLM backend the decoding
+    (temperature, top_p, max_tokens). Concurrency, timeouts, retries, ``limit``, ``shard`` and
+    progress are not part of it."""
     model, tname, tversion = row_identity(cfg, tmpl)
     ident = {"backend": cfg.backend, "model": model, "negative": cfg.negative_policy()}
     if cfg.negative_policy() == "random":
         ident["rng_seed"] = cfg.rng_seed
-    return {**ident, "template": tname, "template_version": tversion}
+    return {**ident, "template": tname, "template_version": tversion, **(row_decoding(cfg) or {})}
+
+
+def same_identity(a: dict, b: dict) -> bool:
+    """True when two identities agree on every field both record. A field one of them lacks is
+    unknown, not different: sidecars written before the decoding was part of the identity, and
+    identities read from rows (``rows_identities``), which record no negative policy. (``rng_seed``
+    is there only under ``negative='random'``; a policy change is a difference by itself.)"""
+    return not identity_diffs(a, b)
+
+
+def identity_diffs(old: dict, new: dict) -> list[str]:
+    """``["model 'a' -> 'b'", ...]``: the fields both identities record that differ."""
+    return [
+        f"{k} {old[k]!r} -> {new[k]!r}" for k in IDENTITY_FIELDS if k in old and k in new and old[k] != new[k]
+    ]
+
+
+def rows_identities(out: str | Path) -> list[dict]:
+    """The identities the rows of ``out`` carry themselves, in order of first appearance: backend,
+    model, template, template_version and, in rows that record it, the decoding. For an output
+    without a sidecar (deleted, or written by ``merge_shards`` before it wrote one). Read line by
+    line; the distinct identities are few."""
+    found: list[dict] = []
+    for _, r in read_jsonl(out):
+        ident = {k: r[k] for k in ("backend", "model", "template", "template_version") if k in r}
+        if isinstance(r.get("decoding"), dict):
+            ident.update({k: r["decoding"][k] for k in DECODING_FIELDS if k in r["decoding"]})
+        if ident and ident not in found:
+            found.append(ident)
+    return found
 
 
 def sidecar_path(out: str | Path) -> Path:
@@ -459,21 +571,21 @@ def recorded_runs(out: str | Path) -> list[dict]:
 def check_identity(out: Path, ident: dict, extend: bool = False) -> list[dict]:
     """The runs recorded for ``out`` (``recorded_runs``); ``[]`` when ``out`` holds no row yet.
 
+    Without a sidecar, the identities the rows carry stand in for it (``rows_identities``; rows of
+    early versions record no decoding, rows never record the negative policy: those are not checked).
     Raises ``ConfigError`` (nothing touched) when ``out`` holds rows written under other identity
     options and ``extend`` is off; the message lists old -> new for each differing option.
     """
     if not out.exists() or out.stat().st_size == 0:
         return []
     runs = recorded_runs(out)
-    if not runs or extend or any(r["identity"] == ident for r in runs):
+    if not runs:  # no sidecar: the rows' own identities, recorded as runs without a config
+        runs = [
+            {"identity": i, "config": None, "seeds": None, "from_rows": True} for i in rows_identities(out)
+        ]
+    if not runs or extend or any(same_identity(r["identity"], ident) for r in runs):
         return runs
-    old = runs[-1]["identity"]
-    diffs = [
-        f"{k} {old.get(k)!r} -> {ident.get(k)!r}"
-        for k in IDENTITY_FIELDS
-        if k in old or k in ident
-        if old.get(k) != ident.get(k)
-    ]
+    diffs = identity_diffs(runs[-1]["identity"], ident)
     raise ConfigError(
         f"{out} holds rows written with other options ({', '.join(diffs)}); "
         "write to another --out, or pass --extend to add rows under the new options"
@@ -483,16 +595,25 @@ def check_identity(out: Path, ident: dict, extend: bool = False) -> list[dict]:
 def write_sidecar(out: Path, cfg, ident: dict, runs: list[dict], seeds: str) -> None:
     """Write ``<out stem>.config.json``: this run's config (``config``, ``template``,
     ``template_version``, ``identity``, ``seeds``) and ``runs``, every option set that wrote rows
-    (one entry per identity, its latest config). No secret: ``to_dict`` redacts the URL."""
+    (one entry per identity, its latest config; an entry that records less, from an older sidecar
+    or the rows, gives way to this run's when they agree). No secret: ``to_dict`` redacts the URL."""
     run = {"identity": ident, "config": cfg.to_dict(), "seeds": seeds}
-    runs = [r for r in runs if r["identity"] != ident] + [run]
+    runs = [r for r in runs if not same_identity(r["identity"], ident)] + [run]
+    _write_sidecar_doc(out, runs)
+
+
+def _write_sidecar_doc(out: Path, runs: list[dict], **extra) -> None:
+    """The sidecar for ``runs`` (oldest first): the last one's fields at the top, as the older
+    one-run format had them, then ``runs`` and ``extra``."""
+    last = runs[-1]
     doc = {
-        "config": run["config"],
-        "template": ident["template"],
-        "template_version": ident["template_version"],
-        "seeds": seeds,
-        "identity": ident,
+        "config": last["config"],
+        "template": last["identity"].get("template"),
+        "template_version": last["identity"].get("template_version"),
+        "seeds": last["seeds"],
+        "identity": last["identity"],
         "runs": runs,
+        **extra,
     }
     atomic_write_text(sidecar_path(out), json.dumps(doc, indent=2), fsync=False)
 
@@ -508,6 +629,7 @@ class SynthesisSummary:
     keys: int = 0
     skipped: int = 0
     written: int = 0
+    redone: int = 0  # of the written: keys whose seed changed since their row (``redo_changed``)
     # the written rows by status, and answers that came from the response cache
     accepted: int = 0
     declined: int = 0
@@ -539,6 +661,10 @@ class SynthesisSummary:
             f"  requests {self.requests} (retries {self.retries}), cache hits {self.cached}, "
             f"tokens {self.prompt_tokens} in / {self.completion_tokens} out, est. cost {cost}, {self.elapsed_s:.1f}s",
         ]
+        if self.redone:
+            lines.append(
+                f"  redone {self.redone}: their seed changed since their row was written (the old rows stay in the file)"
+            )
         for title, d in (
             ("rejected", self.reject_reasons),
             ("failed", self.fail_reasons),
@@ -572,6 +698,12 @@ def row_identity(cfg, tmpl: PromptTemplate) -> tuple[str, str, str]:
     return cfg.model, tmpl.name, tmpl.full_version
 
 
+def row_decoding(cfg) -> dict | None:
+    """The decoding settings an LLM row was written with (``SynthesisConfig.decoding``); None for
+    the baselines, which decode nothing."""
+    return cfg.decoding() if cfg.backend in ("openai", "transformers") else None
+
+
 def _row(
     key: str,
     seed: dict,
@@ -595,8 +727,10 @@ def _row(
         "seed_id": seed["id"],
         "negative_index": j,
         "negative_id": seed["instruction_negatives"][j]["id"],
+        "seed_sha": seed_fingerprint(seed, j),  # the version of the seed (and N*) it was written for
         "backend": cfg.backend,
         "model": model,
+        "decoding": row_decoding(cfg),
         "status": parsed.status,
         "reason": parsed.reason,
         "reversal": parsed.reversal,
@@ -843,30 +977,48 @@ def _show_counts(bar, counts) -> None:
 
 
 def iter_synthesis(
-    path: str | Path, drop_failed: bool = False, skipped: collections.Counter | None = None
+    path: str | Path,
+    drop_failed: bool = False,
+    skipped: collections.Counter | None = None,
+    by_version: bool = False,
 ) -> Iterator[dict]:
     """The rows of a synthesis output, one per key, read line by line: the one reader of the format.
 
     The first row of a key is kept and later ones are skipped; with ``drop_failed``, failed rows
     are skipped too, so a later row of that key is kept instead (how a resumed run retries them).
-    A cut last line is dropped (``core.jsonl``), and the file is never modified. ``skipped``, when
-    given, counts the rows passed over as ``duplicate`` and ``failed``. Raises ``DataError`` for
-    a missing file, a bad line or a row without a ``key``.
+    With ``by_version``, one row per key *and* ``seed_sha``: a row redone after its seed changed
+    (``redo_changed``) is kept beside the old one (how the files are rewritten: nothing is lost;
+    rows without ``seed_sha``, from earlier versions, count as one version). A cut last line is
+    dropped (``core.jsonl``), and the file is never modified. ``skipped``, when given, counts the
+    rows passed over as ``duplicate`` and ``failed``. Raises ``DataError`` for a missing file, a
+    bad line or a row without a ``key``.
 
     Example: rows ``a: failed, b: accepted, a: accepted`` -> ``[a: failed, b]``; with
     ``drop_failed`` -> ``[b, a: accepted]``.
     """
+    for _, r in iter_synthesis_lines(path, drop_failed, skipped, by_version):
+        yield r
+
+
+def iter_synthesis_lines(
+    path: str | Path,
+    drop_failed: bool = False,
+    skipped: collections.Counter | None = None,
+    by_version: bool = False,
+) -> Iterator[tuple[int, dict]]:
+    """``iter_synthesis`` with each row's line number: ``(line, row)``, for errors that name it."""
     path = Path(path)
-    done: set[str] = set()
+    done: set = set()
     for n, r in read_jsonl(path):
         if "key" not in r:
             raise DataError(path, n, "missing", "key")
-        if r["key"] in done or (drop_failed and r.get("status") == "failed"):
+        version = (r["key"], r.get("seed_sha")) if by_version else r["key"]
+        if version in done or (drop_failed and r.get("status") == "failed"):
             if skipped is not None:
-                skipped["duplicate" if r["key"] in done else "failed"] += 1
+                skipped["duplicate" if version in done else "failed"] += 1
             continue
-        done.add(r["key"])
-        yield r
+        done.add(version)
+        yield n, r
 
 
 def load_synthesis(path: str | Path) -> list[dict]:
@@ -877,26 +1029,32 @@ def load_synthesis(path: str | Path) -> list[dict]:
     return list(iter_synthesis(path))
 
 
-def prepare_output(path: Path, retry_failed: bool) -> set[str]:
-    """Make ``path`` a clean resume point; return the keys already done.
+def prepare_output(path: Path, retry_failed: bool) -> dict[str, dict]:
+    """Make ``path`` a clean resume point; return the keys already done, each as ``{"seed_id",
+    "written_for": {(seed_sha, negative_index) of each of its rows (seed_sha None: a row without)}}``.
 
     A cut last line is set aside first (``core.jsonl.set_aside_cut_tail``: the fragment goes to
     ``<path>.cut-<time>-<pid>``, named in a warning; a whole row that only lacks its newline gets
-    it), so no appended row is ever glued to it. Then duplicate keys and (with ``retry_failed``)
-    failed rows are dropped, rewriting the file atomically only when something changed, so a
-    kill during this step loses nothing. The file is read line by line (twice when it is
-    rewritten): only the keys are held.
+    it), so no appended row is ever glued to it. Then duplicate rows (same key and ``seed_sha``)
+    and (with ``retry_failed``) failed rows are dropped, rewriting the file atomically only when
+    something changed, so a kill during this step loses nothing. A key's rows for other versions
+    of its seed are all kept (``iter_synthesis(by_version=True)``). The file is read line by line
+    (twice when it is rewritten): only the keys are held.
     """
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        return set()
+        return {}
     set_aside_cut_tail(path, is_whole=_whole_row)  # a fragment goes to a side file, with a warning
     skipped = collections.Counter()
-    done = {r["key"] for r in iter_synthesis(path, retry_failed, skipped)}
+    done: dict[str, dict] = {}
+    for r in iter_synthesis(path, retry_failed, skipped, by_version=True):
+        d = done.setdefault(r["key"], {"seed_id": r.get("seed_id"), "written_for": set()})
+        j = r.get("negative_index", 0)
+        d["written_for"].add((r.get("seed_sha"), j if isinstance(j, int) and not isinstance(j, bool) else -1))
     if skipped:
-        n_rows = len(done) + sum(skipped.values())
-        log.info("%s: rewriting (%d rows kept of %d)", path, len(done), n_rows)
-        write_jsonl(path, iter_synthesis(path, retry_failed))
+        n_kept = sum(len(d["written_for"]) for d in done.values())
+        log.info("%s: rewriting (%d rows kept of %d)", path, n_kept, n_kept + sum(skipped.values()))
+        write_jsonl(path, iter_synthesis(path, retry_failed, by_version=True))
     return done
 
 
@@ -935,49 +1093,37 @@ def merge_shards(
     rng_seed: int = 0,
     on_conflict: str = "keep-first",
 ) -> MergeSummary:
-    """Join shard outputs into ``out`` (written atomically), one row per key.
+    """Join shard outputs into ``out`` (written atomically, under its lock), one row per key and
+    seed version (``seed_sha``), and write its sidecar: the shards' recorded runs, joined.
 
-    Duplicates keep the first non-failed row; two different accepted reversals for one key are
-    counted as ``conflicts``. With ``seeds``, completeness is checked against the keys the
-    seeds imply (the policy ``negative`` defaults to ``all`` when keys carry ``#``, else the
-    seeds' own ``reference`` negative). ``on_conflict='error'`` raises ``DataError`` naming the
-    key and both files, before writing.
+    The shards must have been written under one identity (``output_identity``, from each shard's
+    sidecar, or its rows' when it has none): else a ``ConfigError`` names two shards and the
+    options that differ, before anything is written. Duplicates keep the first non-failed row; two
+    different accepted reversals for one key are counted as ``conflicts``. With ``seeds``,
+    completeness is checked against the keys the seeds imply (the policy ``negative`` defaults to
+    ``all`` when keys carry ``#``, else the seeds' own ``reference`` negative).
+    ``on_conflict='error'`` raises ``DataError`` naming the key and both files, before writing.
     """
-    best: dict[str, dict] = {}
-    origin: dict[str, str] = {}
-    dups = conflicts = 0
-    for p in paths:
-        for r in load_synthesis(p):
-            k = r["key"]
-            if k not in best:
-                best[k], origin[k] = r, str(p)
-                continue
-            dups += 1
-            old = best[k]
-            if old.get("status") == "failed" and r.get("status") != "failed":
-                best[k] = r
-            elif old.get("status") == r.get("status") == "accepted" and old.get("reversal") != r.get(
-                "reversal"
-            ):
-                conflicts += 1
-                if on_conflict == "error":
-                    raise DataError(
-                        p,
-                        None,
-                        f"key {k!r} has another accepted reversal in {origin[k]}; nothing was written",
-                        "reversal",
-                    )
-    missing, unexpected, order = [], 0, sorted(best)
-    if seeds is not None:
-        seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
-        policy = negative or ("all" if any("#" in k for k in best) else "reference")
-        expected = [k for k, _, _ in iter_plan(seeds, policy, rng_seed)]  # keys only, seeds streamed
-        missing = [k for k in expected if k not in best]
-        exp = set(expected)
-        unexpected = sum(1 for k in best if k not in exp)
-        order = [k for k in expected if k in best] + sorted(k for k in best if k not in exp)
-    rows = [best[k] for k in order]
-    atomic_write_text(Path(out), "".join(dumps(r) for r in rows))
+    runs = _shard_runs(paths)
+    out = Path(out)
+    with exclusive(out, "merged output"):
+        best, dups, conflicts = _merge_rows(paths, on_conflict)
+        versions: dict[str, list] = {}  # key -> its versions (seed_sha), in order of appearance
+        for k, sha in best:
+            versions.setdefault(k, []).append(sha)
+        missing, unexpected, order = [], 0, sorted(versions)
+        if seeds is not None:
+            seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
+            policy = negative or ("all" if any("#" in k for k in versions) else "reference")
+            expected = [k for k, _, _ in iter_plan(seeds, policy, rng_seed)]  # keys only, seeds streamed
+            missing = [k for k in expected if k not in versions]
+            exp = set(expected)
+            unexpected = sum(1 for k in versions if k not in exp)
+            order = [k for k in expected if k in versions] + sorted(k for k in versions if k not in exp)
+        rows = [best[k, sha] for k in order for sha in versions[k]]
+        atomic_write_text(out, "".join(dumps(r) for r in rows))
+        if runs:
+            _write_sidecar_doc(out, runs, merged_from=[str(p) for p in paths])
     return MergeSummary(
         str(out),
         len(rows),
@@ -987,3 +1133,68 @@ def merge_shards(
         sum(1 for r in rows if r.get("status") == "failed"),
         unexpected,
     )
+
+
+def _merge_rows(paths, on_conflict: str) -> tuple[dict, int, int]:
+    """``({(key, seed_sha): row}, duplicates, conflicts)`` over the shards, first non-failed row kept."""
+    best: dict[tuple, dict] = {}
+    origin: dict[tuple, str] = {}
+    dups = conflicts = 0
+    for p in paths:
+        for r in iter_synthesis(p, by_version=True):
+            v = (r["key"], r.get("seed_sha"))
+            if v not in best:
+                best[v], origin[v] = r, str(p)
+                continue
+            dups += 1
+            old = best[v]
+            if old.get("status") == "failed" and r.get("status") != "failed":
+                best[v] = r
+            elif old.get("status") == r.get("status") == "accepted" and old.get("reversal") != r.get(
+                "reversal"
+            ):
+                conflicts += 1
+                if on_conflict == "error":
+                    raise DataError(
+                        p,
+                        None,
+                        f"key {v[0]!r} has another accepted reversal in {origin[v]}; nothing was written",
+                        "reversal",
+                    )
+    return best, dups, conflicts
+
+
+def _shard_runs(paths) -> list[dict]:
+    """The runs recorded for the shards (``recorded_runs``, or the rows' identities for a shard
+    without a sidecar), joined: one entry per identity. Raises ``ConfigError`` when two shards were
+    written under different identities (``same_identity``), naming them and the differing options."""
+    joined: list[dict] = []
+    first = None  # (path, its identities)
+    for p in paths:
+        p = Path(p)
+        runs = recorded_runs(p)
+        if not runs and p.exists() and p.stat().st_size:
+            runs = [
+                {"identity": i, "config": None, "seeds": None, "from_rows": True} for i in rows_identities(p)
+            ]
+        if not runs:
+            continue
+        idents = [r["identity"] for r in runs]
+        if first is None:
+            first = (p, idents)
+        else:
+            _same_shard_identities(first, (p, idents))
+        joined += [r for r in runs if all(r["identity"] != j["identity"] for j in joined)]
+    return joined
+
+
+def _same_shard_identities(a: tuple[Path, list[dict]], b: tuple[Path, list[dict]]) -> None:
+    """Raise ``ConfigError`` unless each identity of one shard agrees with one of the other's."""
+    for mine, theirs, a_first in ((a[1], b[1], True), (b[1], a[1], False)):
+        for i in mine:
+            if not any(same_identity(i, j) for j in theirs):  # diffs read a's option -> b's
+                diffs = identity_diffs(i, theirs[-1]) if a_first else identity_diffs(theirs[-1], i)
+                raise ConfigError(
+                    f"shards {a[0]} and {b[0]} were written with other options ({', '.join(diffs)}); "
+                    "merge only shards of one run; nothing was written"
+                )

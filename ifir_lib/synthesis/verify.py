@@ -9,7 +9,10 @@
     relevant and P+ not? Columns ``verify_judge`` (bool) and ``verify_judge_reason``. The two
     documents are shown as A/B in an order drawn from the row key, against position bias.
 
-Rows that are not ``accepted`` get None in every column. Not handled here: producing reversals
+Rows that are not ``accepted`` get None in every column; accepted rows written for an earlier
+version of their seed (``seed_sha``) are not checked (counted in a warning), and a row naming a
+seed not in the seed set is an error naming its file and line. ``verify_file`` holds the output's
+lock (``core.locks``) while it reads and rewrites the file, so it never runs beside ``synthesize``. Not handled here: producing reversals
 (``synthesize``), and filtering the training set by these columns (``training.trainsets``; the paper
 applied no filter).
 """
@@ -17,19 +20,24 @@ applied no filter).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import DataError, RequestFailed
 from ..core.jsonl import atomic_write_text, dumps
+from ..core.locks import exclusive
 from ..core.models import encode, format_query, load_model
 from ..core.progress import progress
-from ..seeds.schema import load_seeds
+from ..seeds.schema import load_seeds, seed_fingerprint
 from .llm import run_sync
 from .prompts import load_template
-from .run import build_llm, load_synthesis
+from .run import build_llm, iter_synthesis_lines
+
+log = logging.getLogger(__name__)
 
 VERIFY_COLUMNS = (
     "verify_flip",
@@ -40,27 +48,44 @@ VERIFY_COLUMNS = (
 )
 
 
-def _pairs(rows: list[dict], seeds: list[dict]) -> list[tuple[int, dict, str, str]]:
-    """``[(row index, seed, P+ text, N* text)]`` for the accepted rows."""
+def _pairs(rows: list[dict], seeds: list[dict], where) -> list[tuple[int, dict, str, str]]:
+    """``[(row index, seed, P+ text, N* text)]`` for the accepted rows written for the seeds as
+    they are. ``where(i)`` is ``(file, line)`` of row ``i``, for errors. A row naming no seed, or
+    an instruction negative the seed lacks, is a ``DataError``; a row whose ``seed_sha`` differs
+    from the seed's (``seed_fingerprint``: written for an earlier version of it) is not checked,
+    and such rows are counted in one warning. A row without ``seed_sha`` (earlier versions) is
+    checked against the seed as it is."""
     by_id = {s["id"]: s for s in seeds}
-    out = []
+    out, stale = [], []
     for i, r in enumerate(rows):
         if r.get("status") != "accepted" or not r.get("reversal"):
             continue
         s = by_id.get(r["seed_id"])
         if s is None:
             raise DataError(
-                "<rows>",
-                None,
-                f"row {r['key']!r} names seed {r['seed_id']!r}, not in the seed set",
+                *where(i),
+                f"row {r['key']!r} names seed {r['seed_id']!r}, which is not in the seed set (removed "
+                "from it?); pass the seeds the rows were written from",
                 "seed_id",
             )
         j = int(r.get("negative_index", 0))
         if not 0 <= j < len(s["instruction_negatives"]):
             raise DataError(
-                "<rows>", None, f"row {r['key']!r}: seed has no instruction negative {j}", "negative_index"
+                *where(i), f"row {r['key']!r}: seed has no instruction negative {j}", "negative_index"
             )
+        if r.get("seed_sha") is not None and r["seed_sha"] != seed_fingerprint(s, j):
+            stale.append(r["key"])
+            continue
         out.append((i, s, s["positive"]["text"], s["instruction_negatives"][j]["text"]))
+    if stale:
+        log.warning(
+            "%s: %d accepted row%s written for another version of their seed (seed_sha differs), "
+            "e.g. %s: not checked, their verify columns left as they were",
+            where(0)[0],
+            len(stale),
+            "s were" if len(stale) > 1 else " was",
+            ", ".join(stale[:5]),
+        )
     return out
 
 
@@ -150,6 +175,8 @@ def verify(
     judge=None,
     judge_template: str = "judge_prompt.j2",
     batch_size: int = 64,
+    source: str | Path | None = None,
+    lines: list[int] | None = None,
 ) -> list[dict]:
     """Return copies of ``rows`` with the ``verify_*`` columns filled in.
 
@@ -159,11 +186,17 @@ def verify(
         embedder: a SentenceTransformer, or a name for ``core.models.load_model`` (None skips (a)).
         judge: a ``SynthesisConfig`` with an LLM backend (openai / transformers) for check (b),
             or None to skip it. Its cache and retries apply.
+        source, lines: the file the rows came from and each row's line in it, named in errors
+            (``verify_file`` passes them); without them an error names ``<rows>`` and the row number.
     """
 
     seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
     out = [{**r, **{c: r.get(c) for c in VERIFY_COLUMNS}} for r in rows]
-    pairs = _pairs(out, seeds)
+
+    def where(i: int) -> tuple[str, int | None]:
+        return (str(source), lines[i]) if source is not None and lines else ("<rows>", i + 1)
+
+    pairs = _pairs(out, seeds, where)
     if embedder is not None and pairs:
         model = load_model(embedder) if isinstance(embedder, str) else embedder
         margins = flip_margins(
@@ -212,11 +245,25 @@ class VerifySummary:
 def verify_file(
     path: str | Path, seeds: list[dict] | str | Path, out: str | Path | None = None, **kwargs
 ) -> VerifySummary:
-    """``verify`` a synthesis JSONL; write to ``out`` or rewrite ``path`` atomically (temp + rename)."""
+    """``verify`` a synthesis JSONL; write to ``out`` or rewrite ``path`` atomically (temp + rename).
 
-    rows = verify(load_synthesis(path), seeds, **kwargs)
+    Holds the lock ``synthesize`` takes (``core.locks.exclusive``) on ``path``, and on ``out``
+    when it is another file, from the read to the write: a run still appending to ``path`` would
+    lose every row written after the read (the rename cuts them off), so while one holds the lock
+    this fails at once with ``OutputLocked``. Every row is kept, one per key and seed version
+    (``iter_synthesis(by_version=True)``), as ``synthesize`` keeps them.
+    """
+    path = Path(path)
+    if not path.exists():  # before the lock, which would create its folder
+        raise DataError(path, None, "file not found")
     target = Path(out or path)
-    atomic_write_text(target, "".join(dumps(r) for r in rows))
+    with contextlib.ExitStack() as held:
+        held.enter_context(exclusive(path, "synthesis output"))
+        if target.absolute() != path.absolute():
+            held.enter_context(exclusive(target, "verify output"))
+        numbered = list(iter_synthesis_lines(path, by_version=True))
+        rows = verify([r for _, r in numbered], seeds, source=path, lines=[n for n, _ in numbered], **kwargs)
+        atomic_write_text(target, "".join(dumps(r) for r in rows))
     checked = [
         r for r in rows if r.get("verify_flip") is not None or r.get("verify_judge_reason") is not None
     ]

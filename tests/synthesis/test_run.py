@@ -28,8 +28,10 @@ ROW_FIELDS = {
     "seed_id",
     "negative_index",
     "negative_id",
+    "seed_sha",
     "backend",
     "model",
+    "decoding",
     "status",
     "reason",
     "reversal",
@@ -98,3 +100,39 @@ def test_presets_are_the_project_set(monkeypatch):
 
 
 # ---- retry arithmetic and cache keys -----------------------------------------------------------------------
+
+
+def test_rows_without_seed_sha_count_as_current_and_orphans_are_kept(tmp_path, caplog):
+    """Rows of earlier versions (no ``seed_sha``) are taken as written for the seed as it is; rows
+    of a seed removed from the seeds are kept, counted in one warning."""
+    import json
+
+    out = tmp_path / "o.jsonl"
+    seeds = [make_seed(i) for i in range(3)]
+    cfg = syn.SynthesisConfig(backend="template", progress=False)
+    syn.synthesize(seeds, out, cfg)
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    out.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "seed_sha"}) + "\n" for r in rows))
+    edited = [{**seeds[0], "instruction": "Only consider studies conducted in Kenya."}, *seeds[1:]]
+    s = syn.synthesize(edited, out, cfg)  # unknown version: not refused, not redone
+    assert (s.skipped, s.written) == (3, 0)
+
+    with caplog.at_level("WARNING", logger="ifir_lib.synthesis.run"):
+        s = syn.synthesize(seeds[1:], out, cfg)
+    assert (s.keys, s.skipped, s.written) == (2, 2, 0)
+    [w] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "o.jsonl: 1 key names a seed that is not in <2 rows> (e.g. seed-0000" in w
+    assert "their rows are kept" in w
+    assert [json.loads(x)["key"] for x in out.read_text().splitlines()] == [s["id"] for s in seeds]
+
+
+def test_extend_under_another_negative_policy_is_not_taken_for_a_seed_change(tmp_path):
+    """A key's row stays valid for its own negative: ``--extend`` with a policy that picks another
+    N* for the same key keeps the row (as --extend says), it is not refused as stale."""
+    out = tmp_path / "o.jsonl"
+    seeds = [make_seed(i) for i in range(6)]
+    assert any(syn.choose_negatives(s, "random", 3) != [0] for s in seeds)
+    cfg = syn.SynthesisConfig(backend="template", progress=False)
+    syn.synthesize(seeds, out, cfg)
+    s = syn.synthesize(seeds, out, cfg.replace(negative="random", rng_seed=3, extend=True))
+    assert (s.skipped, s.written, s.redone) == (6, 0, 0)

@@ -57,7 +57,7 @@ def test_load_synthesis_tolerates_cut_last_line(tmp_path):
     p.write_text(json.dumps(_row("a")) + "\n" + json.dumps(_row("b")) + "\n" + '{"key": "c", "sta')
     assert [r["key"] for r in sio.load_synthesis(p)] == ["a", "b"]
     assert p.read_text().endswith('"sta')  # read-only
-    assert sio.prepare_output(p, retry_failed=True) == {"a", "b"}  # resume repairs it
+    assert set(sio.prepare_output(p, retry_failed=True)) == {"a", "b"}  # resume repairs it
     assert p.read_text().endswith("}\n") and len(p.read_text().splitlines()) == 2
 
     p.write_text(json.dumps(_row("a")) + "\n{broken\n" + json.dumps(_row("b")) + "\n")
@@ -69,7 +69,7 @@ def test_prepare_output_drops_failed_and_duplicates(tmp_path):
     p = tmp_path / "out.jsonl"
     rows = [_row("a"), _row("b", "failed"), _row("a"), _row("c", "declined")]
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert sio.prepare_output(p, retry_failed=True) == {"a", "c"}
+    assert set(sio.prepare_output(p, retry_failed=True)) == {"a", "c"}
     assert [json.loads(x)["key"] for x in p.read_text().splitlines()] == ["a", "c"]
 
 
@@ -100,3 +100,58 @@ def test_merge_shards(tmp_path):
     m = sio.merge_shards([a, b], tmp_path / "m.jsonl", tmp_path / "seeds.jsonl")
     assert (m.rows, m.duplicates, m.conflicts, m.missing, m.complete) == (3, 1, 1, ["seed-0003"], False)
     assert [r["key"] for r in sio.load_synthesis(tmp_path / "m.jsonl")] == [s["id"] for s in seeds[:3]]
+
+
+def test_prepare_output_keeps_each_seed_version(tmp_path):
+    """A key redone after its seed changed has two rows (two ``seed_sha``): both are kept, and only
+    a repeat of the same version is a duplicate."""
+    p = tmp_path / "out.jsonl"
+    rows = [{**_row("a"), "seed_sha": "old"}, _row("b"), {**_row("a"), "seed_sha": "new"}]
+    p.write_text("".join(json.dumps(r) + "\n" for r in [*rows, rows[2]]))
+    done = sio.prepare_output(p, retry_failed=True)
+    assert done == {
+        "a": {"seed_id": "a", "written_for": {("old", 0), ("new", 0)}},
+        "b": {"seed_id": "b", "written_for": {(None, 0)}},
+    }
+    assert [json.loads(x) for x in p.read_text().splitlines()] == rows  # the repeat of a/new dropped
+    assert [r["seed_sha"] for r in sio.iter_synthesis(p, by_version=True) if r["key"] == "a"] == [
+        "old",
+        "new",
+    ]
+    assert [r.get("seed_sha") for r in sio.load_synthesis(p)] == ["old", None]  # one per key, the first
+
+
+def _shard(tmp_path, name, backend, shard, **kw):
+    cfg = sio.SynthesisConfig(backend=backend, progress=False, shard=shard, **kw)
+    return sio.synthesize([make_seed(i) for i in range(6)], tmp_path / name, cfg)
+
+
+def test_merge_refuses_shards_of_other_options_and_writes_a_sidecar(tmp_path):
+    from ifir_lib.core.errors import ConfigError
+
+    _shard(tmp_path, "s0.jsonl", "template", "0/2")
+    _shard(tmp_path, "s1.jsonl", "reference", "1/2")
+    m = tmp_path / "m.jsonl"
+    with pytest.raises(ConfigError) as e:
+        sio.merge_shards([tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"], m)
+    assert str(e.value) == (
+        f"shards {tmp_path / 's0.jsonl'} and {tmp_path / 's1.jsonl'} were written with other options "
+        "(backend 'template' -> 'reference', model 'template' -> 'reference', negative 'first' -> 'reference', "
+        f"template 'template_reversal' -> 'reference_reversal', template_version '{sio.TEMPLATE_BASELINE_VERSION}' -> 'seed'); "
+        "merge only shards of one run; nothing was written"
+    )
+    assert not m.exists() and not sio.sidecar_path(m).exists()
+    # a shard without a sidecar is checked by its rows
+    sio.sidecar_path(tmp_path / "s1.jsonl").unlink()
+    with pytest.raises(ConfigError, match="backend 'template' -> 'reference'"):
+        sio.merge_shards([tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"], m)
+
+    _shard(tmp_path, "t1.jsonl", "template", "1/2")
+    sio.merge_shards([tmp_path / "s0.jsonl", tmp_path / "t1.jsonl"], m, [make_seed(i) for i in range(6)])
+    side = json.loads(sio.sidecar_path(m).read_text())
+    assert [r["identity"]["backend"] for r in side["runs"]] == ["template"]
+    assert side["merged_from"] == [str(tmp_path / "s0.jsonl"), str(tmp_path / "t1.jsonl")]
+    with pytest.raises(
+        ConfigError, match=r"m.jsonl holds rows written with other options \(backend 'template'"
+    ):
+        sio.synthesize([make_seed(i) for i in range(6)], m, backend="reference", progress=False)

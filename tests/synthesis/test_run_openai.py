@@ -294,3 +294,44 @@ def test_cli_summary_and_failed_exit_code(server, tmp_path, capsys):
     o = capsys.readouterr()
     assert rc == 1 and "1 accepted, 0 declined, 0 rejected, 1 failed" in o.out
     assert "failed: HTTP 500 x1" in o.out and "rerun the same command" in o.err
+
+
+def test_edited_seed_is_refused_then_redone_and_appended(server, tmp_path):
+    """A rerun after a seed was edited (same id; other instruction, negatives reordered) neither
+    counts its old row as done nor drops it: refused before any request, then with
+    ``redo_changed`` one new row is appended, written for the seed as it is now."""
+    from ifir_lib.core.errors import ConfigError
+    from ifir_lib.seeds.schema import seed_fingerprint
+    from ifir_lib.training.trainsets import load_reversals, match_reversals
+
+    out = tmp_path / "o.jsonl"
+    seeds = [make_seed(i) for i in range(3)]
+    syn.synthesize(seeds, out, cfg(server))
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["seed_sha"] for r in rows] == [seed_fingerprint(s, 0) for s in seeds]
+    edited = [dict(s) for s in seeds]
+    edited[0]["instruction"] = "Only consider studies conducted in Kenya."
+    edited[0]["instruction_negatives"] = list(reversed(seeds[0]["instruction_negatives"]))
+    before, n = out.read_bytes(), server.requests
+    with pytest.raises(
+        ConfigError,
+        match=r"o.jsonl: 1 key was written for another version of their seed .*"
+        r"e\.g\. seed-0000; pass --redo-changed",
+    ):
+        syn.synthesize(edited, out, cfg(server))
+    assert server.requests == n and out.read_bytes() == before  # no request, nothing touched
+
+    s = syn.synthesize(edited, out, cfg(server, redo_changed=True))
+    assert (s.keys, s.skipped, s.written, s.redone, server.requests) == (3, 2, 1, 1, n + 1)
+    assert "redone 1: their seed changed" in s.format()
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["key"] for r in rows] == ["seed-0000", "seed-0001", "seed-0002", "seed-0000"]  # appended
+    new = rows[-1]
+    assert new["seed_sha"] == seed_fingerprint(edited[0], 0) != rows[0]["seed_sha"]
+    assert new["negative_id"] == edited[0]["instruction_negatives"][0]["id"] == "neg-0000-1"
+    # resumed again: both versions stay (not "duplicates"), nothing to redo, no request
+    s = syn.synthesize(edited, out, cfg(server))
+    assert (s.skipped, s.written, server.requests) == (3, 0, n + 1)
+    assert len(out.read_text().splitlines()) == 4
+    # training takes the row written for the seed as it is now
+    assert match_reversals(edited, load_reversals(out))["seed-0000"]["reversal"] == new["reversal"]

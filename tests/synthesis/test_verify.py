@@ -72,7 +72,8 @@ def test_verify_file_rewrites_atomically(minilm, tmp_path):
     assert (s.rows, s.checked, s.flips) == (3, 2, 1)
     rows = sio.load_synthesis(p)
     assert [r["verify_flip"] for r in rows] == [True, False, None]
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["rows.jsonl"]  # no temp file left
+    # no temp file left; the lock file (core.locks) stays behind, empty
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["rows.jsonl", "rows.jsonl.lock"]
 
 
 @pytest.mark.parametrize(
@@ -141,3 +142,54 @@ def test_verify_cli_with_judge(server, tmp_path, capsys):
         True,
         False,
     ]
+
+
+def test_verify_file_waits_for_no_writer_it_fails_at_once(tmp_path):
+    """While ``synthesize`` holds the output's lock (it appends rows), verify neither reads nor
+    rewrites the file (its rename would cut off every row appended after the read)."""
+    from ifir_lib.core.errors import OutputLocked
+    from ifir_lib.core.locks import exclusive
+
+    p = tmp_path / "rows.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
+    before = p.read_bytes()
+    with exclusive(p, "synthesis output"):
+        with pytest.raises(
+            OutputLocked, match=r"rows.jsonl: this synthesis output is being written by another process"
+        ):
+            verify_file(p, [SEED], embedder=None)
+        with pytest.raises(OutputLocked):  # to another --out too: it would miss the rows still coming
+            verify_file(p, [SEED], tmp_path / "v.jsonl", embedder=None)
+    assert p.read_bytes() == before and not (tmp_path / "v.jsonl").exists()
+    assert verify_file(p, [SEED], embedder=None).rows == 3  # the writer is done: it runs
+
+
+def test_verify_names_the_file_and_line_of_a_row_without_its_seed(tmp_path):
+    from ifir_lib.core.errors import DataError
+
+    p = tmp_path / "rows.jsonl"
+    rows = _rows()
+    rows[1] = {**rows[1], "seed_id": "gone"}
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(
+        DataError, match=r"rows.jsonl:2: field 'seed_id': row 'py#1' names seed 'gone', which is not"
+    ):
+        verify_file(p, [SEED], embedder=None)
+    with pytest.raises(DataError, match=r"^<rows>:2: field 'seed_id'"):  # rows given in memory: their number
+        verify(rows, [SEED], embedder=None)
+
+
+def test_verify_skips_rows_written_for_another_version_of_the_seed(minilm, tmp_path, caplog):
+    from ifir_lib.seeds.schema import seed_fingerprint
+
+    p = tmp_path / "rows.jsonl"
+    rows = _rows()
+    rows[0]["seed_sha"] = seed_fingerprint(SEED, 0)  # written for the seed as it is
+    rows[1]["seed_sha"] = "0123456789abcdef"  # for an earlier version
+    redone = {**rows[1], "seed_sha": seed_fingerprint(SEED, 0), "reversal": GOOD}  # its redo, appended
+    p.write_text("".join(json.dumps(r) + "\n" for r in [*rows, redone]))
+    with caplog.at_level("WARNING", logger="ifir_lib.synthesis.verify"):
+        s = verify_file(p, [SEED], embedder=minilm)
+    assert (s.rows, s.checked) == (4, 2)  # every row kept, the stale one not checked
+    assert "rows.jsonl: 1 accepted row was written for another version of their seed" in caplog.text
+    assert [r["verify_flip"] for r in sio.iter_synthesis(p, by_version=True)] == [True, None, None, True]
