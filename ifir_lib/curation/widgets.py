@@ -9,11 +9,12 @@ applying decisions to a training set (``trainsets``), the curation file itself (
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from ..core.models import load_model
-from ..seeds.schema import load_seeds
-from ..synthesis.run import STATUSES, load_synthesis
+from ..seeds.schema import load_seeds, written_for
+from ..synthesis.run import STATUSES, iter_synthesis
 from .decisions import CurationStore, decision_for
 from .tables import (
     ALL,
@@ -25,6 +26,8 @@ from .tables import (
     render_example,
     view_scores,
 )
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # The widget
@@ -225,4 +228,30 @@ def load_for_inspection(seeds_path: str | Path, synthesis_path=None) -> tuple[li
     paths = [p for p in paths if Path(p).exists()]
     if not paths:
         return seeds, None
-    return seeds, [r for p in paths for r in load_synthesis(p)]
+    return seeds, [r for p in paths for r in current_rows(p, seeds)]
+
+
+def current_rows(path: str | Path, seeds: list[dict]) -> list[dict]:
+    """The rows of one synthesis output that belong to ``seeds`` as they are now: per key the
+    first row written for the seed's current version (``seeds.schema.written_for``), so a row
+    redone after an edit (``ifir synthesize --redo-changed``) is shown, not its stale first row,
+    and what is shown is what training uses. Rows of a seed no longer in ``seeds``, and keys with
+    only stale rows, are left out with one warning each (the file keeps them)."""
+    by_id = {s["id"]: s for s in seeds}
+    rows = list(iter_synthesis(path, by_version=True))
+    out, shown = [], set()
+    for r in rows:
+        seed = by_id.get(r.get("seed_id"))
+        if seed is not None and r["key"] not in shown and written_for(r, seed):
+            shown.add(r["key"])
+            out.append(r)
+    orphans = sorted({r["key"] for r in rows if r.get("seed_id") not in by_id})
+    stale = sorted({r["key"] for r in rows} - shown - set(orphans))
+    why = {
+        "name a seed that is not in the seeds given": orphans,
+        "were written for an earlier version of their seed (ifir synthesize --redo-changed)": stale,
+    }
+    for reason, keys in why.items():
+        if keys:
+            log.warning("%s: %d row(s) %s, e.g. %s: not shown", path, len(keys), reason, ", ".join(keys[:5]))
+    return out

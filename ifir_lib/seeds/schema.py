@@ -293,3 +293,17 @@ def seed_fingerprint(seed: dict, negative_index: int) -> str:
     parts = [seed.get("query"), seed.get("instruction"), seed.get("positive"), neg]
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def written_for(row: dict, seed: dict) -> bool:
+    """Whether a synthesis row or reversal was written for ``seed`` as it is now: its
+    ``negative_index`` is one of the seed's instruction negatives, its ``seed_sha`` (when it has
+    one) is ``seed_fingerprint(seed, negative_index)``, and its ``negative_id`` (when it has one) is
+    that negative's id. Rows of earlier versions lack both fields: only the index is checked.
+    The one rule that synthesis (what to redo), verify, the explorer and training apply."""
+    idx, negs = row.get("negative_index", 0), seed.get("instruction_negatives") or []
+    if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < len(negs):
+        return False
+    if row.get("seed_sha") is not None and row["seed_sha"] != seed_fingerprint(seed, idx):
+        return False
+    return row.get("negative_id") is None or row["negative_id"] == negs[idx]["id"]

@@ -92,7 +92,7 @@ from ..core.jsonl import atomic_write_text, dumps, read_jsonl, set_aside_cut_tai
 from ..core.locks import check_writable, exclusive
 from ..core.progress import progress
 from ..core.secrets import redact_url
-from ..seeds.schema import load_seeds, seed_fingerprint
+from ..seeds.schema import load_seeds, seed_fingerprint, written_for
 from .backends import OpenAIBackend, TransformersBackend
 from .checks import Parsed, parse_and_validate
 from .llm import LLM, ResponseCache, run_sync
@@ -384,9 +384,10 @@ def _changed_keys(out: Path, items, done: dict, cfg) -> set[str]:
         if key not in done:
             continue
         # A row without seed_sha (written before rows recorded it) is taken as written for the seed
-        # as it is now: its version is unknown, so it is not redone (training still checks its
-        # negative_id, when the row has one).
-        if not any(sha is None or sha == seed_fingerprint(seed, j) for sha, j in done[key]["written_for"]):
+        # as it is now when its index is one of the seed's negatives: its version is unknown, so it
+        # is not redone (training still checks its negative_id, when the row has one).
+        versions = done[key]["written_for"]
+        if not any(written_for({"seed_sha": sha, "negative_index": j}, seed) for sha, j in versions):
             stale.append(key)
     if stale and not cfg.redo_changed:
         n = len(stale)

@@ -32,7 +32,7 @@ from ..core.jsonl import atomic_write_text, dumps
 from ..core.locks import exclusive
 from ..core.models import encode, format_query, load_model
 from ..core.progress import progress
-from ..seeds.schema import load_seeds, seed_fingerprint
+from ..seeds.schema import load_seeds, written_for
 from .llm import run_sync
 from .prompts import load_template
 from .run import build_llm, iter_synthesis_lines
@@ -73,7 +73,7 @@ def _pairs(rows: list[dict], seeds: list[dict], where) -> list[tuple[int, dict, 
             raise DataError(
                 *where(i), f"row {r['key']!r}: seed has no instruction negative {j}", "negative_index"
             )
-        if r.get("seed_sha") is not None and r["seed_sha"] != seed_fingerprint(s, j):
+        if not written_for(r, s):
             stale.append(r["key"])
             continue
         out.append((i, s, s["positive"]["text"], s["instruction_negatives"][j]["text"]))

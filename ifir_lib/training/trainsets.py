@@ -58,7 +58,7 @@ from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
 from ..curation.decisions import CurationCheck
 from ..seeds.forms import NARRATIVE_SHARE, in_form
-from ..seeds.schema import counterpart, load_seeds, seed_fingerprint
+from ..seeds.schema import counterpart, load_seeds, written_for
 from ..synthesis.template import template_reversal
 
 log = logging.getLogger(__name__)
@@ -258,9 +258,7 @@ def _written_for(seed: dict, rev: dict) -> bool:
         if rev.get("file"):
             raise DataError(rev["file"], rev.get("line"), what, "negative_index")
         raise ConfigError(f"a reversal {what}")
-    if rev.get("seed_sha") is not None and rev["seed_sha"] != seed_fingerprint(seed, idx):
-        return False
-    return rev.get("negative_id") is None or rev["negative_id"] == negs[idx]["id"]
+    return written_for(rev, seed)
 
 
 def _fill(

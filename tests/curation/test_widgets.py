@@ -119,3 +119,29 @@ def test_load_for_inspection_falls_back_to_reference_reversals(explorer_seeds, e
         ("s2", "openai"),
         ("s0", "reference"),
     ]
+
+
+def test_load_for_inspection_shows_each_seed_s_current_row(explorer_seeds, explorer_rows, tmp_path, caplog):
+    """After a seed's edit and ``--redo-changed``, the row written for the seed as it is now is
+    shown (not the stale first row), as training takes it; a row whose seed was removed from the
+    seeds file is left out with a warning instead of stopping the explorer."""
+    from ifir_lib.seeds.schema import seed_fingerprint
+
+    seeds = [dict(s) for s in explorer_seeds]
+    old = {**explorer_rows[0], "seed_sha": seed_fingerprint(seeds[0], 0), "reversal": "old text"}
+    seeds[0]["instruction"] += " (edited)"
+    redone = {**old, "seed_sha": seed_fingerprint(seeds[0], 0), "reversal": "new text"}
+    orphan = {**explorer_rows[2], "key": "gone", "seed_id": "gone"}
+    seeds_file, synth = tmp_path / "seeds.jsonl", tmp_path / "reversals.jsonl"
+    seeds_file.write_text("".join(json.dumps(s) + "\n" for s in seeds))
+    synth.write_text("".join(json.dumps(r) + "\n" for r in [old, orphan, redone, *explorer_rows[1:]]))
+    with caplog.at_level("WARNING"):
+        _, rows = iw.load_for_inspection(seeds_file, synth)
+    assert [(r["key"], r.get("reversal")) for r in rows][0] == ("s0", "new text")
+    assert [r["key"] for r in rows] == ["s0", "s1#1", "s2"]
+    assert "1 row(s) name a seed that is not in the seeds given, e.g. gone" in caplog.text
+    iw.Explorer(seeds, rows, curation_path=tmp_path / "c.jsonl")  # opens: no row without its seed
+    synth.write_text(json.dumps(old) + "\n")  # only the stale row: not shown, named
+    with caplog.at_level("WARNING"):
+        assert iw.load_for_inspection(seeds_file, synth)[1] == []
+    assert "written for an earlier version of their seed" in caplog.text
