@@ -108,21 +108,12 @@ def evaluate_models(
     if table is not None:
         _check_digests(table, results_csv, digests)
     done = _evaluated(table) if skip_done else {}
-    todo = {}  # label -> (labels, FollowIR folders, named tasks) still to evaluate
-    for label, path in models.items():
-        labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
-        key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
-        finished = RunFolder(path).info().get("finished") if done else None
-        folders = [f for f in followir if not _done(done, key, f.name, digests, finished)]
-        if len(folders) < len(followir) and style:
-            print(f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: already in {Path(results_csv).name}")
-        if finished and any((*key, f.name) in done for f in folders) and style:
-            print(
-                f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}: trained again since its rows in "
-                f"{Path(results_csv).name} were written; evaluated again (the later rows are read)"
-            )
-        tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, finished)]
-        todo[label] = (labels, folders, tasks_todo)
+    # label -> (labels, FollowIR folders, named tasks) still to evaluate
+    said = Path(results_csv).name if style and results_csv is not None else None
+    todo = {
+        label: _todo(label, path, (mode, rng_seed, prompts, backend), followir, named, done, digests, said)
+        for label, path in models.items()
+    }
     if run_id is not None and table is not None:
         _check_run_id(table, results_csv, run_id, todo, beir)
     out = {}
@@ -354,6 +345,27 @@ def _evaluate_one(path, followir, beir, named, engine, cache, options) -> list[E
     if named:
         results += mteb_glue.evaluate_mteb(model, named, **mteb_kw)
     return results
+
+
+def _todo(label, path, condition, followir, named, done, digests, table) -> tuple[dict, list, list]:
+    """``(labels, FollowIR folders, named tasks)`` still to evaluate for one model: those not in
+    the table for its labels and ``condition`` (mode, rng_seed, prompts, backend), or in it only
+    from before its run folder was trained again (``_done``); says which, naming ``table`` (None:
+    quiet)."""
+    mode, rng_seed, prompts, backend = condition
+    labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
+    key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
+    finished = RunFolder(path).info().get("finished") if done else None
+    folders = [f for f in followir if not _done(done, key, f.name, digests, finished)]
+    said = f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}"
+    if len(folders) < len(followir) and table:
+        print(f"{said}: already in {table}")
+    if finished and any((*key, f.name) in done for f in folders) and table:
+        print(
+            f"{said}: trained again since its rows in {table} were written; evaluated again (the later rows are read)"
+        )
+    tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, finished)]
+    return labels, folders, tasks_todo
 
 
 def _evaluated(table: pd.DataFrame | None) -> dict[tuple, dict[str, pd.Series]]:
