@@ -139,18 +139,14 @@ def _load_qrels(path: Path) -> Qrels:
     return _judgments(rows(), path)
 
 
-def _unique(seen: dict[str, int], key: str, path: Path, n: int) -> None:
-    """Record that ``key`` is on line ``n``; an id given twice is a ``DataError`` naming both lines."""
-    if key in seen:
-        raise DataError(path, n, f"duplicate id {key!r} (first on line {seen[key]})", "_id")
-    seen[key] = n
-
-
 def _checked_rows(path: Path, strings: tuple[str, ...], optional: tuple[str, ...] = ()):
     """``(line, id, row)`` for each row of a corpus or queries file (FollowIR and BEIR alike): the
     fields ``strings`` present and strings, those in ``optional`` strings or absent, and an ``_id``
-    not given before (``1`` and ``"1"`` are one id); else a ``DataError`` naming line and field."""
-    seen: dict[str, int] = {}
+    not given before with other content (``1`` and ``"1"`` are one id); else a ``DataError`` naming
+    line and field. A row that repeats an earlier one exactly (some exported corpora have them) is
+    read once, and one warning counts them, as a judgment given twice is."""
+    seen: dict[str, tuple[int, dict]] = {}
+    repeats = []
     for n, row in read_jsonl(path):
         _need(row, ("_id", *strings), path, n)
         for k in strings:
@@ -159,8 +155,24 @@ def _checked_rows(path: Path, strings: tuple[str, ...], optional: tuple[str, ...
         for k in optional:
             if not isinstance(row.get(k) or "", str):
                 raise DataError(path, n, "must be a string or absent", k)
-        _unique(seen, str(row["_id"]), path, n)
-        yield n, str(row["_id"]), row
+        key, content = str(row["_id"]), {k: v for k, v in row.items() if k != "_id"}
+        if key in seen:
+            first, earlier = seen[key]
+            if earlier != content:
+                raise DataError(
+                    path, n, f"duplicate id {key!r} (first on line {first}) with other content", "_id"
+                )
+            repeats.append(key)
+            continue
+        seen[key] = (n, content)
+        yield n, key, row
+    if repeats:
+        log.warning(
+            "%s: %d row(s) repeat an earlier row of the same id exactly (e.g. %s): read once",
+            path,
+            len(repeats),
+            ", ".join(map(repr, repeats[:5])),
+        )
 
 
 def _read_corpus(path: Path) -> dict[str, dict]:
@@ -439,7 +451,7 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict
     """``(corpus, queries, qrels)`` from ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv|.jsonl``.
 
     Rows are checked as in a FollowIR folder (the same readers): a missing or non-string ``text``,
-    a non-string ``title``, an ``_id`` given twice, a score that is not a whole finite number, or
+    a non-string ``title``, an ``_id`` given twice with other content (an exact repeat is read once), a score that is not a whole finite number, or
     a (query, document) pair judged twice with different scores is a ``DataError`` naming file,
     line and field. A document with neither text nor title is kept (BEIR corpora have some) and
     counted in a warning. Queries without qrels are not evaluated (BEIR convention); qrels naming

@@ -296,8 +296,9 @@ def _norm(text: str) -> str:
 
 def _trained_on(seeds: list[dict]) -> tuple[set[str], set[str], dict[str, str]]:
     """What the seeds train on, for ``_eval_problems``: passage ids, normalised passage texts
-    (counterpart passages included), and each normalised ``query + " " + instruction`` (every form
-    in ``INSTRUCTION_FORMS``) -> ``"seed 'id' (query + form)"``. Hash sets: one pass per file."""
+    (counterpart passages included), and each normalised ``(query, instruction)`` pair (every form
+    in ``INSTRUCTION_FORMS``) -> ``"seed 'id' (query + form)"``: a pair, so that a query whose
+    words move into the instruction is not taken for another. Hash sets: one pass per file."""
     ids, texts, asked = set(), set(), {}
     for s in seeds:
         for p in [
@@ -310,7 +311,7 @@ def _trained_on(seeds: list[dict]) -> tuple[set[str], set[str], dict[str, str]]:
                 texts.add(_norm(p["text"]))
         for form in INSTRUCTION_FORMS:
             if isinstance(s.get(form), str) and s[form].strip():
-                asked.setdefault(_norm(s["query"] + " " + s[form]), f"seed {s['id']!r} (query + {form})")
+                asked.setdefault((_norm(s["query"]), _norm(s[form])), f"seed {s['id']!r} (query + {form})")
     return ids, texts, asked
 
 
@@ -336,7 +337,7 @@ def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
     path = Path(folder) / "queries.jsonl"
     for n, q in read_jsonl(path):
         for fld in ("instruction_og", "instruction_changed"):
-            if (q.get(fld) or "").strip() and (seed := asked.get(_norm(q["text"] + " " + q[fld]))):
+            if (q.get(fld) or "").strip() and (seed := asked.get((_norm(q["text"]), _norm(q[fld])))):
                 problems.append(
                     f"{path}:{n}: field '{fld}': query {str(q['_id'])!r} with its {fld} repeats "
                     f"training {seed}"

@@ -361,3 +361,15 @@ def test_a_copy_of_the_bundled_set_passes_and_a_cut_one_is_named(tmp_path, capsy
     code, out, _ = _validate(capsys, seeds, fir)
     named = [line for line in out.splitlines() if f"document {dropped!r} is not in corpus.jsonl" in line]
     assert code == 1 and named and all(line.startswith(f"{fir}/") for line in named)
+
+
+def test_a_query_whose_words_move_into_the_instruction_is_not_a_leak(tmp_path, capsys):
+    """Query and instruction are compared as a pair: the same words split at another place are
+    another query (joined into one text they would match)."""
+    fields = {
+        "query": "Columnar basalt",
+        "instruction": "formation documents about how basalt columns form are relevant.",
+    }
+    fir = _hand_written_followir(tmp_path / "fir")
+    code, out, _ = _validate(capsys, _jsonl(tmp_path / "seeds.jsonl", [{**MINIMAL, **fields}]), fir)
+    assert code == 0 and "0 problems" in out
