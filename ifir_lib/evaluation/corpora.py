@@ -451,9 +451,9 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict
     """``(corpus, queries, qrels)`` from ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv|.jsonl``.
 
     Rows are checked as in a FollowIR folder (the same readers): a missing or non-string ``text``,
-    a non-string ``title``, an ``_id`` given twice with other content (an exact repeat is read once), a score that is not a whole finite number, or
-    a (query, document) pair judged twice with different scores is a ``DataError`` naming file,
-    line and field. A document with neither text nor title is kept (BEIR corpora have some) and
+    a non-string ``title``, an ``_id`` given twice with other content (an exact repeat is read
+    once), a score that is not a whole finite number, or a (query, document) pair judged twice
+    with different scores is a ``DataError`` naming file, line and field. A document with neither text nor title is kept (BEIR corpora have some) and
     counted in a warning. Queries without qrels are not evaluated (BEIR convention); qrels naming
     unknown documents or unknown queries exclude those queries with a warning giving counts.
     """

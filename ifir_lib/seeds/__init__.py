@@ -24,7 +24,15 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         **dict.fromkeys(
-            ["load_seeds", "validate_seed", "counterpart", "seed_fingerprint", "written_for", "INSTRUCTION_TYPES"], "schema"
+            [
+                "load_seeds",
+                "validate_seed",
+                "counterpart",
+                "seed_fingerprint",
+                "written_for",
+                "INSTRUCTION_TYPES",
+            ],
+            "schema",
         ),
         **dict.fromkeys(["NARRATIVE_SHARE", "forms", "in_form"], "forms"),
         **dict.fromkeys(["load_promptriever", "promptriever_to_arrow", "seeds_to_arrow"], "promptriever"),

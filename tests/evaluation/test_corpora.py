@@ -205,9 +205,14 @@ def test_a_row_repeated_exactly_is_read_once_with_a_warning(tmp_path, caplog):
     other content stays an error, above)."""
     from ifir_lib.testing.inputs import write_beir
 
-    folder = write_beir(tmp_path / "b", {"d1": "Basalt.", "d2": "Granite."}, {"q1": "rock"}, {"q1": {"d1": 1}})
+    folder = write_beir(
+        tmp_path / "b", {"d1": "Basalt.", "d2": "Granite."}, {"q1": "rock"}, {"q1": {"d1": 1}}
+    )
     corpus = folder / "corpus.jsonl"
     corpus.write_text(corpus.read_text() + corpus.read_text().splitlines()[0] + "\n")
     with caplog.at_level(logging.WARNING):
         data = load_beir(folder)
-    assert len(data[0]) == 2 and "1 row(s) repeat an earlier row of the same id exactly (e.g. 'd1')" in caplog.text
+    assert (
+        len(data[0]) == 2
+        and "1 row(s) repeat an earlier row of the same id exactly (e.g. 'd1')" in caplog.text
+    )
