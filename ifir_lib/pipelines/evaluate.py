@@ -30,8 +30,8 @@ bundled set's; a set whose name the results table already holds with another ``d
 rng_seed) or for a set evaluated again under it.
 With ``skip_done``, a (model, mode, rng_seed, prompts, backend, folder, data_sha) already in the
 table is not evaluated again (a row without a digest, from an older table, counts for any): a rerun
-of the demo or the experiment resumes. Rows written before a run folder's ``finished`` time do not
-count: they scored the model that lived there before the run was trained again, so it is evaluated
+of the demo or the experiment resumes. Rows written before a finished run folder's ``started``
+time do not count: they scored the model that lived there before the run was trained again, so it is evaluated
 again and readers take the later rows (``results.one_evaluation_per_run``). Not handled here: the metrics
 (``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
 """
@@ -355,16 +355,18 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     mode, rng_seed, prompts, backend = condition
     labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
     key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
-    finished = RunFolder(path).info().get("finished") if done else None
-    folders = [f for f in followir if not _done(done, key, f.name, digests, finished)]
+    info = RunFolder(path).info() if done else {}
+    # rows older than the run's start cannot be its model's (a quick retrain ends within minutes)
+    started = info.get("started") if info.get("finished") else None
+    folders = [f for f in followir if not _done(done, key, f.name, digests, started)]
     said = f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}"
     if len(folders) < len(followir) and table:
         print(f"{said}: already in {table}")
-    if finished and any((*key, f.name) in done for f in folders) and table:
+    if started and any((*key, f.name) in done for f in folders) and table:
         print(
             f"{said}: trained again since its rows in {table} were written; evaluated again (the later rows are read)"
         )
-    tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, finished)]
+    tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, started)]
     return labels, folders, tasks_todo
 
 
@@ -382,14 +384,15 @@ def _evaluated(table: pd.DataFrame | None) -> dict[tuple, dict[str, pd.Series]]:
     return done
 
 
-def _done(done: dict, key: tuple, name: str, digests: dict[str, str], finished: str | None) -> bool:
+def _done(done: dict, key: tuple, name: str, digests: dict[str, str], started: str | None) -> bool:
     """Whether the set ``name`` is in the table for ``key``: with the same content digest, or
     with none (a row written before ``data_sha``: its content is unknown, so it is taken as this
-    set's, and a resumed run goes on as it did); and not before the run folder's ``finished``
-    time, else the rows scored the model that lived at this path before it was trained again."""
+    set's, and a resumed run goes on as it did); and not before the start of the finished run at
+    that path (``started``), else the rows scored the model that lived there before it was trained
+    again."""
     shas = done.get((*key, name), {})
     rows = [shas[s] for s in ("", digests.get(name, "")) if s in shas]
-    return any(not evaluated_before(t, finished) for t in rows)
+    return any(not evaluated_before(t, started, slack_minutes=0) for t in rows)
 
 
 def format_result(r: EvalResult, *, style: str = "line", mode: str = "", rng_seed: int = 0) -> str:

@@ -117,17 +117,18 @@ def _match_run(model: str, table: Path, runs: dict[Path, dict], root: Path) -> P
     return None
 
 
-def evaluated_before(timestamps: pd.Series, finished: str | None) -> bool:
+def evaluated_before(timestamps: pd.Series, finished: str | None, slack_minutes: float = 2) -> bool:
     """True when every one of ``timestamps`` (a results table's, UTC) is older than the run's end
     (``finished`` in its record, local time): those rows scored another model that lived at this
-    path before (a run deleted and trained again). Two minutes' slack; False when unknown."""
+    path before (a run deleted and trained again). ``slack_minutes`` of slack (the registry's two,
+    against a run's end); ``evaluate`` passes a run's ``started`` with none. False when unknown."""
     if not finished or timestamps.isna().all():
         return False
     try:
         end = pd.Timestamp(finished).tz_localize(datetime.datetime.now().astimezone().tzinfo)
     except ValueError:
         return False
-    return bool(timestamps.max() < end - pd.Timedelta(minutes=2))
+    return bool(timestamps.max() < end - pd.Timedelta(minutes=slack_minutes))
 
 
 def _headline(res: pd.DataFrame) -> dict:

@@ -290,7 +290,11 @@ def seed_fingerprint(seed: dict, negative_index: int) -> str:
     """
     negatives = seed.get("instruction_negatives") or []
     neg = negatives[negative_index] if 0 <= negative_index < len(negatives) else None
-    parts = [seed.get("query"), seed.get("instruction"), seed.get("positive"), neg]
+
+    def passage(p):  # id and text only: a seed and its Arrow copy (other fields dropped) agree
+        return [p.get("id"), p.get("text")] if isinstance(p, dict) else None
+
+    parts = [seed.get("query"), seed.get("instruction"), passage(seed.get("positive")), passage(neg)]
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 

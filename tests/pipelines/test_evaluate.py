@@ -126,20 +126,23 @@ def test_an_explicit_run_id_names_one_model_s_run(tmp_path):
 
 
 def test_rows_older_than_the_run_scored_the_model_that_lived_there_before(tmp_path):
-    """A run deleted and trained again at the same path: its rows in the table predate the run's
-    ``finished`` time, so they are not 'done' (the model is evaluated again); rows written after
-    it are."""
+    """A run deleted and trained again at the same path (in a minute, as the cpu preset can): its
+    rows in the table predate the run's ``started`` time, so they are not 'done' (the model is
+    evaluated again); rows written after it are."""
+    import datetime
+
     folder = _set(tmp_path / "eval")
     run = tmp_path / "runs" / "ins-dv"
     run.mkdir(parents=True)
-    RunFolder(run).write({"mode": "ins-dv", "rng_seed": 0, "status": "running"})
-    RunFolder(run).finish()  # finished now (local time), as the trainer records it
+    RunFolder(run).start({"mode": "ins-dv", "rng_seed": 0}, git_commit="")  # started now, local time
+    RunFolder(run).finish()
     out = tmp_path / "r.csv"
     label, digest = str(run), content_digest(load_followir(folder))
     row = dict(run_id="old", model=label, mode="ins-dv", rng_seed=0, data_sha=digest)
     R.save_result(fake_result("eval", [1.0]), out, **row)
-    stamp = R.load_results(out).loc[0, "timestamp"].isoformat()
-    out.write_text(out.read_text().replace(stamp, "2020-01-01T00:00:00+00:00"))  # written in 2020
+    stamp = R.load_results(out).loc[0, "timestamp"]
+    minute_before = (stamp - datetime.timedelta(seconds=60)).isoformat()
+    out.write_text(out.read_text().replace(stamp.isoformat(), minute_before))  # the earlier model's row
     with pytest.raises(DataError, match="not a SentenceTransformer folder"):  # evaluated again: loads it
         evaluate_models([run], followir=[folder], results_csv=out, skip_done=True, bootstrap=0, style=None)
     R.save_result(fake_result("eval", [1.0]), out, **dict(row, run_id="new"))  # written now

@@ -282,3 +282,17 @@ def test_seed_fingerprint_changes_with_what_a_reversal_was_written_from():
     assert seed_fingerprint(reordered, 0) != seed_fingerprint(seed, 0)
     assert seed_fingerprint(seed, 0) != seed_fingerprint(seed, 1)
     assert seed_fingerprint(seed, 9) != seed_fingerprint(seed, 0)
+
+
+def test_seed_fingerprint_reads_only_passage_ids_and_texts():
+    """Extra passage fields (a title, a score) are dropped by the Arrow path: the digest of a seed
+    and of its Arrow copy must agree, so they do not enter it."""
+    from ifir_lib.seeds.schema import seed_fingerprint
+
+    seed = make_seed(0)
+    extra = json.loads(json.dumps(seed))
+    extra["positive"]["title"] = "A title"
+    extra["instruction_negatives"][0]["score"] = 0.5
+    assert seed_fingerprint(extra, 0) == seed_fingerprint(seed, 0)
+    extra["positive"]["text"] += " (edited)"
+    assert seed_fingerprint(extra, 0) != seed_fingerprint(seed, 0)
