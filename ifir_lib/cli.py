@@ -907,9 +907,11 @@ def _primary(text: str | None) -> dict:
 
 
 def _experiment_config(a):
-    """The plan: ``--plan``'s file, else the one stored in ``--out``, else ``--preset``'s; then the flags."""
+    """The plan: ``--plan``'s file, else the one stored in ``--out``, else ``--preset``'s; then the
+    flags. Input paths (flags and ``--plan``'s) are made absolute. ``--run`` on a folder with no
+    stored plan, given no ``--plan``, ``--preset`` or plan flag, is an error."""
     from .pipelines.experiment import ExperimentConfig
-    from .pipelines.plan import read_plan, stored_plan
+    from .pipelines.plan import absolute_paths, read_plan, stored_plan
 
     flags = dict(
         seeds=a.seeds,
@@ -934,12 +936,18 @@ def _experiment_config(a):
         narrative_share=a.narrative_share,
         **_primary(a.primary),
     )
-    flags = {k: v for k, v in flags.items() if v is not None}
+    flags = absolute_paths({k: v for k, v in flags.items() if v is not None})
     base, where = None, None
     if a.plan:
-        base, where = read_plan(a.plan), a.plan
+        base, where = absolute_paths(read_plan(a.plan)), a.plan
     elif a.preset is None and not a.new_experiment:
         base, where = stored_plan(a.out), f"{a.out}/experiment.toml"
+    if a.run and base is None and a.preset is None and not flags and stored_plan(a.out) is None:
+        # a printed run command started elsewhere must not train a default plan's run instead
+        raise ConfigError(
+            f"--run {a.run}: {os.path.abspath(a.out)} holds no experiment plan (experiment.toml); "
+            "pass the --out that --print-runs printed (an absolute path), or --preset/--plan to start one"
+        )
     if base is None:
         return _preset(ExperimentConfig, a, "experiment", **flags)
     return ExperimentConfig.from_plan({**base, **flags}, where)
@@ -962,7 +970,7 @@ def _cmd_experiment(a):
         E.start(a.out, cfg, new=a.new_experiment)
         for line in E.run_commands(a.out, cfg, a.launcher, nproc=a.nproc, launch_config=a.launch_config):
             print(line)
-        print(f"# then: ifir experiment --out {a.out} --collect", file=sys.stderr)
+        print(f"# then: ifir experiment --out {os.path.abspath(a.out)} --collect", file=sys.stderr)
         return 0
     if a.collect:
         print(E.collect(a.out, cfg, E.start(a.out, cfg, new=a.new_experiment)).read_text())

@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -182,8 +183,12 @@ def encode(model, texts: list[str], kind: str, batch_size: int = 64, show_progre
     )
 
 
-def model_fingerprint(model) -> str:
-    """A short hash of the weights and prompts: equal fingerprints mean equal embeddings."""
+def model_fingerprint(model, *, modules: bool = True) -> str:
+    """A short hash of the weights, prompts, ``max_seq_length`` and (``modules``) each module's
+    configuration (``module_settings``): equal fingerprints mean equal embeddings.
+
+    ``modules=False`` leaves the configuration out (the ONNX export key: only the transformer's
+    weights enter the exported graph; pooling and the rest run in PyTorch)."""
     import torch
 
     h = hashlib.sha256()
@@ -195,7 +200,59 @@ def model_fingerprint(model) -> str:
         h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
     h.update(repr(sorted((getattr(model, "prompts", None) or {}).items())).encode())
     h.update(str(model.max_seq_length).encode())
+    if modules:
+        h.update(json.dumps(module_settings(model), sort_keys=True, default=repr).encode())
     return h.hexdigest()[:16]
+
+
+# Settings that do not change what a model computes, or change while it runs (the tokenizer's
+# truncation and padding are set by each call); paths differ between copies of one model.
+_VOLATILE = {"transformers_version", "dtype", "torch_dtype", "use_cache", "return_dict"}
+_VOLATILE |= {"output_hidden_states", "output_attentions", "gradient_checkpointing", "name_or_path"}
+_VOLATILE |= {"is_local", "local_files_only", "truncation", "padding"}
+
+
+def _settled(conf: dict) -> dict:
+    """``conf`` without ``_VOLATILE`` keys, private ones (``_attn_implementation``) and file paths."""
+    return {
+        k: v
+        for k, v in conf.items()
+        if k not in _VOLATILE and not k.startswith("_") and not k.endswith("_file")
+    }
+
+
+def module_settings(model) -> dict:
+    """What besides the weights decides a model's embeddings: its modules in order (the
+    ``modules.json`` list) with each one's configuration (pooling mode, ``include_prompt``,
+    ``do_lower_case``, normalisation, the transformer's model config) and the tokenizer's
+    (lower-casing, vocabulary, special tokens). A wrapper (``OnnxEncoder``, ``Bf16Encoder``)
+    reports its model's. ``{}`` for an object with neither (a test's fake encoder)."""
+    children = getattr(model, "named_children", None)
+    out = {"modules": [_module_setting(name, m) for name, m in children()] if children else []}
+    tok = getattr(model, "tokenizer", None)
+    if tok is not None:
+        out["tokenizer"] = _tokenizer_setting(tok)
+    return out if out["modules"] or tok is not None else {}
+
+
+def _module_setting(name: str, module) -> list:
+    conf = module.get_config_dict() if hasattr(module, "get_config_dict") else {}
+    if hasattr(module, "do_lower_case"):
+        conf = {**conf, "do_lower_case": module.do_lower_case}
+    hf = getattr(getattr(module, "auto_model", None), "config", None)
+    if hasattr(hf, "to_dict"):
+        conf = {**conf, "auto_model": _settled(hf.to_dict())}
+    return [name, type(module).__name__, conf]
+
+
+def _tokenizer_setting(tok) -> dict:
+    init = getattr(tok, "init_kwargs", None) or {}
+    out = {"type": type(tok).__name__, "init": _settled(init)}
+    out |= {k: getattr(tok, k, None) for k in ("padding_side", "truncation_side", "do_lower_case")}
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is not None:  # a fast tokenizer: normaliser, pre-tokenizer, vocabulary, post-processor
+        out["backend"] = _settled(json.loads(backend.to_str()))
+    return out
 
 
 def build_model(name: str, *, max_seq_length: int, pooling: str = "cls", device: str | None = None):

@@ -3,7 +3,7 @@
 A run folder is a SentenceTransformer folder plus its provenance::
 
     RUN/                      SentenceTransformer(RUN) loads it once finished (modules.json)
-    RUN/ifir_run.json         mode, rng_seed, base_model, config, data manifest, git commit, status
+    RUN/ifir_run.json         mode, rng_seed, base_model, config, loss, data manifest, git commit, status
     RUN/train_log.jsonl       one line per logged step: loss, learning rate, epoch
     RUN/heldout_log.jsonl     one line per held-out evaluation (when the run early-stops)
     RUN/checkpoints/          HF Trainer checkpoints (``checkpoint-<step>``); a rerun resumes
@@ -229,10 +229,13 @@ class RunFolder(os.PathLike):
         return raw or "unknown", raw
 
     # ---- siblings and search --------------------------------------------------------------
-    def copy_finished_sibling(self, mode: str, config: dict, manifest: dict) -> str | None:
+    def copy_finished_sibling(
+        self, mode: str, config: dict, manifest: dict, loss: str = "relation"
+    ) -> str | None:
         """Copy a finished sibling that trained on the same examples (``sha256``) with the same
-        ``config`` into this (absent) folder, recorded as a finished run of ``mode``; returns the
-        sibling's name, or None (nothing copied).
+        ``config`` and ``loss`` into this (absent) folder, recorded as a finished run of ``mode``;
+        returns the sibling's name, or None (nothing copied). A sibling whose record has no
+        ``loss`` (written before runs recorded it) counts as ``relation``, the default.
 
         Example: the bundled seeds all have an instruction, so ``all-dv`` at the same number of
         examples trains on exactly ``ins-dv``'s examples; retraining would repeat the same run.
@@ -243,6 +246,7 @@ class RunFolder(os.PathLike):
         for sibling in (RunFolder(p.parent) for p in sorted(self.path.parent.glob(f"*/{RUN_FILE}"))):
             info = sibling.info()
             same = info.get("config") == config and info.get("data", {}).get("sha256") == manifest["sha256"]
+            same = same and info.get("loss", "relation") == loss
             if not same or sibling.path.name.startswith(".") or not sibling.is_finished():
                 continue
             tmp = RunFolder(self.path.with_name(f".{self.path.name}.copying-{os.getpid()}"))

@@ -2,8 +2,9 @@
 
 Layout: ``cache_dir()/emb/<model fingerprint>/<shard>.keys.npy`` + ``<shard>.vecs.npy``. A key
 is the sha256 of ``kind + "\\0" + text`` (kind is ``"query"`` or ``"document"``, so the stored
-prompt applies); the fingerprint (``models.model_fingerprint``) covers weights, prompts and max
-length, so a fine-tuned model never reads another model's vectors, and a backend other than
+prompt applies); the fingerprint (``models.model_fingerprint``) covers weights, prompts, max
+length and each module's configuration (pooling, lower-casing, tokenizer), so a fine-tuned model,
+or a copy pooled differently, never reads another model's vectors, and a backend other than
 PyTorch's adds its name (``cache_fingerprint``: ``<fp>-onnx-int8``), so int8 vectors never stand
 in for fp32 ones. Each encode call that
 produces new vectors writes one shard (vectors first, keys last, each via an atomic rename), so

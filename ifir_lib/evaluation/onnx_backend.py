@@ -68,9 +68,10 @@ def check_exported(backend: str) -> None:
 
 
 def export_key(model) -> str:
-    """``model_fingerprint`` of the weights alone (prompts set aside: they do not enter the graph)."""
+    """``model_fingerprint`` of the weights alone (prompts and the modules' configuration set
+    aside: they do not enter the graph, which holds the first module's arithmetic only)."""
     with using_prompts(model, {}):
-        return model_fingerprint(model)
+        return model_fingerprint(model, modules=False)
 
 
 def onnx_dir(source: str | Path | None = None) -> Path:
@@ -253,7 +254,7 @@ def _session(path: str, threads: int):
 
 class OnnxEncoder:
     """What the evaluator needs of a SentenceTransformer (``encode``, ``prompts``, ``tokenizer``,
-    ``max_seq_length``, ``state_dict``), with the transformer run by ONNX Runtime or OpenVINO.
+    ``max_seq_length``, ``state_dict``, ``named_children``), with the transformer run by ONNX Runtime or OpenVINO.
 
     Reads of ``prompts`` and the rest go to the wrapped model, so ``models.using_prompts`` on
     the model applies here, and ``models.model_fingerprint(enc)`` equals the model's. ``backend``
@@ -294,6 +295,9 @@ class OnnxEncoder:
 
     def state_dict(self):
         return self.model.state_dict()
+
+    def named_children(self):  # the model's modules, whose configuration the fingerprint hashes
+        return self.model.named_children()
 
     def _prompt(self, prompt: str | None, prompt_name: str | None) -> str | None:
         if prompt is not None:

@@ -8,7 +8,7 @@ before any run (``plan``); its hash labels every run and every results row, and 
 different plan into the same folder is refused. Three ways to run it::
 
     run_experiment(OUT, cfg)   train every run here, then collect
-    run_commands(OUT, cfg)     one self-contained command per training run, for a scheduler
+    run_commands(OUT, cfg)     one self-contained command per training run (absolute paths), for a scheduler
     collect(OUT, cfg)          evaluate the finished runs, write the tables, tests and figures
 
 Outputs::
@@ -28,6 +28,7 @@ Not handled here: training, evaluation, statistics and figures themselves (``pip
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 import sys
 import time
@@ -246,6 +247,7 @@ def train_run(out: str | Path, cfg: ExperimentConfig, rng_seed: int, mode: str, 
 
 def run_commands(out: str | Path, cfg: ExperimentConfig, launcher: str = "plain", **launch) -> list[str]:
     """One shell command per planned run; each reads the plan from ``OUT`` and resumes its run.
+    ``OUT`` is printed as an absolute path, so a job that starts in another folder finds the plan.
 
     ``launcher``: ``plain`` (``ifir experiment ...``), ``torchrun`` (``nproc`` processes) or
     ``accelerate`` (``launch_config``, for example ``launch/accelerate_ddp_8gpu.yaml``).
@@ -269,7 +271,7 @@ def run_commands(out: str | Path, cfg: ExperimentConfig, launcher: str = "plain"
             "--launcher accelerate needs --launch-config (for example launch/accelerate_ddp_8gpu.yaml)"
         )
     return [
-        shlex.join([*prefix, "experiment", "--out", str(out), "--run", run_name(s, m)])
+        shlex.join([*prefix, "experiment", "--out", os.path.abspath(out), "--run", run_name(s, m)])
         for s, m in planned_runs(cfg)
     ]
 

@@ -48,6 +48,9 @@ SECTIONS = {
     "primary": ("primary_a", "primary_b", "primary_metric", "primary_set"),
     "family": ("baseline", "tested_metrics", "correction", "n_boot"),
 }
+# The plan's fields that name input files: stored as absolute paths (``absolute_paths``), so a
+# printed run command finds them from any folder; "bundled" names the seeds shipped in the package.
+PATH_FIELDS = ("seeds", "reversals", "curation")
 # What an experiment folder holds besides its plan; set_aside moves these.
 OUTPUTS = ("models", "results.csv", "results_per_query.csv", "summary.md", "comparisons.csv", "modes.csv")
 OUTPUTS += ("figures", "experiment.json")
@@ -122,11 +125,36 @@ def changes(old: dict, new: dict) -> list[str]:
     ]
 
 
+def absolute_paths(fields: dict) -> dict:
+    """``fields`` with each input path (``PATH_FIELDS``) made absolute from the current folder:
+    ``{"seeds": "my.jsonl"} -> {"seeds": "/home/me/proj/my.jsonl"}``; ``"bundled"`` and unset stay."""
+    return {
+        k: os.path.abspath(v) if k in PATH_FIELDS and isinstance(v, str) and v != "bundled" else v
+        for k, v in fields.items()
+    }
+
+
+def _stored_spelling(old: dict, new: dict) -> dict:
+    """``new`` with each input path that names the same file as the stored plan's (read from the
+    current folder) spelled as stored: a plan stored with relative paths (before they were made
+    absolute) keeps its hash when its command is run again."""
+    same = {
+        k: old[k]
+        for k in PATH_FIELDS
+        if isinstance(old.get(k), str)
+        and isinstance(new.get(k), str)
+        and old[k] != new[k]
+        and os.path.abspath(old[k]) == os.path.abspath(new[k])
+    }
+    return {**new, **same}
+
+
 def write_plan(out: str | Path, plan: dict, header: str = "") -> str:
     """Store ``plan`` in ``out`` unless the same plan is there; returns its hash.
 
     A different stored plan raises ``ConfigError`` naming the changes (nothing is written): start
-    a new experiment in another folder, or set the old one aside (``set_aside``). Safe when several
+    a new experiment in another folder, or set the old one aside (``set_aside``). An input path
+    naming the stored one's file (``my.jsonl`` stored, ``/abs/my.jsonl`` now) is no change. Safe when several
     processes (a scheduler's array of runs) start at once: the first writes, the rest compare.
     """
     out = Path(out)
@@ -135,6 +163,8 @@ def write_plan(out: str | Path, plan: dict, header: str = "") -> str:
     path = out / PLAN_FILE
     with shared_append(path):  # processes started together (a scheduler array) wait their turn
         old = stored_plan(out)
+        if old is not None:
+            plan = _stored_spelling(old, plan)
         if old is not None and _normal(old) != plan:
             raise ConfigError(
                 f"{path}: this folder holds experiment {plan_hash(_normal(old))}, planned differently "
@@ -167,7 +197,20 @@ def set_aside(out: str | Path) -> Path | None:
 
 def eval_targets(items) -> tuple[list[Path], list[str]]:
     """``(FollowIR folders, mteb task names)`` of ``--eval`` items: ``v1``/``v2`` (bundled), an
-    existing folder, else a task name or ``paper``. ``eval_targets(["v1", "paper"]) -> ([.../followir_mini], ["paper"])``."""
+    existing folder, else a task name or ``paper``. ``eval_targets(["v1", "paper"]) -> ([.../followir_mini], ["paper"])``.
+
+    Two items stored under one ``dataset`` name (``dataset_of``: ``v1`` and a folder of yours
+    named ``followir_mini``, or ``a/test`` and ``b/test``) are a ``ConfigError`` naming both:
+    their rows would be pooled into one set in the tables."""
+    seen: dict[str, str] = {}
+    for item in items:
+        name = dataset_of(item)
+        if name in seen:
+            raise ConfigError(
+                f"--eval {seen[name]!r} and {item!r} are both stored as dataset {name!r}, so their "
+                "results would be pooled; evaluate one of them, or copy one folder under another name"
+            )
+        seen[name] = item
     folders, tasks = [], []
     for item in items:
         if item in C.EVAL_SETS:

@@ -29,7 +29,7 @@ from ..seeds.schema import load_seeds
 from ..training.dry_run import dry_run as estimate
 from ..training.heldout import split_heldout
 from ..training.trainer import TrainConfig, TrainResult, mode_config, train
-from ..training.trainsets import build_trainset, load_reversals, load_trainset, match_reversals
+from ..training.trainsets import TrainSet, build_trainset, load_reversals, load_trainset, match_reversals
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def train_modes(
             out[mode] = estimate(mcfg, examples, world_size=world_size, launch_config=launch_config)
             continue
         run = RunFolder(out_dir if flat else Path(out_dir) / mode)
-        same = run.copy_finished_sibling(mode, dataclasses.asdict(mcfg), manifest)
+        same = run.copy_finished_sibling(mode, dataclasses.asdict(mcfg), manifest, loss=loss)
         if same:
             log.warning("%s: same examples and config as %s; copied that finished run", mode, same)
         log.info("training %s on %d examples", mode, len(examples))
@@ -119,7 +119,10 @@ def _training_sets(
     if "negatives" in first:  # an already built training set
         if len(modes) != 1:
             raise ConfigError(f"{seeds_path} is a built training set: it trains one mode, not {len(modes)}")
-        return {modes[0]: (load_trainset(seeds_path), {"source": str(seeds_path)}, None)}
+        examples = load_trainset(seeds_path)  # hashed as a set built from seeds is (sha256)
+        return {
+            modes[0]: (examples, {**TrainSet(modes[0], examples).manifest(), "source": str(seeds_path)}, None)
+        }
     all_seeds = load_seeds(seeds_path, stage="train")
     reversals = None
     if reversals_path:

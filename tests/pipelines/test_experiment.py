@@ -10,6 +10,7 @@ import pytest
 from ifir_lib.cli import main
 from ifir_lib.core.errors import ConfigError
 from ifir_lib.evaluation.corpora import write_followir
+from ifir_lib.pipelines import experiment as E
 from ifir_lib.pipelines import plan as P
 from ifir_lib.pipelines.experiment import ExperimentConfig, planned_runs, run_commands
 from ifir_lib.reporting.results import load_results
@@ -54,7 +55,7 @@ def test_a_changed_plan_is_refused_and_nothing_is_lost(tmp_path):
     assert not (tmp_path / "results.csv").exists()
 
 
-def test_planned_runs_and_their_commands(tmp_path):
+def test_planned_runs_and_their_commands(tmp_path, monkeypatch):
     cfg = ExperimentConfig.preset("smoke", rng_seeds=(3, 4), modes=("ins-orig", "ins-dv"))
     assert planned_runs(cfg) == [(3, "ins-orig"), (3, "ins-dv"), (4, "ins-orig"), (4, "ins-dv")] + [
         (3, "all-orig"),
@@ -62,6 +63,8 @@ def test_planned_runs_and_their_commands(tmp_path):
     ]
     plain = run_commands(tmp_path, cfg)
     assert shlex.split(plain[1]) == ["ifir", "experiment", "--out", str(tmp_path), "--run", "rng3/ins-dv"]
+    monkeypatch.chdir(tmp_path)
+    assert shlex.split(run_commands("exp", cfg)[0])[3] == str(tmp_path / "exp")  # absolute, for any folder
     torch = run_commands(tmp_path, cfg, "torchrun", nproc=8)[0]
     assert torch.startswith("torchrun --nproc-per-node=8 -m ifir_lib experiment")
     acc = run_commands(tmp_path, cfg, "accelerate", launch_config="launch/accelerate_ddp_8gpu.yaml")[0]
@@ -84,6 +87,70 @@ def test_cli_takes_a_plan_file_and_the_stored_plan(tmp_path, capsys):
     assert "budget 24 -> 8" in capsys.readouterr().err
     assert main(["experiment", "--out", str(out), "--run", "rng9/ins-dv"]) == 2
     assert "not in the plan" in capsys.readouterr().err
+
+
+def test_two_eval_items_stored_under_one_dataset_name_are_refused(tmp_path):
+    """Your folder named like v1's (followir_mini), or a/test and b/test: rows would be pooled."""
+    for sub in ("mine/followir_mini", "a/test", "b/test"):
+        (tmp_path / sub).mkdir(parents=True)
+    mine = str(tmp_path / "mine" / "followir_mini")
+    with pytest.raises(ConfigError, match=rf"'v1' and '{mine}' are both stored as dataset 'followir_mini'"):
+        ExperimentConfig.preset("smoke", eval=("v1", mine))
+    with pytest.raises(ConfigError, match="both stored as dataset 'test'"):
+        P.eval_targets([str(tmp_path / "a" / "test"), str(tmp_path / "b" / "test")])
+    assert P.eval_targets(["v1", "v2"])[0] != []  # distinct names pass
+
+
+def test_printed_runs_work_from_any_folder_and_a_run_needs_a_plan(tmp_path, monkeypatch, capsys):
+    """A scheduler's job starts elsewhere: the printed --out and the plan's input paths are
+    absolute; --run on a folder with no plan is refused instead of training a default plan's run."""
+    proj, job = tmp_path / "proj", tmp_path / "job"
+    proj.mkdir(), job.mkdir()
+    monkeypatch.chdir(proj)
+    args = [
+        "experiment",
+        "--preset",
+        "smoke",
+        "--seeds",
+        "my.jsonl",
+        "--curation",
+        "cur.jsonl",
+        "--out",
+        "exp",
+    ]
+    assert main([*args, "--print-runs"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert shlex.split(printed[0])[3] == str(proj / "exp")
+    stored = P.stored_plan(proj / "exp")
+    assert (stored["seeds"], stored["curation"]) == (str(proj / "my.jsonl"), str(proj / "cur.jsonl"))
+    monkeypatch.chdir(job)
+
+    def never(*a, **kw):
+        raise AssertionError("trained a run of a plan nobody stored")
+
+    monkeypatch.setattr(E, "train_run", never)
+    assert main(["experiment", "--out", "exp", "--run", "rng0/ins-dv"]) == 2
+    assert f"{job / 'exp'} holds no experiment plan" in capsys.readouterr().err
+    assert not (job / "exp").exists()  # nothing written, nothing trained
+    assert main([*shlex.split(printed[0])[1:4], "--run", "rng9/ins-dv"]) == 2  # the stored plan is found
+    assert "is not in the plan; planned runs: rng0/ins-orig" in capsys.readouterr().err
+
+
+def test_a_plan_stored_with_relative_paths_keeps_its_hash(tmp_path, monkeypatch, capsys):
+    """An experiment planned before input paths were made absolute: its own command, rerun from
+    its folder, names the same files, so it is the same plan (not refused, same hash)."""
+    monkeypatch.chdir(tmp_path)
+    old = P.write_plan("exp", ExperimentConfig.preset("smoke", seeds="my.jsonl").plan())
+    before = (tmp_path / "exp" / P.PLAN_FILE).read_bytes()
+    assert (
+        main(["experiment", "--preset", "smoke", "--seeds", "my.jsonl", "--out", "exp", "--print-runs"]) == 0
+    )
+    assert (tmp_path / "exp" / P.PLAN_FILE).read_bytes() == before
+    assert (
+        P.write_plan("exp", ExperimentConfig.preset("smoke", seeds=str(tmp_path / "my.jsonl")).plan()) == old
+    )
+    with pytest.raises(ConfigError, match="seeds 'my.jsonl' -> "):
+        P.write_plan("exp", ExperimentConfig.preset("smoke", seeds=str(tmp_path / "other.jsonl")).plan())
 
 
 def _user_inputs(tmp_path):

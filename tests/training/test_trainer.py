@@ -1,5 +1,6 @@
 """Training: sampler invariants, a real CPU run, resume after a kill, NaN stop, DDP on 2 processes."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ifir_lib.core.errors import NonFiniteLossError
-from ifir_lib.training.trainer import TrainConfig, train
-from ifir_lib.training.trainsets import build_trainset
+from ifir_lib.core.run_folder import RunFolder
+from ifir_lib.training.trainer import TrainConfig, _resume_point, mode_config, train
+from ifir_lib.training.trainsets import build_trainset, save_trainset
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -69,6 +71,63 @@ def test_other_data_in_same_run_dir_is_refused(smoke_run, bundled_seeds):
         ts.examples, res.run_dir, cfg, mode="ins-dv", manifest=ts.manifest()
     )  # the same data: reused
     assert same.seconds == 0.0 and same.steps == res.steps
+
+
+def test_other_loss_in_same_run_dir_is_refused(smoke_run, tmp_path):
+    """A finished relation-loss run is not an mnrl run; a record without ``loss`` counts as relation."""
+    cfg, ts, res = smoke_run
+    assert json.loads((res.run_dir / "ifir_run.json").read_text())["loss"] == "relation"
+    with pytest.raises(ValueError, match="another config, loss or mode"):
+        train(ts.examples, res.run_dir, cfg, mode="ins-dv", manifest=ts.manifest(), loss="mnrl")
+    old = RunFolder(tmp_path / "old")  # a finished run written before runs recorded their loss
+    old.path.mkdir()
+    info = {k: v for k, v in json.loads((res.run_dir / "ifir_run.json").read_text()).items() if k != "loss"}
+    old.write(info)
+    (old.path / "modules.json").write_text("[]")
+    with pytest.raises(ValueError, match="another config, loss or mode"):
+        train(ts.examples, old.path, cfg, mode="ins-dv", manifest=ts.manifest(), loss="mnrl")
+    assert train(ts.examples, old.path, cfg, mode="ins-dv", manifest=ts.manifest()).seconds == 0.0
+
+
+def _built_run(tmp_path, bundled_seeds, sha_of=None):
+    """A built training set (``ifir train --data``) and a finished run folder recorded as trained
+    on ``sha_of``'s examples (None: a record with no hash, as built sets had before)."""
+    cfg = TrainConfig.preset("smoke")
+    sets = [build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=3, rng_seed=r) for r in (0, 7)]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    built = save_trainset(sets[0], tmp_path / "set.jsonl")
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+    data = {"source": str(built), **({"sha256": sha_of.manifest()["sha256"]} if sha_of else {})}
+    config = dataclasses.asdict(mode_config(cfg, "ins-dv"))
+    run.write({"mode": "ins-dv", "config": config, "loss": "relation", "data": data, "status": "finished"})
+    (run.path / "modules.json").write_text("[]")
+    return built, run, sets
+
+
+def test_a_rebuilt_training_set_is_not_reused(tmp_path, bundled_seeds):
+    """``ifir train --data built.jsonl``: the built set's examples are hashed like a set built from
+    seeds, so a rewritten set, or a run whose record has no hash, is refused, never reused."""
+    from ifir_lib.pipelines.train import train_modes
+
+    kw = dict(modes=("ins-dv",), preset="smoke", flat=True, report_to="none")
+    built, run, sets = _built_run(tmp_path, bundled_seeds, sha_of=None)
+    with pytest.raises(ValueError, match="trained on other data.*no hash recorded"):
+        train_modes(run.path, seeds_path=built, **kw)
+    built, run, sets = _built_run(tmp_path / "b", bundled_seeds, sha_of=sets[0])
+    assert train_modes(run.path, seeds_path=built, **kw)["ins-dv"].seconds == 0.0  # the same examples
+    save_trainset(sets[1], built)  # rebuilt in place with other seeds
+    with pytest.raises(ValueError, match="trained on other data"):
+        train_modes(run.path, seeds_path=built, **kw)
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_its_log_anew(tmp_path):
+    """No checkpoint to resume from: training starts at step 0, so the earlier lines are dropped."""
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+    run.train_log.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in (1, 2)))
+    assert _resume_point(run, rank=1) is None and run.last_step() == 2  # other ranks leave the log
+    assert _resume_point(run, rank=0) is None and run.read_log() == []
 
 
 def test_non_finite_loss_stops_and_keeps_checkpoint(bundled_seeds, tmp_path):
