@@ -27,8 +27,9 @@ and take new rows without it, with a warning. ``rng_seed`` reads as one spelling
 (``'01'``, ``'1.0'`` -> ``'1'``).
 
 Every table, summary, figure and comparison reads the rows through ``runs_to_read`` (the end of
-this module): one evaluation per run and set, the latest; a warning when they mix conditions; a
-``DataError`` for a run id shared by two runs, or a set name shared by two sets (``data_sha``).
+this module): one evaluation per run and set, the latest; exact repeats of a row read once, with a
+warning; a warning when they mix conditions; a ``DataError`` for a run id shared by two runs, a run
+id with two values for one set and metric, or a set name shared by two sets (``data_sha``).
 
 Used by evaluation (writing), figures and notebooks (reading and summarising). Not handled here:
 computing metrics (``evaluate``), drawing (``figures``).
@@ -681,12 +682,16 @@ def _label(row) -> str:
 def check_run_ids(rows: pd.DataFrame, path: str | None = None) -> None:
     """A ``DataError`` naming the file and the run id when one ``run_id`` labels more than one
     (model, mode, rng_seed) on one set (two models evaluated under one ``--run-id``): per-query
-    scores are joined to their run by (run_id, dataset), so one model's would be read as the other's."""
+    scores are joined to their run by (run_id, dataset), so one model's would be read as the other's;
+    or when one run id holds two different values for one (set, metric) (two sets under one name
+    evaluated in one call, as older versions wrote): they would be averaged as one.
+    Identical repeated rows are not an error (``drop_repeated_rows`` leaves them out)."""
     if rows.empty:
         return
     keys = rows[["run_id", *EVALUATION_KEY]].astype(str).drop_duplicates()
     shared = keys[keys.duplicated(["run_id", "dataset"], keep=False)]
     if shared.empty:
+        _check_one_value(rows, path)
         return
     run_id, dataset = shared.iloc[0][["run_id", "dataset"]]
     runs = shared[(shared["run_id"] == run_id) & (shared["dataset"] == dataset)]
@@ -698,6 +703,44 @@ def check_run_ids(rows: pd.DataFrame, path: str | None = None) -> None:
         "apart: evaluate again, each run under its own --run-id",
         "run_id",
     )
+
+
+_VALUE_COLUMNS = ["value", "ci_low", "ci_high", "n_queries"]  # what a repeated row must repeat
+
+
+def _check_one_value(rows: pd.DataFrame, path: str | None) -> None:
+    """The ``DataError`` of ``check_run_ids`` for one (run_id, dataset, metric) with 2+ values."""
+    cols = ["run_id", "dataset", "metric", *(c for c in _VALUE_COLUMNS if c in rows.columns)]
+    cells = rows[cols].astype(str).drop_duplicates()
+    twice = cells[cells.duplicated(["run_id", "dataset", "metric"], keep=False)]
+    if twice.empty:
+        return
+    run_id, dataset, metric = twice.iloc[0][["run_id", "dataset", "metric"]]
+    one = twice[(twice["run_id"] == run_id) & (twice["dataset"] == dataset) & (twice["metric"] == metric)]
+    raise DataError(
+        path or frame_path(rows),
+        None,
+        f"run id {run_id!r} holds {len(one)} different rows for set {dataset!r}, metric {metric!r} "
+        f"(values {', '.join(one['value'])}): a set evaluated twice under one run id (two sets of one "
+        "name?) would be averaged as one; re-evaluate, each set under its own name",
+        "run_id",
+    )
+
+
+def drop_repeated_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` less the exact repeats of a row already read (same run id, set, metric and numbers),
+    with one warning saying how many: a repeat is the same number, so it is counted once."""
+    cols = ["run_id", "dataset", "metric", *(c for c in _VALUE_COLUMNS if c in rows.columns)]
+    repeat = rows[cols].astype(str).duplicated()
+    if not repeat.any():
+        return rows
+    warn_once(
+        log,
+        "%d repeated row(s) of one run, set and metric left out (run ids %s); each counted once",
+        int(repeat.sum()),
+        ", ".join(dict.fromkeys(rows.loc[repeat, "run_id"].astype(str).head(5))),
+    )
+    return rows[~repeat]
 
 
 def check_data_sets(rows: pd.DataFrame, path: str | None = None) -> None:
@@ -766,11 +809,12 @@ def runs_to_read(rows: pd.DataFrame, path: str | None = None) -> pd.DataFrame:
     """What every reading path (``ifir table``, summaries and figures, ``ifir compare``) does to the
     results rows it averages, so that they agree: a run id shared by two runs on a set
     (``check_run_ids``) or a set name shared by two sets (``check_data_sets``) is a ``DataError``
-    naming ``path`` (default: the frame's ``attrs['path']``); mixed conditions draw a warning
-    (``warn_if_mixed``); one evaluation per run and set is kept, the latest
-    (``one_evaluation_per_run``)."""
+    naming ``path`` (default: the frame's ``attrs['path']``), and so is a run id holding two
+    different values for one set and metric; exact repeats of a row are left out with a warning
+    (``drop_repeated_rows``); mixed conditions draw a warning (``warn_if_mixed``); one evaluation
+    per run and set is kept, the latest (``one_evaluation_per_run``)."""
     path = path or frame_path(rows)
     check_run_ids(rows, path)
     check_data_sets(rows, path)
     warn_if_mixed(rows)
-    return one_evaluation_per_run(rows)
+    return one_evaluation_per_run(drop_repeated_rows(rows))

@@ -309,6 +309,25 @@ def test_a_run_id_that_labels_two_runs_on_one_set_is_an_error_naming_file_and_ru
     assert len(R.runs_to_read(ok)) == 2
 
 
+def test_a_run_id_with_two_values_for_one_set_and_metric_is_an_error_and_repeats_count_once(caplog):
+    # two sets of one name evaluated in one call (older versions): one run id, two values per metric
+    df = _evals(("r", "minilm", "base", 0, "v1", 54.17, None), ("r", "minilm", "base", 0, "v1", 27.08, None))
+    df.attrs["path"] = "out/results.csv"
+    with pytest.raises(
+        DataError,
+        match=r"out/results\.csv.*run id 'r' holds 2 different rows for set 'v1', metric 'p_mrr' "
+        r"\(values 54\.17, 27\.08\).*evaluated twice under one run id.*re-evaluate",
+    ):
+        R.runs_to_read(df)
+    # an exact repeat of a row is the same number: read once, with a warning
+    same = _evals(
+        *[("r", "minilm", "base", 0, "v1", 54.17, None)] * 2, ("r", "minilm", "base", 0, "v2", 1.0, None)
+    )
+    kept = R.runs_to_read(same)
+    assert list(kept["dataset"]) == ["v1", "v2"]
+    assert "1 repeated row(s) of one run, set and metric left out (run ids r)" in caplog.text
+
+
 def test_one_set_name_with_two_data_digests_is_an_error_naming_the_runs_of_each():
     df = _evals(*[(f"r{i}", f"m{i}", "base", 0, "synth", 1.0, None) for i in range(3)]).assign(
         data_sha=["aaaa1111", "bbbb2222", ""]  # '' = unknown: not checked
