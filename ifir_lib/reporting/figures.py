@@ -237,8 +237,9 @@ def _interval_words(parts: Sequence[tuple[str, pd.DataFrame]]) -> str:
     """The error bars of ``(what, summary)`` parts in one sentence, naming each kind of interval
     (``summaries.interval_phrase``) and, when kinds differ, where each is drawn: by mode when the
     kind depends on the mode alone (``'Error bars: 95% bootstrap CI over queries for Base; 95%
-    two-stage ... for Ins-DV'``), else by part (``what``), else both (``'... for Ins-DV in p-MRR
-    on core17'``); the scope is never empty. A summary with several backbones names them."""
+    two-stage ... for Ins-DV'``), else by part (``what``) when a kind covers whole parts (``'...
+    for p-MRR; ... for FollowIR Score'``), else both (``'... for Ins-DV in p-MRR on core17 and every
+    mode in news21'``); the scope is never empty. A summary with several backbones names them."""
     several = any("backbone" in sm.columns and sm["backbone"].nunique() > 1 for _, sm in parts)
     by: dict[str, dict[str, dict]] = {}  # phrase -> {what: {mode key: None}}, insertion-ordered
     modes_of: dict[str, dict] = {}  # what -> its mode keys
@@ -270,6 +271,8 @@ def _interval_scope(by: dict[str, dict[str, dict]], phrase: str, modes_of: dict[
     ):
         return _mode_words(keys)  # each mode has one kind wherever it is drawn
     whole = [w for w, modes in mine.items() if len(modes) == len(modes_of[w])]
+    if len(whole) == len(mine):
+        return _and(whole)  # each part has one kind for every mode: name the parts alone
     groups: dict[tuple, list[str]] = {}  # the modes of a part (none: all of them) -> parts
     for w, modes in mine.items():
         groups.setdefault(() if w in whole else tuple(modes), []).append(w)

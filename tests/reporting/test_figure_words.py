@@ -311,7 +311,7 @@ def test_error_bar_words_always_say_where_each_interval_is_drawn():
         ("v1", _sm([("base", 2, "spread"), ("ins-dv", 2, "spread")])),
         ("v2", _sm([("base", 1, "ci"), ("ins-dv", 1, "ci")])),
     ]
-    assert F._interval_words(by_panel).endswith(f"for every mode in v1; {S.QUERY_CI} for every mode in v2.")
+    assert F._interval_words(by_panel).endswith(f"for v1; {S.QUERY_CI} for v2.")
     # one summary of several backbones (figure b): a mode is named with its backbone
     sm = pd.DataFrame(
         {
