@@ -9,8 +9,8 @@ ignoring case and punctuation, so ``MAIR-IFEval``/``mair_ifeval`` and ``p-MRR``/
 Rules, each visible in the output:
 - the rows are read as every reading path reads them (``results.runs_to_read``): one evaluation
   per run and set, the latest; a warning when they mix evaluation conditions (``prompts``,
-  ``plan``, ``backend``); a ``DataError`` for a run id shared by two runs or a set name shared by
-  two sets;
+  ``plan``, ``backend``); a ``DataError`` for a run id shared by two runs (or holding two values
+  for one set and metric) or a set name shared by two sets;
 - a cell is the mean over the runs of that backbone and mode (a run is one trained model and
   ``rng_seed``); a ``runs`` column appears when any row averages more than one run; a cell that
   averages fewer runs than its row counts (the others have no value there) is marked ``†`` with
