@@ -936,6 +936,10 @@ def _experiment_config(a):
         narrative_share=a.narrative_share,
         **_primary(a.primary),
     )
+    for name in ("seeds", "reversals", "curation"):  # a typo must not enter the plan
+        path = getattr(a, name)
+        if path and path != "bundled" and not os.path.exists(path):
+            raise ConfigError(f"--{name} {path}: no such file; nothing was planned or run")
     flags = absolute_paths({k: v for k, v in flags.items() if v is not None})
     base, where = None, None
     if a.plan:

@@ -89,6 +89,25 @@ def test_cli_takes_a_plan_file_and_the_stored_plan(tmp_path, capsys):
     assert "not in the plan" in capsys.readouterr().err
 
 
+def test_a_mistyped_input_is_refused_before_it_enters_the_plan(tmp_path, capsys):
+    """A typo in --curation (or --seeds, --reversals) would be stored in the plan, and the fixed
+    path then refused as a changed plan: it is an error before anything is written."""
+    for name in ("seeds", "reversals", "curation"):
+        out = tmp_path / name
+        args = [
+            "experiment",
+            "--preset",
+            "smoke",
+            f"--{name}",
+            str(tmp_path / "typo.jsonl"),
+            "--out",
+            str(out),
+        ]
+        assert main([*args, "--print-runs"]) == 2
+        assert f"--{name} {tmp_path / 'typo.jsonl'}: no such file" in capsys.readouterr().err
+        assert not out.exists()
+
+
 def test_two_eval_items_stored_under_one_dataset_name_are_refused(tmp_path):
     """Your folder named like v1's (followir_mini), or a/test and b/test: rows would be pooled."""
     for sub in ("mine/followir_mini", "a/test", "b/test"):
@@ -107,6 +126,7 @@ def test_printed_runs_work_from_any_folder_and_a_run_needs_a_plan(tmp_path, monk
     proj, job = tmp_path / "proj", tmp_path / "job"
     proj.mkdir(), job.mkdir()
     monkeypatch.chdir(proj)
+    (proj / "my.jsonl").touch(), (proj / "cur.jsonl").touch()  # only their paths are read here
     args = [
         "experiment",
         "--preset",
@@ -140,6 +160,7 @@ def test_a_plan_stored_with_relative_paths_keeps_its_hash(tmp_path, monkeypatch,
     """An experiment planned before input paths were made absolute: its own command, rerun from
     its folder, names the same files, so it is the same plan (not refused, same hash)."""
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.jsonl").touch()
     old = P.write_plan("exp", ExperimentConfig.preset("smoke", seeds="my.jsonl").plan())
     before = (tmp_path / "exp" / P.PLAN_FILE).read_bytes()
     assert (
