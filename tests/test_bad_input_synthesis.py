@@ -220,16 +220,37 @@ def test_rerun_with_other_decoding_is_refused_and_rows_record_theirs(planted, tm
     assert [json.loads(x)["decoding"]["temperature"] for x in out.read_text().splitlines()] == [0.7, 0.7, 0.0]
 
 
-def test_sidecar_without_decoding_accepts_a_rerun_and_records_it(planted, tmp_path, capsys):
-    assert _synth(tmp_path, "--limit", "2", *_llm(planted.url)) == 0
-    side = tmp_path / "out" / "o.config.json"
-    doc = json.loads(side.read_text())  # as an earlier version wrote it: no decoding in the identity
+def _strip_decoding(side, config_too: bool) -> None:
+    """Make ``side`` look as an earlier version wrote it: no decoding in the identities (and, with
+    ``config_too``, none in the configs either)."""
+    doc = json.loads(side.read_text())
     for r in doc["runs"]:
         r["identity"] = {
             k: v for k, v in r["identity"].items() if k not in ("temperature", "top_p", "max_tokens")
         }
+        if config_too:
+            r["config"] = {
+                k: v for k, v in r["config"].items() if k not in ("temperature", "top_p", "max_tokens")
+            }
     side.write_text(json.dumps(doc))
-    assert _synth(tmp_path, *_llm(planted.url), "--top-p", "1") == 0  # unknown: accepted ...
+
+
+def test_sidecar_without_decoding_accepts_a_rerun_and_records_it(planted, tmp_path, capsys):
+    out = tmp_path / "out" / "o.jsonl"
+    assert _synth(tmp_path, "--limit", "2", *_llm(planted.url), "--temperature", "0") == 0
+    side = tmp_path / "out" / "o.config.json"
+    # an earlier sidecar: no decoding in the identity, but its config records it: a change is refused
+    _strip_decoding(side, config_too=False)
+    before = _snapshot(out.parent)
+    capsys.readouterr()
+    assert _synth(tmp_path, *_llm(planted.url)) == 2
+    assert "(temperature 0.0 -> 0.7)" in _one_line(capsys.readouterr().err)
+    assert _snapshot(out.parent) == before  # the old entry (temperature 0) is kept
+    assert _synth(tmp_path, *_llm(planted.url), "--temperature", "0") == 0  # the same decoding: resumed
+    assert [r["config"]["temperature"] for r in json.loads(side.read_text())["runs"]] == [0.0]
+    # no decoding recorded anywhere: unknown, accepted ...
+    _strip_decoding(side, config_too=True)
+    assert _synth(tmp_path, *_llm(planted.url), "--top-p", "1") == 0
     runs = json.loads(side.read_text())["runs"]
     assert [r["identity"].get("top_p") for r in runs] == [1.0]  # ... and recorded
     assert _synth(tmp_path, *_llm(planted.url), "--top-p", "0.5") == 2

@@ -376,18 +376,23 @@ def _pending(items, done: dict, redo: set[str], summary: SynthesisSummary):
 
 def _changed_keys(out: Path, items, done: dict, cfg) -> set[str]:
     """The planned keys already in ``out`` whose rows were all written for another version of their
-    seed (each row's ``seed_sha`` differs from ``seed_fingerprint(seed, its negative_index)`` now,
-    the check training makes): the keys to redo under ``cfg.redo_changed``. Without it, any such
+    seed (``seeds.schema.written_for``, the check training makes, fails for each row: its
+    ``seed_sha`` differs from ``seed_fingerprint(seed, its negative_index)`` now, or its
+    ``negative_id`` is no longer that negative's id): the keys to redo under ``cfg.redo_changed``. Without it, any such
     key is a ``ConfigError``, before any request."""
     stale = []
     for key, seed, _ in items:
         if key not in done:
             continue
-        # A row without seed_sha (written before rows recorded it) is taken as written for the seed
-        # as it is now when its index is one of the seed's negatives: its version is unknown, so it
-        # is not redone (training still checks its negative_id, when the row has one).
+        # The rule training applies (seeds.schema.written_for): a row without seed_sha (written
+        # before rows recorded it) is taken as written for the seed as it is now when its index is
+        # one of the seed's negatives and its negative_id (when it has one) is that negative's id;
+        # a row without either is checked on its index only (its version is unknown).
         versions = done[key]["written_for"]
-        if not any(written_for({"seed_sha": sha, "negative_index": j}, seed) for sha, j in versions):
+        if not any(
+            written_for({"seed_sha": sha, "negative_index": j, "negative_id": nid}, seed)
+            for sha, j, nid in versions
+        ):
             stale.append(key)
     if stale and not cfg.redo_changed:
         n = len(stale)
@@ -503,7 +508,8 @@ def output_identity(cfg, tmpl: PromptTemplate) -> dict:
 
 def same_identity(a: dict, b: dict) -> bool:
     """True when two identities agree on every field both record. A field one of them lacks is
-    unknown, not different: sidecars written before the decoding was part of the identity, and
+    unknown, not different: sidecars written before the decoding was part of the identity whose
+    config does not record it either (``recorded_runs`` fills it from the config), and
     identities read from rows (``rows_identities``), which record no negative policy. (``rng_seed``
     is there only under ``negative='random'``; a policy change is a difference by itself.)"""
     return not identity_diffs(a, b)
@@ -540,7 +546,9 @@ def sidecar_path(out: str | Path) -> Path:
 def recorded_runs(out: str | Path) -> list[dict]:
     """The option sets that wrote rows to ``out``, oldest first, from its sidecar: one dict per
     identity, ``{"identity", "config", "seeds"}``; ``[]`` without a sidecar. A sidecar of the
-    older format (one ``config``) counts as one run. Raises ``DataError`` for an unreadable one."""
+    older format (one ``config``) counts as one run. An LLM run whose identity lacks the decoding
+    (an older sidecar) takes it from its ``config`` (``_with_config_decoding``). Raises ``DataError``
+    for an unreadable one."""
     side = sidecar_path(out)
     if not side.exists():
         return []
@@ -552,7 +560,8 @@ def recorded_runs(out: str | Path) -> list[dict]:
     if not isinstance(doc, dict):
         raise DataError(side, None, "expected a JSON object")
     if isinstance(doc.get("runs"), list):
-        return [r for r in doc["runs"] if isinstance(r, dict) and isinstance(r.get("identity"), dict)]
+        runs = [r for r in doc["runs"] if isinstance(r, dict) and isinstance(r.get("identity"), dict)]
+        return [_with_config_decoding(r) for r in runs]
     c = doc.get("config")
     if not isinstance(c, dict) or "backend" not in c:
         return []
@@ -566,7 +575,23 @@ def recorded_runs(out: str | Path) -> list[dict]:
         "template": doc.get("template"),
         "template_version": doc.get("template_version"),
     }
-    return [{"identity": ident, "config": c, "seeds": doc.get("seeds")}]
+    return [_with_config_decoding({"identity": ident, "config": c, "seeds": doc.get("seeds")})]
+
+
+def _with_config_decoding(run: dict) -> dict:
+    """``run`` with the decoding its ``config`` recorded filled into an LLM run's identity where the
+    identity lacks it (sidecars written before the decoding was part of the identity), so a rerun
+    under another decoding is refused as for a newer sidecar, and the old entry is not replaced.
+    A field neither records stays unknown (not checked); the baselines decode nothing."""
+    ident, c = run["identity"], run.get("config")
+    if ident.get("backend") not in ("openai", "transformers") or not isinstance(c, dict):
+        return run
+    known = {k: c[k] for k in DECODING_FIELDS if k not in ident and _is_number(c.get(k))}
+    return {**run, "identity": {**ident, **known}} if known else run
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def check_identity(out: Path, ident: dict, extend: bool = False) -> list[dict]:
@@ -1032,7 +1057,8 @@ def load_synthesis(path: str | Path) -> list[dict]:
 
 def prepare_output(path: Path, retry_failed: bool) -> dict[str, dict]:
     """Make ``path`` a clean resume point; return the keys already done, each as ``{"seed_id",
-    "written_for": {(seed_sha, negative_index) of each of its rows (seed_sha None: a row without)}}``.
+    "written_for": {(seed_sha, negative_index, negative_id) of each of its rows (None: a row without
+    that field)}}``, what ``seeds.schema.written_for`` checks.
 
     A cut last line is set aside first (``core.jsonl.set_aside_cut_tail``: the fragment goes to
     ``<path>.cut-<time>-<pid>``, named in a warning; a whole row that only lacks its newline gets
@@ -1048,12 +1074,16 @@ def prepare_output(path: Path, retry_failed: bool) -> dict[str, dict]:
     set_aside_cut_tail(path, is_whole=_whole_row)  # a fragment goes to a side file, with a warning
     skipped = collections.Counter()
     done: dict[str, dict] = {}
+    n_kept = 0
     for r in iter_synthesis(path, retry_failed, skipped, by_version=True):
+        n_kept += 1
         d = done.setdefault(r["key"], {"seed_id": r.get("seed_id"), "written_for": set()})
         j = r.get("negative_index", 0)
-        d["written_for"].add((r.get("seed_sha"), j if isinstance(j, int) and not isinstance(j, bool) else -1))
+        j = j if isinstance(j, int) and not isinstance(j, bool) else -1
+        nid = r.get("negative_id")  # kept as is (compared as training compares it), made hashable
+        nid = nid if isinstance(nid, (str, int, float, type(None))) else json.dumps(nid, sort_keys=True)
+        d["written_for"].add((r.get("seed_sha"), j, nid))
     if skipped:
-        n_kept = sum(len(d["written_for"]) for d in done.values())
         log.info("%s: rewriting (%d rows kept of %d)", path, n_kept, n_kept + sum(skipped.values()))
         write_jsonl(path, iter_synthesis(path, retry_failed, by_version=True))
     return done

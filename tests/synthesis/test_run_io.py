@@ -110,8 +110,8 @@ def test_prepare_output_keeps_each_seed_version(tmp_path):
     p.write_text("".join(json.dumps(r) + "\n" for r in [*rows, rows[2]]))
     done = sio.prepare_output(p, retry_failed=True)
     assert done == {
-        "a": {"seed_id": "a", "written_for": {("old", 0), ("new", 0)}},
-        "b": {"seed_id": "b", "written_for": {(None, 0)}},
+        "a": {"seed_id": "a", "written_for": {("old", 0, None), ("new", 0, None)}},
+        "b": {"seed_id": "b", "written_for": {(None, 0, None)}},
     }
     assert [json.loads(x) for x in p.read_text().splitlines()] == rows  # the repeat of a/new dropped
     assert [r["seed_sha"] for r in sio.iter_synthesis(p, by_version=True) if r["key"] == "a"] == [
@@ -119,6 +119,31 @@ def test_prepare_output_keeps_each_seed_version(tmp_path):
         "new",
     ]
     assert [r.get("seed_sha") for r in sio.load_synthesis(p)] == ["old", None]  # one per key, the first
+
+
+def test_old_rows_with_a_moved_negative_are_redone_as_training_would(tmp_path):
+    """Rows of earlier versions (no ``seed_sha``) whose ``negative_id`` is no longer the seed's
+    negative at that index (negatives reordered) are stale, as training (``seeds.schema.written_for``)
+    calls them: refused, then redone with ``redo_changed``; a row whose negative did not move is current."""
+    from ifir_lib.core.errors import ConfigError
+
+    out = tmp_path / "o.jsonl"
+    seeds = [make_seed(i) for i in range(3)]
+    sio.synthesize(seeds, out, sio.SynthesisConfig(backend="template", progress=False))
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    old = [{k: v for k, v in r.items() if k != "seed_sha"} for r in rows]  # as an earlier version wrote them
+    out.write_text("".join(json.dumps(r) + "\n" for r in old))
+    edited = [dict(s) for s in seeds]
+    edited[0]["instruction_negatives"] = list(reversed(seeds[0]["instruction_negatives"]))
+    with pytest.raises(ConfigError, match=r"1 key was written for another version .* e\.g\. seed-0000;"):
+        sio.synthesize(edited, out, sio.SynthesisConfig(backend="template", progress=False))
+    s = sio.synthesize(
+        edited, out, sio.SynthesisConfig(backend="template", progress=False, redo_changed=True)
+    )
+    assert (s.keys, s.skipped, s.redone) == (3, 2, 1)
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["key"] for r in rows] == ["seed-0000", "seed-0001", "seed-0002", "seed-0000"]  # appended
+    assert rows[-1]["negative_id"] == edited[0]["instruction_negatives"][0]["id"] != rows[0]["negative_id"]
 
 
 def _shard(tmp_path, name, backend, shard, **kw):
