@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.errors import DataError, RequestFailed
+from ..core.errors import ConfigError, DataError, RequestFailed
 from ..core.jsonl import atomic_write_text, dumps
 from ..core.locks import exclusive
 from ..core.models import encode, format_query, load_model
@@ -250,16 +250,27 @@ def verify_file(
     Holds the lock ``synthesize`` takes (``core.locks.exclusive``) on ``path``, and on ``out``
     when it is another file, from the read to the write: a run still appending to ``path`` would
     lose every row written after the read (the rename cuts them off), so while one holds the lock
-    this fails at once with ``OutputLocked``. Every row is kept, one per key and seed version
+    this fails at once with ``OutputLocked``. Writing to another ``out``, a ``path`` whose lock
+    file cannot be made (a read-only folder, which no run can be appending to) is read unlocked,
+    with a warning; rewriting ``path`` in place, that is a ``ConfigError``. Every row is kept, one per key and seed version
     (``iter_synthesis(by_version=True)``), as ``synthesize`` keeps them.
     """
     path = Path(path)
     if not path.exists():  # before the lock, which would create its folder
         raise DataError(path, None, "file not found")
     target = Path(out or path)
+    elsewhere = target.resolve() != path.resolve()
     with contextlib.ExitStack() as held:
-        held.enter_context(exclusive(path, "synthesis output"))
-        if target.absolute() != path.absolute():
+        try:
+            held.enter_context(exclusive(path, "synthesis output"))
+        except OSError as e:  # not OutputLocked (a RuntimeError): the lock file cannot be made
+            if not elsewhere:
+                raise ConfigError(
+                    f"{path}: cannot make its lock file ({e.strerror or e}); pass --out to write the checked rows elsewhere"
+                ) from None
+            # The input's folder is not writable to us: no writer of ours can be appending to it.
+            log.warning("%s: not locked (%s); reading it as it is", path, e.strerror or e)
+        if elsewhere:
             held.enter_context(exclusive(target, "verify output"))
         numbered = list(iter_synthesis_lines(path, by_version=True))
         rows = verify([r for _, r in numbered], seeds, source=path, lines=[n for n, _ in numbered], **kwargs)

@@ -164,6 +164,36 @@ def test_verify_file_waits_for_no_writer_it_fails_at_once(tmp_path):
     assert verify_file(p, [SEED], embedder=None).rows == 3  # the writer is done: it runs
 
 
+def test_verify_to_another_out_reads_an_input_it_cannot_lock(tmp_path, monkeypatch, caplog):
+    """An input in a folder we cannot write (its lock file cannot be made): with another ``out`` it
+    is read unlocked, with a warning (no writer can be appending there); in place, one clear error."""
+    from ifir_lib.core.errors import ConfigError
+    from ifir_lib.synthesis import verify as vmod
+
+    p = tmp_path / "ro" / "rows.jsonl"
+    p.parent.mkdir()
+    p.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
+    real = vmod.exclusive
+
+    def exclusive(path, what="output"):
+        if Path(path).parent == p.parent:
+            raise PermissionError(13, "Permission denied", str(path) + ".lock")
+        return real(path, what)
+
+    monkeypatch.setattr(vmod, "exclusive", exclusive)
+    out = tmp_path / "v.jsonl"
+    with caplog.at_level("WARNING", logger="ifir_lib.synthesis.verify"):
+        assert verify_file(p, [SEED], out, embedder=None).rows == 3
+    assert "rows.jsonl: not locked (Permission denied); reading it as it is" in caplog.text
+    assert len(sio.load_synthesis(out)) == 3
+    with pytest.raises(
+        ConfigError, match=r"rows.jsonl: cannot make its lock file \(Permission denied\); pass --out"
+    ):
+        verify_file(p, [SEED], embedder=None)
+    with pytest.raises(ConfigError, match="cannot make its lock file"):  # the same file by another name
+        verify_file(p, [SEED], tmp_path / "ro" / ".." / "ro" / "rows.jsonl", embedder=None)
+
+
 def test_verify_names_the_file_and_line_of_a_row_without_its_seed(tmp_path):
     from ifir_lib.core.errors import DataError
 
