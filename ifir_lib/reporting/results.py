@@ -55,7 +55,7 @@ from ..core.errors import DataError
 from ..core.jsonl import read_jsonl, set_aside_cut_tail
 from ..core.locks import check_writable, shared_append
 from ..core.run_folder import RunFolder
-from ..synthesis.run import load_synthesis
+from ..synthesis.run import iter_synthesis_lines
 
 RESULT_COLUMNS = [
     "run_id",
@@ -610,14 +610,21 @@ def load_train_logs(runs_dir: str | Path) -> pd.DataFrame:
 
 
 def load_synthesis_rows(paths: str | Path | Sequence[str | Path]) -> list[dict]:
-    """Rows of one or several synthesis outputs (``synthesis.run.load_synthesis``: one per key and
-    file), so runs of different backends, which share keys, can be compared. Each needs a status."""
+    """Rows of one or several synthesis outputs, one per key and file, so runs of different
+    backends, which share keys, can be compared. Each needs a status.
+
+    A key redone after its seed changed (``synthesize --redo-changed``) has a row per seed version
+    (``synthesis.run.iter_synthesis(by_version=True)``; read with line numbers, for errors); the last one is read, since a redone row is
+    always appended after the stale one, at the place of the key's first row. A file without redone
+    rows reads as ``load_synthesis`` reads it (the first row of each key)."""
     rows = []
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        for r in load_synthesis(path):
+        latest: dict[str, dict] = {}
+        for n, r in iter_synthesis_lines(path, by_version=True):
             if "status" not in r:
-                raise DataError(path, None, f"row {r['key']!r} has no status", "status")
-            rows.append(r)
+                raise DataError(path, n, f"row {r['key']!r} has no status", "status")
+            latest[r["key"]] = r  # a later version replaces the row, keeping the key's place
+        rows.extend(latest.values())
     return rows
 
 

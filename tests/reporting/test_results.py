@@ -351,3 +351,26 @@ def test_mixed_conditions_warn_once_within_warnings_once(caplog):
     assert caplog.text.count("the table mixes backend values ('torch', 'onnx-int8')") == 1
     R.runs_to_read(df)  # outside a block, every call says it
     assert caplog.text.count("mixes backend values") == 2
+
+
+def test_synthesis_rows_read_the_redone_row_of_a_key(tmp_path):
+    """After ``--redo-changed`` a key has its stale row and, appended later, the redone one: figure
+    (d) reads the redone one, at the key's place; a file without redone rows reads one row per key,
+    the first, as ``load_synthesis`` does; a row without status is an error naming its line."""
+    from ifir_lib.synthesis.run import load_synthesis
+
+    p = tmp_path / "o.jsonl"
+    rows = [
+        {"key": "a", "seed_id": "a", "seed_sha": "old", "status": "accepted"},
+        {"key": "b", "seed_id": "b", "seed_sha": "b1", "status": "accepted"},
+        {"key": "b", "seed_id": "b", "seed_sha": "b1", "status": "failed"},  # a repeat: not read
+        {"key": "a", "seed_id": "a", "seed_sha": "new", "status": "declined"},  # redone
+    ]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert R.load_synthesis_rows(p) == [rows[3], rows[1]]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
+    assert R.load_synthesis_rows([plain]) == load_synthesis(plain) == rows[:2]
+    p.write_text(p.read_text() + json.dumps({"key": "c", "seed_id": "c"}) + "\n")
+    with pytest.raises(DataError, match=r"o.jsonl:5: field 'status': row 'c' has no status"):
+        R.load_synthesis_rows(p)
