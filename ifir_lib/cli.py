@@ -911,7 +911,8 @@ def _experiment_config(a):
     flags. Input paths (flags and ``--plan``'s) are made absolute. ``--run`` on a folder with no
     stored plan, given no ``--plan``, ``--preset`` or plan flag, is an error."""
     from .pipelines.experiment import ExperimentConfig
-    from .pipelines.plan import absolute_paths, read_plan, stored_plan
+    from .pipelines.experiment import BUNDLED
+    from .pipelines.plan import PATH_FIELDS, absolute_paths, read_plan, stored_plan
 
     flags = dict(
         seeds=a.seeds,
@@ -936,9 +937,9 @@ def _experiment_config(a):
         narrative_share=a.narrative_share,
         **_primary(a.primary),
     )
-    for name in ("seeds", "reversals", "curation"):  # a typo must not enter the plan
+    for name in PATH_FIELDS:  # a typo must not enter the plan
         path = getattr(a, name)
-        if path and path != "bundled" and not os.path.exists(path):
+        if path and path != BUNDLED and not os.path.exists(path):
             raise ConfigError(f"--{name} {path}: no such file; nothing was planned or run")
     flags = absolute_paths({k: v for k, v in flags.items() if v is not None})
     base, where = None, None

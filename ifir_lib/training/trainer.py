@@ -259,9 +259,11 @@ def _check_rerun(
     on new reversals, or on a rebuilt training set, never silently reuses a model trained on the old.
 
     A record without ``loss`` (written before runs recorded it) counts as ``relation``, the
-    default (an older ``mnrl`` run cannot be told from it). When only one side records a ``sha256`` (a
-    built set trained before built sets were hashed; a ``train`` call without a manifest), the
-    data cannot be compared and the run is refused; when neither does, only config and mode are.
+    default (an older ``mnrl`` run cannot be told from it). A built set trained before built sets
+    were hashed, rerun on the same file (``source``), is reused with a warning that it is
+    unverified; otherwise, when only one side records a ``sha256`` (a ``train`` call without a
+    manifest), the data cannot be compared and the run is refused; when neither does, only config
+    and mode are.
     """
     if not run.is_run():
         return False
@@ -271,7 +273,27 @@ def _check_rerun(
             f"{run.run_file}: this run directory holds a run with another config, loss or mode; "
             "use a new --out or delete it"
         )
-    old_sha, new_sha = (prev.get("data") or {}).get("sha256"), (manifest or {}).get("sha256")
+    old_data, new_data = prev.get("data") or {}, manifest or {}
+    old_sha, new_sha = old_data.get("sha256"), new_data.get("sha256")
+    if (
+        old_sha is None
+        and new_sha
+        and old_data.get("source")
+        and old_data.get("source") == new_data.get("source")
+    ):
+        # a built set trained before built sets were hashed, rerun on the same file: reused, unverified
+        log.warning(
+            "%s: recorded before built training sets were hashed, so its data cannot be checked; reused "
+            "as trained on %s (delete the folder to train again)",
+            run.run_file,
+            old_data["source"],
+        )
+        return prev.get("status") == "finished" and run.has_model()
+    if old_sha != new_sha and None in (old_sha, new_sha):
+        raise ConfigError(
+            f"{run.run_file}: this run directory holds a {mode} run whose training data cannot be "
+            "compared (one side records no hash of its examples); use a new --out or delete it"
+        )
     if old_sha != new_sha:
         old, new = (f"sha256 {s[:12]}" if s else "no hash recorded" for s in (old_sha, new_sha))
         raise ConfigError(
