@@ -910,8 +910,7 @@ def _experiment_config(a):
     """The plan: ``--plan``'s file, else the one stored in ``--out``, else ``--preset``'s; then the
     flags. Input paths (flags and ``--plan``'s) are made absolute. ``--run`` on a folder with no
     stored plan, given no ``--plan``, ``--preset`` or plan flag, is an error."""
-    from .pipelines.experiment import ExperimentConfig
-    from .pipelines.experiment import BUNDLED
+    from .pipelines.experiment import BUNDLED, ExperimentConfig
     from .pipelines.plan import PATH_FIELDS, absolute_paths, read_plan, stored_plan
 
     flags = dict(
