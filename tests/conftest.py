@@ -2,6 +2,7 @@
 cache, the bundled data, a small FollowIR and BEIR folder, the local OpenAI-compatible server, the small fake encoder."""
 
 import os
+import shutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -54,6 +55,18 @@ def module_cache(tmp_path_factory):
         path = tmp_path_factory.mktemp("cache")
         mp.setenv("IFIR_CACHE", str(path))
         yield path
+
+
+@pytest.fixture(scope="module")
+def module_tmp(request, tmp_path_factory):
+    """A folder for one test module's shared runs, removed when the module ends with no failure (kept
+    for a look otherwise). A trained run holds ~350 MB of checkpoints; with ``tmp_path`` under the
+    "failed" retention policy this keeps the suite's disk use to a few GB instead of 17."""
+    path = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    failed_before = request.session.testsfailed
+    yield path
+    if request.session.testsfailed == failed_before:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -240,12 +240,12 @@ def _broken(tmp_path, how):
         "duplicate document id": (
             "corpus.jsonl",
             {"_id": d0, "title": "", "text": "another text"},
-            f"field '_id': duplicate id '{d0}' (first on line 1)",
+            f"field '_id': duplicate id '{d0}' (first on line 1) with other content",
         ),
         "duplicate query id": (
             "queries.jsonl",
             {"_id": q0, "text": "t", "instruction_og": "i"},
-            f"field '_id': duplicate id '{q0}' (first on line 1)",
+            f"field '_id': duplicate id '{q0}' (first on line 1) with other content",
         ),
         "empty document": (
             "corpus.jsonl",

@@ -39,9 +39,10 @@ def run_notebook(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory):
+def chain(module_tmp):
     """Run 01 -> 05 in one folder; ``{"out": folder, "<notebook>": its text output}``."""
-    out = tmp_path_factory.mktemp("chain")
+    out = module_tmp / "chain"
+    out.mkdir()
     server = FakeOpenAIServer(latency_s=0.0).start()
     mp = pytest.MonkeyPatch()
     for k, v in {

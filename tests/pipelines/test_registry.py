@@ -33,9 +33,9 @@ def _result(dataset: str, p_mrr: float, score: float) -> EvalResult:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
+def root(module_tmp):
     """``out/`` with one finished run, trained for real through ``ifir train`` (1 step, no tracker)."""
-    root = tmp_path_factory.mktemp("out")
+    root = module_tmp / "out"
     argv = ["train", "--mode", "ins-dv", "--preset", "smoke", "--budget", "16", "--max-steps", "1"]
     assert (
         main([*argv, "--rng-seed", "3", "--out", str(root / "models" / "ins-dv"), "--report-to", "none"]) == 0

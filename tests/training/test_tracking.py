@@ -13,11 +13,11 @@ from ifir_lib.training.trainsets import build_trainset
 
 
 @pytest.fixture(scope="module")
-def tb_run(tmp_path_factory, bundled_seeds):
+def tb_run(module_tmp, bundled_seeds):
     """A 2-step smoke run with the default ``report_to`` (TensorBoard, installed in the dev env)."""
     cfg = TrainConfig.preset("smoke", max_steps=2, rng_seed=5)
     ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives, rng_seed=5)
-    out = tmp_path_factory.mktemp("tb") / "ins-dv"
+    out = module_tmp / "ins-dv"
     return cfg, train(ts.examples, out, cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
 
 

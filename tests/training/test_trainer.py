@@ -20,10 +20,10 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZ
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory, bundled_seeds):
+def smoke_run(module_tmp, bundled_seeds):
     cfg = TrainConfig.preset("smoke", max_steps=2, rng_seed=7)
     ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives, rng_seed=7)
-    out = tmp_path_factory.mktemp("run")
+    out = module_tmp / "run"
     return cfg, ts, train(ts.examples, out, cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
 
 
