@@ -29,6 +29,7 @@ output works without it).
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Collection, Sequence
@@ -87,6 +88,7 @@ from .summaries import (
     synthesis_summary,
 )
 
+log = logging.getLogger(__name__)
 TRADEOFF_HEIGHT = {1: 500, 2: 900}  # px, by number of panels (ours; ours over the paper's)
 BACKBONE_SYMBOLS = ("circle", "triangle-up", "hexagon", "star", "cross")  # our backbones in (b)
 INK = "#222222"  # error bars, outlines, the paper's markers
@@ -1069,18 +1071,42 @@ def _write_static(items: list[tuple[go.Figure, Path]]) -> None:
         widths.append(int(fig.layout.width or COLUMN_WIDTH))
         heights.append(int(fig.layout.height or 400))
     # one kaleido call renders them all, so the bar moves once, at the end; it shows what is running
-    try:
-        with progress(total=len(files), desc="export PDF/SVG/PNG", unit="file", delay=0) as bar:
-            pio.write_images(figs, files, scale=scales, width=widths, height=heights)
-            bar.update(len(files))
-    except RuntimeError as e:
-        if "chrome" in str(e).lower():
-            raise FigureExportError(
-                "static export needs Chrome or Chromium for kaleido: `apt-get install -y chromium` "
-                "(Debian's /usr/bin/chromium is found automatically) or set BROWSER_PATH to a Chrome "
-                "binary; formats=('html',) needs neither"
-            ) from e
-        raise
+    with progress(total=len(files), desc="export PDF/SVG/PNG", unit="file", delay=0) as bar:
+        _write_images(figs, files, scale=scales, width=widths, height=heights)
+        bar.update(len(files))
+
+
+def _write_images(figs, files, **sizes) -> None:
+    """``pio.write_images``; a Chrome that is found but closes as it starts (seen on a loaded
+    2-core machine) is tried once more; no Chrome, or a second failure, is a ``FigureExportError``
+    that says which, with kaleido's own words."""
+    from choreographer.browsers import BrowserClosedError, BrowserFailedError
+
+    for attempt in (1, 2):
+        try:
+            pio.write_images(figs, files, **sizes)
+            return
+        except (BrowserFailedError, BrowserClosedError) as e:
+            if attempt == 2:
+                raise FigureExportError(
+                    f"static export: Chrome started but closed twice ({type(e).__name__}: {_first_line(e)}); "
+                    "is the machine out of memory or /dev/shm space? formats=('html',) needs no Chrome"
+                ) from e
+            log.warning("static export: Chrome closed as it started (%s); trying once more", _first_line(e))
+        except RuntimeError as e:
+            if "chrome" in str(e).lower():
+                raise FigureExportError(
+                    "static export needs Chrome or Chromium for kaleido: `apt-get install -y chromium` "
+                    "(Debian's /usr/bin/chromium is found automatically) or set BROWSER_PATH to a Chrome "
+                    f"binary; formats=('html',) needs neither ({type(e).__name__}: {_first_line(e)})"
+                ) from e
+            raise
+
+
+def _first_line(e: Exception) -> str:
+    """The first line of an error's first non-empty argument (kaleido's are long), or its type."""
+    text = next((str(a) for a in e.args if str(a).strip()), str(e)).strip()
+    return text.splitlines()[0][:200] if text else "no message"
 
 
 def _save_many(figs: dict[str, go.Figure], out_dir: str | Path, formats: Sequence[str]) -> list[Path]:

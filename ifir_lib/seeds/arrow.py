@@ -47,6 +47,19 @@ SEEDS_SCHEMA = pa.schema(
     + [("counterpart_positive", pa.int64()), ("counterpart_hard_negatives", pa.list_(pa.int64()))]
 )
 # left out of a seed when null
+_FIELDS = (  # every seed dict has these, in this order
+    "id",
+    "query",
+    "instruction",
+    "positive",
+    "instruction_negatives",
+    "hard_negatives",
+    "instruction_type",
+    "reference_reversal",
+)
+# What a seed's version depends on (``seeds.schema.seed_fingerprint``): ``iter_batches(columns=...)``
+# reads only these, without the 30 hard negatives a Promptriever seed carries.
+VERSION_COLUMNS = ("id", "query", "instruction", "positive", "instruction_negatives")
 _OPTIONAL = (
     "domain",
     "reference_negative_index",
@@ -186,14 +199,17 @@ class ArrowSeeds:
             raise IndexError(i)
         return next(iter(self.take([i])))
 
-    def iter_batches(self, batch_size: int = 1024) -> Iterator[list[dict]]:
-        """Seed dicts, ``batch_size`` at a time; each batch resolves its passages in one ``take``."""
+    def iter_batches(
+        self, batch_size: int = 1024, columns: tuple[str, ...] | None = None
+    ) -> Iterator[list[dict]]:
+        """Seed dicts, ``batch_size`` at a time; each batch resolves its passages in one ``take``.
+        ``columns`` limits the dicts to those fields (``VERSION_COLUMNS``: what a seed's version
+        depends on, read without its 30 hard negatives)."""
+        stab = self._stab if columns is None else self._stab.select(list(columns))
+        rows = self._srows if columns is None else _Rows(stab)
         for lo in range(0, len(self), batch_size):
             hi = min(lo + batch_size, len(self))
-            if self.rows is None:
-                t = self._stab.slice(lo, hi - lo)
-            else:
-                t = self._srows.take(self.rows[lo:hi])
+            t = stab.slice(lo, hi - lo) if self.rows is None else rows.take(self.rows[lo:hi])
             yield self._resolve(t)
 
     def __iter__(self) -> Iterator[dict]:
@@ -201,11 +217,14 @@ class ArrowSeeds:
             yield from batch
 
     def _resolve(self, t: pa.Table) -> list[dict]:
-        d = t.to_pydict()
-        cps = d.get("counterpart_positive") or [None] * t.num_rows  # absent in older folders
-        cph = d.get("counterpart_hard_negatives") or [None] * t.num_rows
-        need = set(d["positive"]) | {r for r in cps if r is not None}
-        for lst in (*d["instruction_negatives"], *d["hard_negatives"], *cph):
+        d, n = t.to_pydict(), t.num_rows
+        cps = d.get("counterpart_positive") or [None] * n  # absent in older folders (and in a selection)
+        cph = d.get("counterpart_hard_negatives") or [None] * n
+        need = set(d.get("positive", ())) | {r for r in cps if r is not None}
+        for c in ("instruction_negatives", "hard_negatives"):
+            for lst in d.get(c, ()):
+                need.update(lst)
+        for lst in cph:
             need.update(lst or ())
         need = sorted(need)
         sub = self._prows.take(need)
@@ -214,23 +233,22 @@ class ArrowSeeds:
             r: {"id": i, "text": x}
             for r, i, x in zip(need, sub.column("id").to_pylist(), sub.column("text").to_pylist())
         }
+
+        def one(r):
+            return dict(passage[r])
+
+        def many(rs):
+            return [dict(passage[r]) for r in rs or ()]
+
+        how = {"positive": one, "instruction_negatives": many, "hard_negatives": many}
         out = []
-        for j in range(t.num_rows):
-            s = {
-                "id": d["id"][j],
-                "query": d["query"][j],
-                "instruction": d["instruction"][j],
-                "positive": dict(passage[d["positive"][j]]),
-                "instruction_negatives": [dict(passage[r]) for r in d["instruction_negatives"][j]],
-                "hard_negatives": [dict(passage[r]) for r in d["hard_negatives"][j]],
-                "instruction_type": d["instruction_type"][j],
-                "reference_reversal": d["reference_reversal"][j],
-            }
+        for j in range(n):
+            s = {f: how[f](d[f][j]) if f in how else d[f][j] for f in _FIELDS if f in d}
             for f in _OPTIONAL:
                 if f in d and d[f][j] is not None:  # a column absent from an older folder: no value
                     s[f] = d[f][j]
             if cps[j] is not None:
-                s["counterpart_positive"] = dict(passage[cps[j]])
-                s["counterpart_hard_negatives"] = [dict(passage[r]) for r in cph[j] or ()]
+                s["counterpart_positive"] = one(cps[j])
+                s["counterpart_hard_negatives"] = many(cph[j])
             out.append(s)
         return out

@@ -57,6 +57,7 @@ from ..core.errors import ConfigError, DataError
 from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
 from ..curation.decisions import CurationCheck
+from ..seeds.arrow import VERSION_COLUMNS
 from ..seeds.forms import NARRATIVE_SHARE, in_form
 from ..seeds.schema import counterpart, load_seeds, written_for
 from ..synthesis.template import template_reversal
@@ -241,10 +242,12 @@ def _entries(rev: dict) -> list[dict]:
 
 
 def _seeds_named(seeds, ids, arrow, reversals):
-    """The seed dicts whose ids ``reversals`` names, in seed order (from Arrow: only those rows)."""
+    """The seed dicts whose ids ``reversals`` names, in seed order (from Arrow: only those rows, and
+    only the columns a seed's version depends on)."""
     if not arrow:
         return (s for s in seeds if s["id"] in reversals)
-    return iter(seeds.take([n for n, sid in enumerate(ids) if sid in reversals]))
+    named = seeds.take([n for n, sid in enumerate(ids) if sid in reversals])
+    return (s for batch in named.iter_batches(columns=VERSION_COLUMNS) for s in batch)
 
 
 def _written_for(seed: dict, rev: dict) -> bool:

@@ -16,8 +16,9 @@ import pytest
 
 from ifir_lib.core.errors import DataError
 from ifir_lib.seeds import arrow as arrow_seeds
-from ifir_lib.seeds.arrow import ArrowSeeds
+from ifir_lib.seeds.arrow import VERSION_COLUMNS, ArrowSeeds
 from ifir_lib.seeds.promptriever import load_promptriever, promptriever_to_arrow, seeds_to_arrow
+from ifir_lib.seeds.schema import seed_fingerprint
 from ifir_lib.synthesis.run import SynthesisConfig, load_synthesis, merge_shards, synthesize
 from ifir_lib.testing.promptriever import fake_rows, write_fake_promptriever
 from ifir_lib.training.trainer import TrainConfig, train
@@ -88,6 +89,20 @@ def test_remapping_the_files_mid_pass_changes_nothing(shards, tmp_path, monkeypa
     first = again._ptab
     assert [b for batch in again.iter_batches(4) for b in batch] == expected
     assert again._ptab is not first and again.passage(3) == arrow.passage(3)
+
+
+def test_version_columns_give_each_seeds_fingerprint(shards, tmp_path):
+    """Training checks a reversal's seed version from only ``VERSION_COLUMNS`` (no hard negatives):
+    those dicts are the full seeds cut to the columns, with the same ``seed_fingerprint``."""
+    src, _ = shards
+    arrow = promptriever_to_arrow(src, tmp_path / "a").take([5, 0, 17, 3])
+    full = list(arrow)
+    slim = [s for batch in arrow.iter_batches(3, columns=VERSION_COLUMNS) for s in batch]
+    assert slim == [{k: s[k] for k in VERSION_COLUMNS} for s in full]
+    assert all("hard_negatives" not in s for s in slim)
+    for a, b in zip(full, slim):
+        for i in range(len(a["instruction_negatives"])):
+            assert seed_fingerprint(a, i) == seed_fingerprint(b, i)
 
 
 def test_passages_are_stored_once(shards, tmp_path):
