@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..core.errors import DataError
+from .schema import REQUIRED_FIELDS
 
 PASSAGES_FILE, SEEDS_FILE, META_FILE = "passages.arrow", "seeds.arrow", "meta.json"
 PASSAGES_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
@@ -46,20 +47,8 @@ SEEDS_SCHEMA = pa.schema(
     + [(c, pa.list_(pa.int64())) for c in ("instruction_negatives", "hard_negatives")]
     + [("counterpart_positive", pa.int64()), ("counterpart_hard_negatives", pa.list_(pa.int64()))]
 )
+_FIELDS = (*REQUIRED_FIELDS, "reference_reversal")  # every seed dict has these, in this order
 # left out of a seed when null
-_FIELDS = (  # every seed dict has these, in this order
-    "id",
-    "query",
-    "instruction",
-    "positive",
-    "instruction_negatives",
-    "hard_negatives",
-    "instruction_type",
-    "reference_reversal",
-)
-# What a seed's version depends on (``seeds.schema.seed_fingerprint``): ``iter_batches(columns=...)``
-# reads only these, without the 30 hard negatives a Promptriever seed carries.
-VERSION_COLUMNS = ("id", "query", "instruction", "positive", "instruction_negatives")
 _OPTIONAL = (
     "domain",
     "reference_negative_index",
@@ -203,8 +192,8 @@ class ArrowSeeds:
         self, batch_size: int = 1024, columns: tuple[str, ...] | None = None
     ) -> Iterator[list[dict]]:
         """Seed dicts, ``batch_size`` at a time; each batch resolves its passages in one ``take``.
-        ``columns`` limits the dicts to those fields (``VERSION_COLUMNS``: what a seed's version
-        depends on, read without its 30 hard negatives)."""
+        ``columns`` limits the dicts to those fields (``seeds.schema.VERSION_FIELDS``: what a seed's
+        version depends on, read without its 30 hard negatives)."""
         stab = self._stab if columns is None else self._stab.select(list(columns))
         rows = self._srows if columns is None else _Rows(stab)
         for lo in range(0, len(self), batch_size):

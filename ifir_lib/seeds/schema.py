@@ -53,6 +53,9 @@ STAGE_FIELDS = {
     "synthesis": REQUIRED_FIELDS[:5],
     "train": REQUIRED_FIELDS[:5],
 }
+# What a seed's version depends on (``seed_fingerprint``): training reads only these from Arrow
+# seeds to check a reversal's version, without the 30 hard negatives a Promptriever seed carries.
+VERSION_FIELDS = REQUIRED_FIELDS[:5]
 NARRATIVE_FIELDS = ("narrative", "reversal_narrative", "aug_narrative")
 COUNTERPART_FIELDS = ("counterpart_positive", "counterpart_hard_negatives")
 INSTRUCTION_TYPES = (

@@ -57,9 +57,8 @@ from ..core.errors import ConfigError, DataError
 from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
 from ..curation.decisions import CurationCheck
-from ..seeds.arrow import VERSION_COLUMNS
 from ..seeds.forms import NARRATIVE_SHARE, in_form
-from ..seeds.schema import counterpart, load_seeds, written_for
+from ..seeds.schema import VERSION_FIELDS, counterpart, load_seeds, written_for
 from ..synthesis.template import template_reversal
 
 log = logging.getLogger(__name__)
@@ -247,7 +246,7 @@ def _seeds_named(seeds, ids, arrow, reversals):
     if not arrow:
         return (s for s in seeds if s["id"] in reversals)
     named = seeds.take([n for n, sid in enumerate(ids) if sid in reversals])
-    return (s for batch in named.iter_batches(columns=VERSION_COLUMNS) for s in batch)
+    return (s for batch in named.iter_batches(columns=VERSION_FIELDS) for s in batch)
 
 
 def _written_for(seed: dict, rev: dict) -> bool:

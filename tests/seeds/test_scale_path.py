@@ -16,9 +16,9 @@ import pytest
 
 from ifir_lib.core.errors import DataError
 from ifir_lib.seeds import arrow as arrow_seeds
-from ifir_lib.seeds.arrow import VERSION_COLUMNS, ArrowSeeds
+from ifir_lib.seeds.arrow import ArrowSeeds
 from ifir_lib.seeds.promptriever import load_promptriever, promptriever_to_arrow, seeds_to_arrow
-from ifir_lib.seeds.schema import seed_fingerprint
+from ifir_lib.seeds.schema import VERSION_FIELDS, seed_fingerprint
 from ifir_lib.synthesis.run import SynthesisConfig, load_synthesis, merge_shards, synthesize
 from ifir_lib.testing.promptriever import fake_rows, write_fake_promptriever
 from ifir_lib.training.trainer import TrainConfig, train
@@ -92,13 +92,13 @@ def test_remapping_the_files_mid_pass_changes_nothing(shards, tmp_path, monkeypa
 
 
 def test_version_columns_give_each_seeds_fingerprint(shards, tmp_path):
-    """Training checks a reversal's seed version from only ``VERSION_COLUMNS`` (no hard negatives):
+    """Training checks a reversal's seed version from only ``VERSION_FIELDS`` (no hard negatives):
     those dicts are the full seeds cut to the columns, with the same ``seed_fingerprint``."""
     src, _ = shards
     arrow = promptriever_to_arrow(src, tmp_path / "a").take([5, 0, 17, 3])
     full = list(arrow)
-    slim = [s for batch in arrow.iter_batches(3, columns=VERSION_COLUMNS) for s in batch]
-    assert slim == [{k: s[k] for k in VERSION_COLUMNS} for s in full]
+    slim = [s for batch in arrow.iter_batches(3, columns=VERSION_FIELDS) for s in batch]
+    assert slim == [{k: s[k] for k in VERSION_FIELDS} for s in full]
     assert all("hard_negatives" not in s for s in slim)
     for a, b in zip(full, slim):
         for i in range(len(a["instruction_negatives"])):
