@@ -29,6 +29,7 @@ output works without it).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -1084,15 +1085,19 @@ def _write_images(figs, files, **sizes) -> None:
 
     for attempt in (1, 2):
         try:
-            pio.write_images(figs, files, **sizes)
+            with _browser_stderr() as said:
+                pio.write_images(figs, files, **sizes)
             return
         except (BrowserFailedError, BrowserClosedError) as e:
+            chrome = " | ".join(said[-4:]) or "nothing on stderr"
             if attempt == 2:
                 raise FigureExportError(
                     f"static export: Chrome started but closed twice ({type(e).__name__}: {_first_line(e)}); "
-                    "is the machine out of memory or /dev/shm space? formats=('html',) needs no Chrome"
+                    f"Chrome said: {chrome}. formats=('html',) needs no Chrome"
                 ) from e
-            log.warning("static export: Chrome closed as it started (%s); trying once more", _first_line(e))
+            log.warning(
+                "static export: Chrome closed as it started (Chrome said: %s); trying once more", chrome
+            )
         except RuntimeError as e:
             if "chrome" in str(e).lower():
                 raise FigureExportError(
@@ -1101,6 +1106,29 @@ def _write_images(figs, files, **sizes) -> None:
                     f"binary; formats=('html',) needs neither ({type(e).__name__}: {_first_line(e)})"
                 ) from e
             raise
+
+
+@contextlib.contextmanager
+def _browser_stderr():
+    """The lines Chrome writes to stderr while kaleido runs it (choreographer logs them to the
+    ``browser_proc`` logger), kept so that a failed start can say why."""
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            text = record.getMessage()
+            if not text.startswith("wrapper CLI"):  # choreographer's own echo of the command line
+                lines.append(text[:300])
+
+    logger, handler = logging.getLogger("browser_proc"), Keep(logging.DEBUG)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _first_line(e: Exception) -> str:
