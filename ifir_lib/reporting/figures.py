@@ -33,6 +33,7 @@ import contextlib
 import logging
 import math
 import re
+import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -1084,51 +1085,66 @@ def _write_images(figs, files, **sizes) -> None:
     from choreographer.browsers import BrowserClosedError, BrowserFailedError
 
     for attempt in (1, 2):
-        try:
-            with _browser_stderr() as said:
+        with _browser_stderr() as said:
+            try:
                 pio.write_images(figs, files, **sizes)
-            return
-        except (BrowserFailedError, BrowserClosedError) as e:
-            chrome = " | ".join(said[-4:]) or "nothing on stderr"
-            if attempt == 2:
-                raise FigureExportError(
-                    f"static export: Chrome started but closed twice ({type(e).__name__}: {_first_line(e)}); "
-                    f"Chrome said: {chrome}. formats=('html',) needs no Chrome"
-                ) from e
-            log.warning(
-                "static export: Chrome closed as it started (Chrome said: %s); trying once more", chrome
-            )
-        except RuntimeError as e:
-            if "chrome" in str(e).lower():
-                raise FigureExportError(
-                    "static export needs Chrome or Chromium for kaleido: `apt-get install -y chromium` "
-                    "(Debian's /usr/bin/chromium is found automatically) or set BROWSER_PATH to a Chrome "
-                    f"binary; formats=('html',) needs neither ({type(e).__name__}: {_first_line(e)})"
-                ) from e
-            raise
+                return
+            except (BrowserFailedError, BrowserClosedError) as e:
+                failed = e
+                _wait_for_lines(said)
+            except RuntimeError as e:
+                if "chrome" in str(e).lower():
+                    raise FigureExportError(
+                        "static export needs Chrome or Chromium for kaleido: `apt-get install -y chromium` "
+                        "(Debian's /usr/bin/chromium is found automatically) or set BROWSER_PATH to a Chrome "
+                        f"binary; formats=('html',) needs neither ({type(e).__name__}: {_first_line(e)})"
+                    ) from e
+                raise
+        chrome = " | ".join(said[-4:]) or "nothing on stderr"
+        if attempt == 2:
+            raise FigureExportError(
+                f"static export: Chrome started but closed twice ({type(failed).__name__}: "
+                f"{_first_line(failed)}); Chrome said: {chrome}. formats=('html',) needs no Chrome"
+            ) from failed
+        log.warning("static export: Chrome closed as it started (Chrome said: %s); trying once more", chrome)
+
+
+def _wait_for_lines(lines: list[str], seconds: float = 1.0) -> None:
+    """Give choreographer's reader thread up to ``seconds`` to log what a Chrome that has just
+    closed wrote to stderr (it reads the pipe apart from the error that reports the close)."""
+    deadline = time.monotonic() + seconds
+    while not lines and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
 def _browser_stderr():
     """The lines Chrome writes to stderr while kaleido runs it (choreographer logs them to the
-    ``browser_proc`` logger), kept so that a failed start can say why."""
+    ``browser_proc`` logger at DEBUG), kept so that a failed start can say why. Only records the
+    logger would have passed before reach the usual handlers: Chrome's chatter stays out of the
+    output."""
     lines: list[str] = []
+    logger = logging.getLogger("browser_proc")
+    level, propagate, shown = logger.level, logger.propagate, logger.getEffectiveLevel()
 
     class Keep(logging.Handler):
         def emit(self, record):
             text = record.getMessage()
             if not text.startswith("wrapper CLI"):  # choreographer's own echo of the command line
                 lines.append(text[:300])
+            if propagate and record.levelno >= shown and logger.parent is not None:
+                logger.parent.handle(record)
 
-    logger, handler = logging.getLogger("browser_proc"), Keep(logging.DEBUG)
-    level = logger.level
+    handler = Keep(logging.DEBUG)
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
+    logger.propagate = False
     try:
         yield lines
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def _first_line(e: Exception) -> str:

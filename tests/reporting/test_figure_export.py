@@ -1,6 +1,7 @@
 """Saving figures: LaTeX-safe names, real PDF/SVG/PNG/HTML through kaleido and Chrome, caption files,
 make_all_figures, the CLI."""
 
+import logging
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -146,9 +147,10 @@ def test_cli_figures(tmp_path, capsys):
 
 def _fake_chrome(path, real):
     """A "Chrome" that closes as it starts; with ``real`` only the first time, then it is ``real``."""
-    then = f'exec "{real}" "$@"' if real else "exit 1"
+    then = f'exec "{real}" "$@"' if real else 'echo "fake chrome: still no display" >&2; exit 1'
     path.write_text(
-        f'#!/bin/sh\nif [ -e "{path}.started" ]; then {then}; fi\ntouch "{path}.started"\nexit 1\n'
+        f'#!/bin/sh\nif [ -e "{path}.started" ]; then {then}; fi\ntouch "{path}.started"\n'
+        'echo "fake chrome: no display" >&2\nexit 1\n'
     )
     path.chmod(0o755)
     return str(path)
@@ -158,16 +160,19 @@ def _fake_chrome(path, real):
 def test_a_chrome_that_closes_as_it_starts_is_tried_once_more(tmp_path, monkeypatch, caplog):
     """Seen once in the full suite on 2 cores: kaleido's Chrome closed at start and 05_figures
     failed with "needs Chrome". Now a browser that closes once is retried; one that closes every
-    time, or none at all, is an error that says which."""
+    time, or none at all, is an error that says which, with what Chrome wrote to stderr. Chrome's
+    stderr (choreographer logs it at DEBUG) is kept for that, never passed on to the log."""
     from choreographer.browsers.chromium import Chromium
 
     real = os.environ.get("BROWSER_PATH") or Chromium.find_browser(skip_local=False)
     fig = F.fig_loss_curves(pd.DataFrame({"run": ["r"], "mode": ["ins-dv"], "step": [1], "loss": [1.0]}))
     monkeypatch.setenv("BROWSER_PATH", _fake_chrome(tmp_path / "flaky", real))
     assert F.save_figure(fig, tmp_path, "fig_a", formats=("png",))[0].stat().st_size > 0
-    assert "closed as it started" in caplog.text
+    assert "closed as it started (Chrome said: fake chrome: no display)" in caplog.text
+    chatter = [r for r in caplog.records if r.name == "browser_proc" and r.levelno < logging.WARNING]
+    assert not chatter, f"Chrome's stderr reached the log: {chatter[:3]}"
     monkeypatch.setenv("BROWSER_PATH", _fake_chrome(tmp_path / "dies", None))
-    with pytest.raises(FigureExportError, match="closed twice"):
+    with pytest.raises(FigureExportError, match="closed twice.*Chrome said: fake chrome: still no display"):
         F.save_figure(fig, tmp_path, "fig_b", formats=("png",))
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-such-chrome"))
     with pytest.raises(FigureExportError, match="needs Chrome or Chromium"):
