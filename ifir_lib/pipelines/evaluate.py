@@ -396,13 +396,14 @@ def _done(done: dict, key: tuple, name: str, digests: dict[str, str], started: s
 
 
 def format_result(r: EvalResult, *, style: str = "line", mode: str = "", rng_seed: int = 0) -> str:
-    """``'line'``: ``'     ins-dv rng_seed 0: p-MRR -4.64  MAP@1000 78.79  nDCG@5 68.16'`` (FollowIR
-    sets; other sets list their metrics); ``'table'``: one line per metric with its 95% interval."""
+    """``'line'``: ``'     ins-dv rng_seed 0 followir_mini: p-MRR -4.64  MAP@1000 78.79  nDCG@5 68.16'``
+    (FollowIR sets, named as in results.csv's ``dataset``; other sets list their metrics);
+    ``'table'``: one line per metric with its 95% interval."""
     m = r.metrics
     if style == "line" and {"p_mrr", "map_at_1000", "ndcg_at_5"} <= set(m):
         return (
-            f"  {mode:>9} rng_seed {rng_seed}: p-MRR {m['p_mrr']:+.2f}  MAP@1000 {m['map_at_1000']:.2f}  "
-            f"nDCG@5 {m['ndcg_at_5']:.2f}"
+            f"  {mode:>9} rng_seed {rng_seed} {r.dataset}: p-MRR {m['p_mrr']:+.2f}  "
+            f"MAP@1000 {m['map_at_1000']:.2f}  nDCG@5 {m['ndcg_at_5']:.2f}"
         )
     lines = []
     for name, v in m.items():

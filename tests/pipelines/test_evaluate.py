@@ -15,7 +15,7 @@ from ifir_lib.core.config import FOLLOWIR_DIR
 from ifir_lib.core.errors import ConfigError, DataError
 from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.evaluation.corpora import content_digest, load_followir, write_followir
-from ifir_lib.pipelines.evaluate import evaluate_models
+from ifir_lib.pipelines.evaluate import evaluate_models, format_result
 from ifir_lib.reporting import results as R
 from ifir_lib.testing.inputs import synthetic_followir
 from support.fakes import fake_result
@@ -147,3 +147,17 @@ def test_rows_older_than_the_run_scored_the_model_that_lived_there_before(tmp_pa
         evaluate_models([run], followir=[folder], results_csv=out, skip_done=True, bootstrap=0, style=None)
     R.save_result(fake_result("eval", [1.0]), out, **dict(row, run_id="new"))  # written now
     assert evaluate_models([run], followir=[folder], results_csv=out, skip_done=True, style=None) == {}
+
+
+def test_a_printed_line_names_its_set():
+    """Each set prints one line per model: without the set's name, v1's and v2's lines of a model
+    cannot be told apart (the demo printed two 'base rng_seed 0' lines)."""
+    lines = []
+    for name in ("followir_mini", "followir_v2"):
+        r = fake_result(name, [1.0, 3.0])
+        r.metrics.update(map_at_1000=80.0, ndcg_at_5=70.0)
+        lines.append(format_result(r, mode="base", rng_seed=0))
+    assert (
+        lines[0].split() == "base rng_seed 0 followir_mini: p-MRR +2.00 MAP@1000 80.00 nDCG@5 70.00".split()
+    )
+    assert lines[1].split()[3] == "followir_v2:"
