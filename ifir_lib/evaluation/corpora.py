@@ -432,17 +432,22 @@ def write_followir(data: FollowIRData, folder: str | Path) -> Path:
 
 def _tsv_rows(path: Path):
     """``(line, query-id, corpus-id, score)`` from a BEIR qrels TSV; a first line naming the
-    columns and blank lines are skipped, a line with fewer than 3 fields is a ``DataError``."""
+    columns and blank lines are skipped (so are empty trailing fields). A line with other than 3
+    fields is a ``DataError``: TREC's 4-column qrels (``qid iter docid rel``) read as BEIR's
+    would take ``iter`` for the document and the document for the score."""
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
-            parts = line.rstrip("\n").split("\t")
+            parts = line.rstrip("\r\n").split("\t")
+            while len(parts) > 3 and not parts[-1].strip():
+                parts.pop()
             if not line.strip() or (n == 1 and parts[0] in ("query-id", "query_id", "qid")):
                 continue
-            if len(parts) < 3:
+            if len(parts) != 3:
+                trec = " (TREC qrels, qid iter docid rel? drop the second column)" if len(parts) == 4 else ""
                 raise DataError(
                     path,
                     n,
-                    f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(parts)}",
+                    f"expected 3 tab-separated fields (query-id, corpus-id, score), got {len(parts)}{trec}",
                 )
             yield n, parts[0], parts[1], parts[2]
 

@@ -96,6 +96,18 @@ def test_beir_bad_input(beir, caplog):
         load_beir(beir)
 
 
+def test_trec_qrels_in_a_beir_folder_are_refused_not_misread(beir):
+    """``qid 0 docid rel`` read as BEIR's 3 columns judged document "0" with the document id as
+    its grade: with a document "0" in the corpus, nDCG came out wrong and nothing was said."""
+    qrels = beir / "qrels" / "test.tsv"
+    rows = [line.split("\t") for line in qrels.read_text().splitlines()[1:]]
+    qrels.write_text("".join(f"{q}\t0\t{d}\t{s}\n" for q, d, s in rows))
+    with pytest.raises(DataError, match=r"test.tsv:1: expected 3 .* got 4 \(TREC qrels"):
+        load_beir(beir)
+    qrels.write_text("".join(f"{q}\t{d}\t{s}\t\n" for q, d, s in rows))  # a trailing tab is no field
+    assert sum(map(len, load_beir(beir)[2].values())) == len(rows)
+
+
 @pytest.mark.parametrize(
     "score, says",
     [
