@@ -18,7 +18,6 @@ import collections
 import hashlib
 import json
 import re
-import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from ..seeds.schema import (
     INSTRUCTION_TYPES,
     NARRATIVE_FIELDS,
     load_seeds,
+    normalized_text,
     passage_fields,
     passage_text_clashes,
     read_seeds,
@@ -288,12 +288,6 @@ INSTRUCTION_FORMS = (
 )
 
 
-def _norm(text: str) -> str:
-    """Text as the leak check compares it: Unicode NFKC, casefolded, every run of whitespace one
-    space, stripped (``'  The  Ｃauseway ' -> 'the causeway'``)."""
-    return " ".join(unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).split())
-
-
 def _trained_on(seeds: list[dict]) -> tuple[set[str], set[str], dict[str, str]]:
     """What the seeds train on, for ``_eval_problems``: passage ids, normalised passage texts
     (counterpart passages included), and each normalised ``(query, instruction)`` pair (every form
@@ -308,10 +302,13 @@ def _trained_on(seeds: list[dict]) -> tuple[set[str], set[str], dict[str, str]]:
         ]:
             if p:
                 ids.add(p["id"])
-                texts.add(_norm(p["text"]))
+                texts.add(normalized_text(p["text"]))
         for form in INSTRUCTION_FORMS:
             if isinstance(s.get(form), str) and s[form].strip():
-                asked.setdefault((_norm(s["query"]), _norm(s[form])), f"seed {s['id']!r} (query + {form})")
+                asked.setdefault(
+                    (normalized_text(s["query"]), normalized_text(s[form])),
+                    f"seed {s['id']!r} (query + {form})",
+                )
     return ids, texts, asked
 
 
@@ -320,15 +317,15 @@ def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
     test set must not hold what the model was trained on): a document whose text, or title + " " +
     text, is a seed passage's; a document id that is a passage id; a query whose text with its
     ``instruction_og`` or ``instruction_changed`` is a seed's query with one of its instructions.
-    Texts are compared after ``_norm`` (Unicode form, case and spacing do not hide a copy)."""
+    Texts are compared after ``normalized_text`` (Unicode form, case and spacing do not hide a copy)."""
     ids, texts, asked = _trained_on(seeds)
     problems = check_followir(folder)  # raises on a malformed row, so the rows below are well formed
     path = Path(folder) / "corpus.jsonl"
     for n, doc in read_jsonl(path):
         did, title = str(doc["_id"]), doc.get("title") or ""
-        if _norm(doc["text"]) in texts:
+        if normalized_text(doc["text"]) in texts:
             problems.append(f"{path}:{n}: field 'text': document {did!r} repeats a training passage")
-        elif title.strip() and _norm(title + " " + doc["text"]) in texts:
+        elif title.strip() and normalized_text(title + " " + doc["text"]) in texts:
             problems.append(
                 f"{path}:{n}: field 'title': document {did!r} as title + ' ' + text repeats a training passage"
             )
@@ -337,7 +334,9 @@ def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
     path = Path(folder) / "queries.jsonl"
     for n, q in read_jsonl(path):
         for fld in ("instruction_og", "instruction_changed"):
-            if (q.get(fld) or "").strip() and (seed := asked.get((_norm(q["text"]), _norm(q[fld])))):
+            if (q.get(fld) or "").strip() and (
+                seed := asked.get((normalized_text(q["text"]), normalized_text(q[fld])))
+            ):
                 problems.append(
                     f"{path}:{n}: field '{fld}': query {str(q['_id'])!r} with its {fld} repeats "
                     f"training {seed}"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -171,26 +172,35 @@ def passage_fields(seed: dict, counterparts: bool = True) -> Iterator[tuple[str,
             yield f"counterpart_hard_negatives[{i}]", p
 
 
-def passage_text_clashes(numbered: Iterable[tuple[int, dict]], path) -> Iterator[DataError]:
+def passage_text_clashes(
+    numbered: Iterable[tuple[int, dict]], path, fields=passage_fields
+) -> Iterator[DataError]:
     """A ``DataError`` (file, line, field) for each passage whose id named another text on an
-    earlier line. Training tells passages apart by id (a batch encodes each id once), so two
+    earlier line; ``fields(row)`` yields a row's ``(field, passage)`` (a seed's by default). Training tells passages apart by id (a batch encodes each id once), so two
     seed files that both number their passages ``pos-1``, ``neg-1`` ... would have one seed's
     positive encoded with the other's text. The same id with the same text is fine (mined hard
     negatives reuse passages). ``read_seeds`` raises the first; ``ifir data validate`` lists all.
     """
     first: dict[str, tuple[str, int]] = {}  # passage id -> (its first text, that line)
     for n, seed in numbered:
-        for fld, p in passage_fields(seed):
+        for fld, p in fields(seed):
             text, m = first.setdefault(p["id"], (p["text"], n))
             if text != p["text"]:
                 yield DataError(path, n, f"passage id {p['id']!r} has another text on line {m}", fld)
 
 
+def normalized_text(text: str) -> str:
+    """Text as copies are compared: Unicode NFKC, casefolded, every run of whitespace one space,
+    stripped (``'  The  Ｃauseway ' -> 'the causeway'``; NFC and NFD spellings agree)."""
+    return " ".join(unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
 def _content_key(seed: dict) -> bytes:
     """What makes two seeds the same seed whatever their ids: the query, instruction and positive
-    text, case and spacing aside (a 20-byte digest: a million seeds' keys fit in ~60 MB)."""
+    text, Unicode form, case and spacing aside (``normalized_text``; a 20-byte digest: a million
+    seeds' keys fit in ~60 MB)."""
     parts = (seed["query"], seed["instruction"], seed["positive"]["text"])
-    blob = "\x1f".join(" ".join(str(x).split()).casefold() for x in parts)
+    blob = "\x1f".join(normalized_text(str(x)) for x in parts)
     return hashlib.sha1(blob.encode("utf-8")).digest()
 
 

@@ -2,6 +2,7 @@
 
 import copy
 import hashlib
+import unicodedata
 
 import pytest
 
@@ -36,13 +37,28 @@ def test_the_bundled_seeds_split_as_before(bundled_seeds, n):
     assert split_heldout(bundled_seeds, n) == _split_before_copies(bundled_seeds, n)
 
 
-def test_copies_of_a_seed_under_other_ids_stay_on_one_side(caplog):
-    seeds = [make_seed(i) for i in range(20)]
+def _accented(i):
+    seed = make_seed(i)
+    seed["query"] += " (études récentes, Zürich)"  # NFC, as most tools write it
+    return seed
+
+
+@pytest.mark.parametrize(
+    "respell",
+    [
+        lambda q: "  " + q.upper(),  # re-spaced and upper-cased
+        lambda q: unicodedata.normalize("NFD", q),  # the same text in Unicode's decomposed form
+    ],
+    ids=["case-and-space", "nfd"],
+)
+def test_copies_of_a_seed_under_other_ids_stay_on_one_side(respell):
+    seeds = [_accented(i) for i in range(20)]
     again = []
-    for s in seeds:  # a second export of the same seeds, re-id'd and re-spaced
+    for s in seeds:  # a second export of the same seeds, re-id'd and respelled
         t = copy.deepcopy(s)
-        t["id"], t["query"] = "export2-" + s["id"], "  " + s["query"].upper()
+        t["id"], t["query"] = "export2-" + s["id"], respell(s["query"])
         again.append(t)
+    assert all(a["query"] != s["query"] for a, s in zip(again, seeds))
     train, held = split_heldout(seeds + again, 6)
     assert len(held) == 6 and len(train) == 34
     held_ids = {s["id"] for s in held}
