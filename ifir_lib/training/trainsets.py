@@ -58,7 +58,7 @@ from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
 from ..curation.decisions import CurationCheck
 from ..seeds.forms import NARRATIVE_SHARE, in_form
-from ..seeds.schema import VERSION_FIELDS, counterpart, load_seeds, written_for
+from ..seeds.schema import VERSION_FIELDS, counterpart, load_seeds, passage_text_clashes, written_for
 from ..synthesis.template import template_reversal
 
 log = logging.getLogger(__name__)
@@ -264,20 +264,23 @@ def _written_for(seed: dict, rev: dict) -> bool:
 
 
 def _fill(
-    negatives: list[dict], k: int, pool: list[dict], exclude: set[str], rng: random.Random
+    negatives: list[dict], k: int, pool: list[dict], exclude: list[dict], rng: random.Random
 ) -> list[dict]:
     """Cut or pad ``negatives`` to exactly ``k``: listed ones first, then random corpus passages.
 
     Instruction negatives come first in ``negatives`` so cutting keeps them (the paper keeps 1-3
-    instruction negatives among its 30).
+    instruction negatives among its 30). A passage of ``exclude`` (the positive, or what answers
+    the query) is never a negative: not by its id, and not by its text under another id (one
+    passage exported per seed under new ids).
     """
-    out = [p for p in negatives if p["id"] not in exclude][:k]
-    seen = exclude | {p["id"] for p in out}
+    seen, texts = {p["id"] for p in exclude}, {p["text"].strip() for p in exclude}
+    out = [p for p in negatives if p["id"] not in seen and p["text"].strip() not in texts][:k]
+    seen |= {p["id"] for p in out}
     tries = 0
     while len(out) < k and tries < 50 * k:
         p = pool[rng.randrange(len(pool))]
         tries += 1
-        if p["id"] not in seen:
+        if p["id"] not in seen and p["text"].strip() not in texts:
             out.append(p)
             seen.add(p["id"])
     if len(out) < k:
@@ -303,7 +306,7 @@ def _example(seed, view, instruction, positive, negatives, k, pool, rng) -> dict
         "query": seed["query"],
         "instruction": instruction,
         "positive": positive,
-        "negatives": _fill(negatives, k, pool, {positive["id"]}, rng),
+        "negatives": _fill(negatives, k, pool, [positive], rng),
     }
 
 
@@ -343,7 +346,7 @@ def _query(seed, k, pool, rng):
     else:
         c = counterpart(seed)
     # P+ and the instruction negatives answer the bare query too: never sample them as negatives
-    exclude = {seed["positive"]["id"], c["positive"]["id"]} | {p["id"] for p in seed["instruction_negatives"]}
+    exclude = [seed["positive"], c["positive"], *seed["instruction_negatives"]]
     return {
         "id": c["id"],
         "group": seed["id"],
@@ -454,7 +457,10 @@ def build_trainset(
     arrow = hasattr(seeds, "arrow_column")  # ArrowSeeds: read column by column, never every row
     if seeds_name is None:
         seeds_name = str(seeds.folder) if arrow else "the seeds" if isinstance(seeds, list) else str(seeds)
-    if not arrow and not isinstance(seeds, list):
+    if isinstance(seeds, list):  # a file's seeds are checked by load_seeds; a list from Python here
+        for err in passage_text_clashes(enumerate(seeds, 1), seeds_name):
+            raise err
+    elif not arrow:
         seeds = load_seeds(seeds, stage="train")
     if arrow and out_dir is None:
         raise ConfigError("build_trainset from ArrowSeeds needs out_dir for the examples file")
@@ -621,26 +627,62 @@ def save_trainset(ts: TrainSet, path: str | Path) -> Path:
 
 
 def load_trainset(path: str | Path) -> list[dict]:
-    """Read examples written by ``save_trainset``; rows lacking a positive or negatives fail with file and line."""
-    rows = []
+    """Read examples written by ``save_trainset``. A row lacking a positive or negatives, a
+    passage id with another text on an earlier line (two built sets concatenated, each numbering
+    its passages from 0: a batch encodes each id once, so one example would train on the other's
+    texts) or an example id repeated with other content fails with file, line and field; an exact
+    repeat of an example is read once, with a warning."""
+    numbered, seen, repeats = [], {}, []
     for n, row in read_jsonl(path):
-        for f in ("query", "positive", "negatives"):
-            if f not in row:
-                raise DataError(path, n, "missing", f)
-        if not isinstance(row["positive"], dict) or not row["positive"].get("text"):
-            raise DataError(path, n, "must be an object with 'id' and 'text'", "positive")
-        if not isinstance(row["negatives"], list) or not row["negatives"]:
-            raise DataError(path, n, "must be a non-empty list of {id, text}", "negatives")
-        for i, p in enumerate(row["negatives"]):
-            if not isinstance(p, dict) or not p.get("text") or not p.get("id"):
-                raise DataError(path, n, "needs 'id' and 'text'", f"negatives[{i}]")
+        _check_example(path, n, row)
         row.setdefault("id", f"line{n}")
         row.setdefault("group", row["id"])
         row.setdefault("instruction", "")
-        rows.append(row)
-    if not rows:
+        if row["id"] in seen:
+            m, first = seen[row["id"]]
+            if first != row:
+                raise DataError(path, n, f"example id {row['id']!r} is on line {m} with other content", "id")
+            repeats.append(n)
+            continue
+        seen[row["id"]] = (n, row)
+        numbered.append((n, row))
+    if not numbered:
         raise DataError(path, None, "no training examples")
-    return rows
+    for err in passage_text_clashes(numbered, path, fields=_example_passages):
+        raise err
+    if repeats:
+        log.warning(
+            "%s: %d example(s) repeat an earlier line exactly and are read once (lines %s)",
+            path,
+            len(repeats),
+            ", ".join(map(str, repeats[:5])) + (" ..." if len(repeats) > 5 else ""),
+        )
+    return [row for _, row in numbered]
+
+
+def _check_example(path, n: int, row: dict) -> None:
+    """A ``DataError`` naming the field when a training example lacks its parts."""
+    for f in ("query", "positive", "negatives"):
+        if f not in row:
+            raise DataError(path, n, "missing", f)
+    if (
+        not isinstance(row["positive"], dict)
+        or not row["positive"].get("text")
+        or not row["positive"].get("id")
+    ):
+        raise DataError(path, n, "must be an object with 'id' and 'text'", "positive")
+    if not isinstance(row["negatives"], list) or not row["negatives"]:
+        raise DataError(path, n, "must be a non-empty list of {id, text}", "negatives")
+    for i, p in enumerate(row["negatives"]):
+        if not isinstance(p, dict) or not p.get("text") or not p.get("id"):
+            raise DataError(path, n, "needs 'id' and 'text'", f"negatives[{i}]")
+
+
+def _example_passages(row: dict):
+    """A training example's passages with their fields: ``positive``, ``negatives[i]``."""
+    yield "positive", row["positive"]
+    for i, p in enumerate(row["negatives"]):
+        yield f"negatives[{i}]", p
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import pytest
 from ifir_lib.core.errors import ConfigError, DataError
 from ifir_lib.curation.decisions import load_decisions as load_curation
 from ifir_lib.seeds.schema import NARRATIVE_FIELDS
+from ifir_lib.testing.inputs import make_seed
 from ifir_lib.training.trainsets import (
     build_trainset,
     load_reversals,
@@ -159,6 +160,20 @@ def test_counterpart_never_uses_instruction_negatives_as_negatives(bundled_seeds
             assert e["instruction"] == "" and not ins_neg & {p["id"] for p in e["negatives"]}
 
 
+@pytest.mark.parametrize("mode", ["ins-orig", "all-orig"])
+def test_a_positive_s_text_under_another_id_is_never_its_negative(mode):
+    """One passage exported per seed under new ids: padding drew it, by its other id, as a negative
+    of the very example it answers (8 of 400 bundled seeds' examples in the probe)."""
+    seeds = [make_seed(i) for i in range(12)]
+    for s in seeds[6:]:  # seeds 6-11 share seeds 0-5's positive passage, each under its own id
+        s["positive"]["text"] = seeds[int(s["id"][-4:]) - 6]["positive"]["text"] + " "
+    for rng_seed in range(5):
+        ts = build_trainset(mode, seeds, budget=12, num_negatives=8, rng_seed=rng_seed)
+        for e in ts.examples:
+            texts = {p["text"].strip() for p in e["negatives"]}
+            assert e["positive"]["text"].strip() not in texts, (e["id"], rng_seed)
+
+
 def test_declined_rejected_and_curated_are_excluded_and_counted(bundled_seeds, tmp_path):
     seeds = bundled_seeds[:10]
     syn = tmp_path / "syn.jsonl"
@@ -209,6 +224,37 @@ def test_training_file_errors_name_file_and_line(tmp_path, bundled_seeds):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"train\.jsonl:3: field 'negatives'"):
         load_trainset(path)
+
+
+def test_two_built_sets_numbered_alike_are_refused_and_a_repeat_read_once(tmp_path, caplog):
+    """Two built sets whose seed files both numbered passages from 0, concatenated: a batch encodes
+    each passage id once, so the second set's examples trained on the first set's texts."""
+    a = [make_seed(i) for i in range(4)]
+    b = [make_seed(i + 10) for i in range(4)]
+    for i, s in enumerate(b):  # another export, numbered from 0 too
+        s["id"], s["positive"]["id"] = f"other-{i}", a[i]["positive"]["id"]
+    lines = []
+    for name, seeds in (("a", a), ("b", b)):
+        path = save_trainset(build_trainset("ins-orig", seeds, num_negatives=3), tmp_path / f"{name}.jsonl")
+        lines += path.read_text().splitlines()
+    both = tmp_path / "both.jsonl"
+    both.write_text("\n".join(lines) + "\n")
+    with pytest.raises(
+        DataError,
+        match=r"both\.jsonl:[5-8]: field 'positive': passage id 'pos-000\d' has another text on line [1-4]",
+    ):
+        load_trainset(both)
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join(lines[:4] * 2) + "\n")
+    assert len(load_trainset(twice)) == 4 and "4 example(s) repeat an earlier line exactly" in caplog.text
+    edited = json.loads(lines[0]) | {"query": "something else"}
+    twice.write_text("\n".join([*lines[:4], json.dumps(edited)]) + "\n")
+    with pytest.raises(
+        DataError, match=r"twice\.jsonl:5: field 'id': example id .* is on line 1 with other content"
+    ):
+        load_trainset(twice)
+    with pytest.raises(DataError, match="passage id 'pos-000\\d' has another text"):
+        build_trainset("ins-orig", a + b, num_negatives=3)  # seeds given as a list are checked too
 
 
 def test_ablation_modes_are_ins_dv_with_one_thing_changed():
