@@ -109,8 +109,10 @@ def atomic_write_text(path: str | Path, text: str, fsync: bool = True) -> None:
 
 
 def atomic_write_chunks(path: str | Path, chunks: Iterable[str], fsync: bool = True) -> None:
-    """``atomic_write_text`` for text that comes in pieces (written as they come, never joined)."""
-    path = Path(path)
+    """``atomic_write_text`` for text that comes in pieces (written as they come, never joined).
+    Through a symlink the file it names is replaced, not the link (which would leave the link's
+    target behind, holding the old text, while writers that appended through the link go on)."""
+    path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

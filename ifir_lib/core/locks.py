@@ -56,8 +56,9 @@ def check_writable(path: str | Path) -> Path:
 
 def lock_path(path: str | Path) -> Path:
     """``out/reversals.jsonl -> out/reversals.jsonl.lock``, ``runs/ins-dv -> runs/ins-dv.lock``: beside
-    the output, whether it exists yet or not."""
-    p = Path(path).absolute()
+    the output, whether it exists yet or not. Symlinks are resolved first: an output named through
+    a link (``alias.jsonl -> rev.jsonl``, ``runs/latest -> runs/ins-dv``) takes its target's lock."""
+    p = Path(path).resolve()
     return p.with_name(p.name + ".lock")
 
 

@@ -12,6 +12,7 @@ import pytest
 from conftest import OPENAI_KEY
 
 from ifir_lib.core.errors import OutputLocked
+from ifir_lib.core.jsonl import atomic_write_text
 from ifir_lib.core.locks import exclusive
 from ifir_lib.reporting.results import PER_QUERY_COLUMNS, RESULT_COLUMNS, per_query_path
 from ifir_lib.testing.inputs import write_seeds
@@ -43,6 +44,28 @@ def test_exclusive_names_the_holder_and_frees_on_exit(tmp_path):
                 pass
     with exclusive(out):  # released: the next writer gets it at once
         pass
+
+
+def test_an_output_named_through_a_symlink_takes_its_target_s_lock(tmp_path):
+    """Two synthesize runs, one on rev.jsonl and one on a link to it, each took its own lock and
+    wrote one file at once (86 of 100 keys twice in the probe); a rewrite through the link
+    replaced the link with a file, so the two went on writing two files."""
+    out = tmp_path / "rev.jsonl"
+    out.write_text('{"key": "a"}\n')
+    (tmp_path / "alias.jsonl").symlink_to("rev.jsonl")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "latest").symlink_to("runs")
+    with exclusive(out):
+        for other in (tmp_path / "alias.jsonl", tmp_path / "latest" / ".." / "rev.jsonl"):
+            with pytest.raises(OutputLocked):
+                with exclusive(other):
+                    pass
+    with exclusive(tmp_path / "runs" / "ins-dv"):
+        with pytest.raises(OutputLocked):
+            with exclusive(tmp_path / "latest" / "ins-dv"):
+                pass
+    atomic_write_text(tmp_path / "alias.jsonl", '{"key": "b"}\n')
+    assert (tmp_path / "alias.jsonl").is_symlink() and out.read_text() == '{"key": "b"}\n'
 
 
 def test_second_synthesis_on_one_output_fails_fast_first_finishes(server, tmp_path):
