@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import importlib.util
+import json
 import logging
 import os
 import threading
@@ -43,6 +45,9 @@ def _api_message(e) -> str:
     return str(getattr(e, "message", None) or e)
 
 
+OPENAI_API = "https://api.openai.com/v1"
+
+
 class OpenAIBackend:
     """Chat completions through ``openai.AsyncOpenAI`` (``max_retries=0``: ``LLM`` retries).
 
@@ -61,7 +66,7 @@ class OpenAIBackend:
         timeout_s: float = 120.0,
     ):
         self.model, self.api_key_env = model, api_key_env
-        self.where = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self.where = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API
         key = os.environ.get(api_key_env)
         if not key:
             if base_url is None:
@@ -71,6 +76,9 @@ class OpenAIBackend:
         # the request uses ``where``; every message shows ``shown`` and scrubs ``_secrets``
         self.shown = redact_url(self.where)
         self._secrets = [key if key != "EMPTY" else None, *url_secrets(self.where)]
+        # answers are cached per endpoint (credentials left out): OpenAI's own keeps the old keys
+        endpoint = self.shown.rstrip("/")
+        self.cache_where = "" if endpoint == OPENAI_API else endpoint
         self._log_filter, self._filtered = RedactingFilter(self._secrets), []
 
     @property
@@ -190,6 +198,19 @@ def resolve_chat_model(name: str) -> tuple[str, str | None]:
     return name, None
 
 
+def weights_identity(folder: str, gguf: str | None) -> str:
+    """Local weights as the answer cache tells them apart: each weights file's name, size and
+    modification time (a checkpoint retrained or replaced at one path is another model; hashing
+    gigabytes on every start would cost more than it saves). ``""`` for a hub id."""
+    root = Path(folder)
+    files = [root / gguf] if gguf else sorted(f for f in root.glob("*") if f.suffix in _WEIGHT_SUFFIXES)
+    stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
+    return hashlib.sha256(json.dumps(stats).encode("utf-8")).hexdigest()[:16] if stats else ""
+
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+
+
 @functools.lru_cache(maxsize=1)
 def _load_chat_model(folder: str, gguf: str | None, device: str):
     """(tokenizer, model), loaded once per process (GGUF de-quantisation takes a while)."""
@@ -217,6 +238,7 @@ class TransformersBackend:
     def __init__(self, model: str = "smollm2", device: str | None = None):
         self.model, self._device = model, device
         self._where = resolve_chat_model(model)  # cheap; fails early on a missing package
+        self.cache_where = weights_identity(*self._where)
         self.lm = self.tokenizer = None
         self._lock = threading.Lock()
 

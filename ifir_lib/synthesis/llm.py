@@ -94,13 +94,17 @@ def backoff_delay(
 
 
 # ---- cache -------------------------------------------------------------------------------------
-def cache_key(backend: str, model: str, messages: list[dict], params: dict) -> str:
-    """sha256 over everything that determines the answer (the API key and URL do not).
+def cache_key(backend: str, model: str, messages: list[dict], params: dict, where: str = "") -> str:
+    """sha256 over everything that determines the answer (the API key does not).
 
+    ``where`` is the backend's ``cache_where``: the endpoint of a self-hosted server (two servers
+    may serve other weights under one model name) or the file identity of local weights; ``""``
+    for OpenAI's own API, which keeps the keys cached before it was part of them.
     Messages are hashed as length-prefixed fields rather than JSON: escaping a 4 kB prompt costs
     more than hashing it, and the prefixes keep ``("ab", "c")`` apart from ``("a", "bc")``.
     """
-    h = hashlib.sha256(json.dumps([backend, model, params], sort_keys=True).encode("utf-8"))
+    head = [backend, model, params, where] if where else [backend, model, params]
+    h = hashlib.sha256(json.dumps(head, sort_keys=True).encode("utf-8"))
     for m in messages:
         for part in (m.get("role", ""), m.get("content", "")):
             b = str(part).encode("utf-8")
@@ -184,12 +188,16 @@ class LLM:
     def model(self) -> str:
         return self.backend.model
 
+    def _key(self, messages: list[dict]) -> str:
+        where = getattr(self.backend, "cache_where", "")
+        return cache_key(self.backend.name, self.backend.model, messages, self.params, where)
+
     def lookup(self, messages: list[dict]) -> Completion | None:
         """The cached answer to ``messages``, or None (no request is sent)."""
         if self.cache is None:
             return None
         t0 = time.monotonic()
-        hit = self.cache.get(cache_key(self.backend.name, self.backend.model, messages, self.params))
+        hit = self.cache.get(self._key(messages))
         if hit is None or not isinstance(hit.get("text"), str):
             return None
         self.stats.cache_hits += 1
@@ -208,7 +216,7 @@ class LLM:
         if hit is not None:
             return hit
         t0 = time.monotonic()
-        key = cache_key(self.backend.name, self.backend.model, messages, self.params)
+        key = self._key(messages)
         async with self._sem:
             attempt = 0
             while True:

@@ -8,7 +8,7 @@ import pytest
 
 from ifir_lib.synthesis import run as sio
 from ifir_lib.synthesis import run as syn
-from ifir_lib.synthesis.backends import resolve_chat_model
+from ifir_lib.synthesis.backends import resolve_chat_model, weights_identity
 from ifir_lib.testing.inputs import make_seed
 
 
@@ -60,3 +60,17 @@ def test_smollm2_two_seeds(tmp_path):
     s2 = syn.synthesize(seeds, tmp_path / "o2.jsonl", cfg)
     assert s2.requests == 0 and s2.cached == 2
     assert [r["raw"] for r in sio.load_synthesis(tmp_path / "o2.jsonl")] == [r["raw"] for r in rows]
+
+
+def test_local_weights_replaced_at_one_path_are_another_cache_entry(tmp_path):
+    """``--backend transformers --model /path/to/ckpt`` keyed answers on the path string, so a
+    checkpoint retrained at that path was answered from the old one's cache."""
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 10)
+    (tmp_path / "config.json").write_text("{}")
+    first = weights_identity(str(tmp_path), None)
+    assert first and weights_identity(str(tmp_path), None) == first
+    (tmp_path / "model.safetensors").write_bytes(b"y" * 11)
+    assert weights_identity(str(tmp_path), None) != first
+    (tmp_path / "m.gguf").write_bytes(b"z")
+    assert weights_identity(str(tmp_path), "m.gguf") not in ("", first)
+    assert weights_identity("HuggingFaceTB/SmolLM2-135M-Instruct", None) == ""  # a hub id

@@ -25,3 +25,5 @@ def test_cache_key_covers_model_prompt_and_params():
     assert k != cache_key("openai", "m", [{"role": "user", "content": "y"}], {"temperature": 0.7})
     assert k != cache_key("openai", "m", m, {"temperature": 0.0})
     assert k == cache_key("openai", "m", m, {"temperature": 0.7})
+    assert k == cache_key("openai", "m", m, {"temperature": 0.7}, "")  # OpenAI's API: keys as before
+    assert k != cache_key("openai", "m", m, {"temperature": 0.7}, "http://gpu-box:8000/v1")

@@ -152,6 +152,19 @@ def test_cache_hit_means_zero_requests(server, tmp_path):
     assert len(cache_files) == 6
 
 
+def test_another_endpoint_is_another_cache_entry(server, tmp_path):
+    """Two servers may serve other weights under one model name (vLLM's --served-model-name, a
+    quantised build): server B's run read server A's answers from the cache, sent no request, and
+    its sidecar named B. The endpoint is in the key; a trailing slash is the same endpoint."""
+    seeds = [make_seed(i) for i in range(3)]
+    syn.synthesize(seeds, tmp_path / "a.jsonl", cfg(server))
+    syn.synthesize(seeds, tmp_path / "a2.jsonl", cfg(server, base_url=server.url + "/"))
+    assert server.requests == 3
+    other = server.url.replace("127.0.0.1", "localhost")  # the same server under another name
+    s = syn.synthesize(seeds, tmp_path / "b.jsonl", cfg(server, base_url=other))
+    assert server.requests == 6 and s.cached == 0
+
+
 def test_concurrency_is_bounded_and_used(server, tmp_path):
     server.latency_s = 0.2
     t0 = time.monotonic()
