@@ -95,7 +95,7 @@ def evaluate_models(
     ``backend``: the encoder of ``engine='ours'`` (``evaluation.backends.BACKENDS``).
     """
     _check_options(engine, prompts, backend, tasks, rng_seed)
-    models = dict(models) if isinstance(models, Mapping) else {str(m): m for m in models}
+    models = dict(models) if isinstance(models, Mapping) else {_label(m): m for m in models}
     if run_id is not None and len(models) > 1:
         raise ConfigError(
             f"run_id {run_id!r} given for {len(models)} models; a run id names one model's run "
@@ -382,6 +382,12 @@ def _evaluated(table: pd.DataFrame | None) -> dict[tuple, dict[str, pd.Series]]:
     for (*key, sha), rows in keyed.groupby(cols, sort=False, dropna=False):
         done.setdefault(tuple(key), {})[sha] = rows["timestamp"]
     return done
+
+
+def _label(model: str | Path) -> str:
+    """A model's label in results.csv: a local folder with one spelling (``runs/ins-dv/`` and
+    ``./runs/ins-dv`` are ``runs/ins-dv``, so ``skip_done`` finds its rows); a name as given."""
+    return os.path.normpath(model) if Path(model).is_dir() else str(model)
 
 
 def _done(done: dict, key: tuple, name: str, digests: dict[str, str], started: str | None) -> bool:

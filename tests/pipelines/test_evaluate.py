@@ -15,7 +15,7 @@ from ifir_lib.core.config import FOLLOWIR_DIR
 from ifir_lib.core.errors import ConfigError, DataError
 from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.evaluation.corpora import content_digest, load_followir, write_followir
-from ifir_lib.pipelines.evaluate import evaluate_models, format_result
+from ifir_lib.pipelines.evaluate import _label, evaluate_models, format_result
 from ifir_lib.reporting import results as R
 from ifir_lib.testing.inputs import synthetic_followir
 from support.fakes import fake_result
@@ -161,3 +161,12 @@ def test_a_printed_line_names_its_set():
         lines[0].split() == "base rng_seed 0 followir_mini: p-MRR +2.00 MAP@1000 80.00 nDCG@5 70.00".split()
     )
     assert lines[1].split()[3] == "followir_v2:"
+
+
+def test_a_run_folder_has_one_label_however_it_is_typed(tmp_path, monkeypatch):
+    """``runs/ins-dv/`` (tab completion) and ``./runs/ins-dv`` were labels of their own: skip_done
+    missed the folder's rows and the tables read a second run."""
+    (tmp_path / "runs" / "ins-dv").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert _label("runs/ins-dv/") == _label("./runs/ins-dv") == _label("runs/ins-dv") == "runs/ins-dv"
+    assert _label("sentence-transformers/all-MiniLM-L6-v2/") == "sentence-transformers/all-MiniLM-L6-v2/"

@@ -295,6 +295,26 @@ def test_one_evaluation_per_run_keeps_the_latest_whole_evaluation(caplog):
     assert R.one_evaluation_per_run(kept).equals(kept)  # nothing more to leave out
 
 
+def test_one_run_folder_under_two_spellings_is_one_run(caplog):
+    """A moved experiment collected again, or a folder typed once with a trailing slash: the same
+    model under a second label was a second run (sd 0, 4 runs of 2, a smaller p)."""
+    df = _evals(
+        ("x0", "/a/exp/models/rng0/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-01"),
+        ("x1", "/b/moved/models/rng0/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-02"),  # the same run, moved
+        ("y0", "runs/ins-orig", "ins-orig", 0, "v1", 2.5, "2026-01-01"),
+        ("y1", "runs/ins-orig/", "ins-orig", 0, "v1", 2.5, "2026-01-01"),  # typed with a slash
+        ("z0", "runs/ins-dv-copy", "ins-dv", 0, "v1", -1.25, "2026-01-01"),  # another folder name: kept
+        ("w0", "/c/models/rng0/ins-dv", "ins-dv", 0, "v1", 0.5, "2026-01-01"),  # other scores: kept
+        ("v0", "/d/models/rng1/ins-dv", "ins-dv", 1, "v1", -1.25, "2026-01-01"),  # another rng_seed: kept
+    )
+    kept = R.runs_to_read(df)
+    assert list(kept["run_id"]) == ["x1", "y1", "z0", "w0", "v0"]
+    assert "2 evaluation(s) repeat another model label's scores" in caplog.text
+    assert "/a/exp/models/rng0/ins-dv (as /b/moved/models/rng0/ins-dv)" in caplog.text
+    two_metrics = pd.concat([df, df.assign(metric="map_at_1000", value=[80.0, 80.5, 1, 1, 1, 1, 1])])
+    assert set(R.runs_to_read(two_metrics)["run_id"]) == {"x0", "x1", "y1", "z0", "w0", "v0"}  # MAP differs
+
+
 def test_a_run_id_that_labels_two_runs_on_one_set_is_an_error_naming_file_and_run_id():
     df = _evals(
         ("trial1", "minilm", "base", 0, "v1", 0.0, None), ("trial1", "runs/dv", "ins-dv", 0, "v1", 9.0, None)
