@@ -115,6 +115,26 @@ class Table:
         ]
 
 
+def _check_one_set_per_column(df: pd.DataFrame, source: str) -> None:
+    """A ``DataError`` when one column would average sets of two names (``column_of`` is blind to
+    case and punctuation: a changed copy of bundled set v1 in ``FollowIR-Mini/`` was averaged
+    with ``followir_mini`` into one "Bundled v1" cell). Two names are one set only when every row
+    records the same content digest (``data_sha``)."""
+    sha = df["data_sha"].fillna("").astype(str) if "data_sha" in df.columns else pd.Series("", index=df.index)
+    for column, g in df.assign(_sha=sha).groupby("column", sort=False):
+        names = list(dict.fromkeys(g["dataset"].astype(str)))
+        shas = set(g["_sha"])
+        if len(names) > 1 and (len(shas) > 1 or "" in shas):
+            title, metric = COLUMNS[column][:2]
+            raise DataError(
+                source,
+                None,
+                f"the table's {title} {metric} column would average sets named {', '.join(map(repr, names))}, "
+                "which are not known to be one set (their data_sha differ or are unknown); evaluate each "
+                "set under one folder name, or leave the rows of the others out",
+            )
+
+
 def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
     """The rows of ``results`` that map to a column, with ``backbone`` (in words) and ``column``,
     read as every reading path reads them (``results.runs_to_read``). Empty values are named in
@@ -129,6 +149,7 @@ def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
             source, None, f"no row maps to a table column (tables.COLUMNS); it has {', '.join(have[:12])}"
         )
     df = runs_to_read(df[df["column"].notna()], source)
+    _check_one_set_per_column(df, source)
     empty = df[df["value"].isna()]
     if len(empty):
         log.warning(

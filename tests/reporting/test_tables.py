@@ -363,3 +363,22 @@ def test_one_set_name_for_two_sets_is_refused(tmp_path):
     res = load_results(_write_runs(tmp_path / "results.csv", runs)).assign(data_sha=["abc", "def"])
     with pytest.raises(DataError, match=r"src\.csv.*set 'followir_mini' names 2 different evaluation sets"):
         build_table(res, source="src.csv")
+
+
+def test_two_set_names_in_one_column_are_refused_unless_one_digest(tmp_path):
+    """A changed copy of bundled v1 evaluated from a folder named ``FollowIR-Mini`` and the real
+    ``followir_mini`` were averaged into one "Bundled v1" cell (78.96 and 83.04 shown as 81.00)."""
+    runs = [
+        ("a", "minilm", "base", 0, "followir_mini", 78.96, None, "torch"),
+        ("b", "minilm", "base", 0, "FollowIR-Mini", 83.04, None, "torch"),
+    ]
+    res = load_results(_write_runs(tmp_path / "results.csv", runs))
+    with pytest.raises(
+        DataError,
+        match=r"src\.csv: the table's Bundled v1 p-MRR column would average sets named 'followir_mini', 'FollowIR-Mini'",
+    ):
+        build_table(res, source="src.csv")
+    with pytest.raises(DataError, match="would average sets named"):
+        build_table(res.assign(data_sha=["abc", "def"]), source="src.csv")
+    one = build_table(res.assign(data_sha=["abc", "abc"]), source="src.csv")  # one set under two names
+    assert [r.mode for r in one.rows] == ["base"]
