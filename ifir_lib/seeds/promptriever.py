@@ -28,8 +28,10 @@ Each seed id comes once: a seed id read twice (a Parquet shard given twice, over
 raises ``DataError`` naming the file, its row and the id, in both paths. Each passage id is
 written once; the mapping from passage id to row number is the structure that grows with the
 data (a dict entry per distinct passage: ~4.9M for 1M rows; the bare rows' hard negatives add
-theirs), with one int per seed id beside it. Where the source gives one passage id two texts,
-the first text read is kept (the list keeps each row's own text).
+theirs), with one int per seed id beside it and the hash of each passage's text. Where the
+source gives one passage id two texts, the first text read is kept and a warning counts them
+(``meta.json``'s ``passage_text_clashes``); the list keeps each row's own text, and training
+refuses such seeds (``schema.passage_text_clashes``).
 
 Not handled here: reading the tables back (``seeds.arrow``), the seed checks (``seeds.schema``).
 """
@@ -118,18 +120,26 @@ class _Writer:
             pa.ipc.new_stream(str(self.bare_path), _COUNTERPARTS_SCHEMA) if join_counterparts else None
         )
         self.row_of: dict[str, int] = {}  # passage id -> row in passages.arrow
+        self.text_hash = np.empty(1 << 16, dtype=np.int64)  # row -> hash() of its text (this process)
+        self.clashes: list[str] = []  # passage ids read again with another text (the first is kept)
         self.n_seeds = self.n_bare = 0
 
     def passage_rows(self, ids: pa.Array, texts: pa.Array) -> np.ndarray:
-        """Row numbers for ``ids``; ids not seen before are appended with their text."""
+        """Row numbers for ``ids``; ids not seen before are appended with their text. An id read
+        again with another text keeps its first one and is counted (``clashes``)."""
         rows = np.empty(len(ids), dtype=np.int64)
         new = []
-        row_of = self.row_of
+        row_of, hashes = self.row_of, [hash(t) for t in texts.to_pylist()]
+        if len(row_of) + len(ids) > len(self.text_hash):
+            self.text_hash = np.resize(self.text_hash, 2 * (len(row_of) + len(ids)))
         for i, pid in enumerate(ids.to_pylist()):
             r = row_of.get(pid)
             if r is None:
                 r = row_of[pid] = len(row_of)
+                self.text_hash[r] = hashes[i]
                 new.append(i)
+            elif self.text_hash[r] != hashes[i]:
+                self.clashes.append(pid)
             rows[i] = r
         if new:
             take = pa.array(new, pa.int64())
@@ -173,6 +183,15 @@ class _Writer:
         self.seeds.close()
         self.passages.close()
         meta = {**meta, "seeds": self.n_seeds, "passages": len(self.row_of)}
+        if self.clashes:
+            meta["passage_text_clashes"] = len(self.clashes)
+            log.warning(
+                "%s: %d passage(s) came again under an id read before with another text (ids %s); each "
+                "keeps its first text, so a later seed may have another seed's passage: check the source",
+                self.out_dir,
+                len(self.clashes),
+                ", ".join(map(repr, dict.fromkeys(self.clashes[:5]))),
+            )
         if self.join:
             self.bare.close()
             meta.update(bare_rows=self.n_bare, counterparts=self._join_counterparts())

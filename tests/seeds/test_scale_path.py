@@ -163,6 +163,42 @@ def test_bad_row_names_source_row_and_field(tmp_path):
         promptriever_to_arrow(f, tmp_path / "out")
 
 
+def test_a_passage_id_with_two_texts_is_counted_and_training_the_list_refuses_it(shards, tmp_path, caplog):
+    """The Arrow path kept the first text of an id given two, with no word: a migraine query's
+    positive became a solar-panel passage. The list keeps each row's own text; training refuses it."""
+
+    def row(qid, query, pos):
+        p = lambda d, t: {"docid": d, "title": "", "text": t}  # noqa: E731
+        return {
+            "query_id": qid,
+            "query": query,
+            "only_query": query,
+            "only_instruction": "Only recent studies.",
+            "has_instruction": True,
+            "positive_passages": [p("D1", pos)],
+            "new_negatives": [p(f"N{qid}", f"An older study on {query}.")],
+            "negative_passages": [p(f"H{qid}", f"Nothing about {query}.")],
+        }
+
+    f = tmp_path / "rows.jsonl"
+    rows = [
+        row("q1", "solar panels", "Solar panels saved 30%."),
+        row("q2", "migraine", "Skipping breakfast."),
+    ]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    arrow = promptriever_to_arrow(f, tmp_path / "out")
+    assert "1 passage(s) came again under an id read before with another text (ids 'D1')" in caplog.text
+    assert json.loads((tmp_path / "out" / "meta.json").read_text())["passage_text_clashes"] == 1
+    assert [s["positive"]["text"] for s in arrow] == ["Solar panels saved 30%."] * 2  # the first is kept
+    listed = load_promptriever(f)
+    assert [s["positive"]["text"] for s in listed] == ["Solar panels saved 30%.", "Skipping breakfast."]
+    with pytest.raises(DataError, match="passage id 'D1' has another text"):
+        build_trainset("ins-orig", listed, num_negatives=1)
+    caplog.clear()
+    promptriever_to_arrow(shards[0], tmp_path / "clean")  # repeated passages with one text each
+    assert "another text" not in caplog.text
+
+
 def test_synthesis_streams_arrow_seeds_with_shards_and_resume(shards, tmp_path):
     src, files = shards
     arrow = promptriever_to_arrow(src, tmp_path / "a")
