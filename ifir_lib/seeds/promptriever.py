@@ -129,18 +129,18 @@ class _Writer:
         again with another text keeps its first one and is counted (``clashes``)."""
         rows = np.empty(len(ids), dtype=np.int64)
         new = []
-        row_of, hashes = self.row_of, [hash(t) for t in texts.to_pylist()]
-        if len(row_of) + len(ids) > len(self.text_hash):
-            self.text_hash = np.resize(self.text_hash, 2 * (len(row_of) + len(ids)))
-        for i, pid in enumerate(ids.to_pylist()):
+        row_of, pids = self.row_of, ids.to_pylist()
+        for i, pid in enumerate(pids):
             r = row_of.get(pid)
             if r is None:
                 r = row_of[pid] = len(row_of)
-                self.text_hash[r] = hashes[i]
                 new.append(i)
-            elif self.text_hash[r] != hashes[i]:
-                self.clashes.append(pid)
             rows[i] = r
+        hashes = np.fromiter(map(hash, texts.to_pylist()), dtype=np.int64, count=len(pids))
+        if len(row_of) > len(self.text_hash):
+            self.text_hash = np.resize(self.text_hash, 2 * len(row_of))
+        self.text_hash[rows[new]] = hashes[new]  # a new id's first text (the first of its repeats)
+        self.clashes += [pids[i] for i in np.flatnonzero(self.text_hash[rows] != hashes)]
         if new:
             take = pa.array(new, pa.int64())
             self.passages.write_batch(
