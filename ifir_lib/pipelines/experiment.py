@@ -28,6 +28,7 @@ Not handled here: training, evaluation, statistics and figures themselves (``pip
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shlex
 import sys
@@ -228,7 +229,11 @@ def start(out: str | Path, cfg: ExperimentConfig, *, new: bool = False) -> str:
 
 
 def train_run(out: str | Path, cfg: ExperimentConfig, rng_seed: int, mode: str, plan_hash: str):
-    """Train (or resume, or find finished) one planned run: ``OUT/models/rng<k>/<mode>/``."""
+    """Train (or resume, or find finished) one planned run: ``OUT/models/rng<k>/<mode>/``. Its
+    record keeps the digests of the input files (``plan.input_digests``); a run of this experiment
+    that recorded other ones is a ``ConfigError`` before any training."""
+    inputs = P.input_digests({k: getattr(cfg, k) for k in P.PATH_FIELDS})
+    _check_same_inputs(out, cfg, inputs)
     return train_modes(
         Path(out) / "models" / f"rng{rng_seed}",
         preset=cfg.train_preset,
@@ -240,9 +245,36 @@ def train_run(out: str | Path, cfg: ExperimentConfig, rng_seed: int, mode: str, 
         rng_seed=rng_seed,
         heldout_seeds=cfg.heldout_seeds,
         narrative_share=cfg.narrative_share,
-        labels={"plan": plan_hash},
+        labels={"plan": plan_hash, "inputs": inputs},
         **cfg.train_overrides(),
     )[mode]
+
+
+def _recorded_inputs(out: str | Path, cfg: ExperimentConfig) -> dict[str, dict]:
+    """``{run name: its recorded input digests}`` of the planned runs that recorded them."""
+    found = {}
+    for s, m in planned_runs(cfg):
+        data = RunFolder(Path(out) / "models" / f"rng{s}" / m).info().get("data") or {}
+        if isinstance(data.get("inputs"), dict):
+            found[run_name(s, m)] = data["inputs"]
+    return found
+
+
+def _check_same_inputs(out: str | Path, cfg: ExperimentConfig, inputs: dict[str, str]) -> None:
+    """A ``ConfigError`` when a run of this experiment was trained on input files that held other
+    content than they do now (a reversals file redone between two ``--run`` jobs): the two runs
+    would be pooled as replicates of one condition."""
+    for name, theirs in _recorded_inputs(out, cfg).items():
+        changed = [k for k in sorted({*theirs, *inputs}) if theirs.get(k) != inputs.get(k)]
+        if changed:
+            what = "; ".join(
+                f"{k} {getattr(cfg, k)}: {theirs.get(k)} then, {inputs.get(k)} now" for k in changed
+            )
+            raise ConfigError(
+                f"{Path(out) / 'models' / name}: trained on inputs that held other content ({what}, sha256); "
+                "this experiment's runs would pool two sets of inputs. Restore the files, or start anew "
+                "with --new-experiment (the trained runs are set aside, not deleted)"
+            )
 
 
 def run_commands(out: str | Path, cfg: ExperimentConfig, launcher: str = "plain", **launch) -> list[str]:
@@ -292,12 +324,28 @@ def finished_runs(out: str | Path, cfg: ExperimentConfig, plan_hash: str) -> tup
     return done, missing
 
 
+def _check_runs_agree_on_inputs(out: str | Path, cfg: ExperimentConfig) -> None:
+    """A ``ConfigError`` when the finished runs recorded other input digests (runs recorded before
+    digests were kept are not compared): ``collect`` would average them as one condition."""
+    groups: dict[str, list[str]] = {}
+    for name, digests in _recorded_inputs(out, cfg).items():
+        groups.setdefault(json.dumps(digests, sort_keys=True), []).append(name)
+    if len(groups) > 1:
+        said = "; ".join(f"{', '.join(names)} on {key}" for key, names in groups.items())
+        raise ConfigError(
+            f"{out}: the runs were trained on input files that held other content ({said}); their "
+            "results cannot be pooled. Delete the runs trained on the inputs you do not want and "
+            "run them again, or start anew with --new-experiment"
+        )
+
+
 def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None) -> Path:
     """Evaluate the base model and every finished run (once), then write the tables, tests and
     figures; missing runs are named in ``summary.md`` and on stderr. Returns ``OUT/summary.md``."""
     out = Path(out)
     plan_hash = plan_hash or start(out, cfg)
     runs, missing = finished_runs(out, cfg, plan_hash)
+    _check_runs_agree_on_inputs(out, cfg)
     if missing:
         print(f"not finished yet (left out): {', '.join(missing)}", file=sys.stderr)
     results_csv = out / "results.csv"

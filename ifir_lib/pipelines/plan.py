@@ -56,6 +56,29 @@ OUTPUTS = ("models", "results.csv", "results_per_query.csv", "summary.md", "comp
 OUTPUTS += ("figures", "experiment.json")
 
 
+def input_digests(fields: dict) -> dict[str, str]:
+    """``{field: sha256[:16]}`` of each input named by ``PATH_FIELDS`` in ``fields`` that exists (a
+    folder: its files, in name order). The plan stores paths; this is what the files held, so a
+    file replaced between two runs of one experiment is seen. ``"bundled"`` and unset inputs are
+    left out (the package's own data)."""
+    out = {}
+    for k in PATH_FIELDS:
+        path = fields.get(k)
+        if not isinstance(path, str) or path == "bundled" or not Path(path).exists():
+            continue
+        files = (
+            sorted(p for p in Path(path).rglob("*") if p.is_file()) if Path(path).is_dir() else [Path(path)]
+        )
+        h = hashlib.sha256()
+        for f in files:
+            h.update(f.name.encode() + b"\0")
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+        out[k] = h.hexdigest()[:16]
+    return out
+
+
 def plan_hash(plan: dict) -> str:
     """The plan's identity: ``sha256(canonical JSON)[:12]`` (key order and tuple/list do not matter)."""
     text = json.dumps(_normal(plan), sort_keys=True, separators=(",", ":"))

@@ -1,6 +1,7 @@
 """The experiment as a researcher runs it: their inputs, a plan written first, runs printed for a
 scheduler and collected, the same tables as one local run."""
 
+import dataclasses
 import json
 import shlex
 
@@ -9,6 +10,7 @@ import pytest
 
 from ifir_lib.cli import main
 from ifir_lib.core.errors import ConfigError
+from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.evaluation.corpora import write_followir
 from ifir_lib.pipelines import experiment as E
 from ifir_lib.pipelines import plan as P
@@ -229,6 +231,7 @@ def test_user_inputs_local_run_equals_printed_runs_then_collect(tmp_path, privat
     for s, m in planned_runs(ExperimentConfig.from_plan(P.stored_plan(local))):
         info = json.loads((local / "models" / f"rng{s}" / m / "ifir_run.json").read_text())
         assert info["data"]["plan"] == plan_hash and info["data"]["data"] == str(seeds)
+        assert info["data"]["inputs"] == P.input_digests({"seeds": str(seeds)})  # what the file held
         assert info["saved_step"] == info["steps"]  # the fixed final step is the model
     summary = (local / "summary.md").read_text()
     assert "Primary comparison" in summary and "rev_acc" in summary
@@ -238,6 +241,46 @@ def test_user_inputs_local_run_equals_printed_runs_then_collect(tmp_path, privat
     assert len(load_results(local / "results.csv")) == rows
     assert main([*args, "--out", str(local), "--budget", "8"]) == 2
     assert len(load_results(local / "results.csv")) == rows
+
+
+def test_runs_trained_on_inputs_that_changed_are_never_pooled(tmp_path):
+    """A reversals file redone between two --run jobs: both runs recorded the same path and plan,
+    and --collect averaged them as one condition."""
+    seeds, _ = _user_inputs(tmp_path)
+    rev = tmp_path / "rev.jsonl"
+    rev.write_text('{"key": "a", "reversal": "first"}\n')
+    cfg = dataclasses.replace(
+        ExperimentConfig.preset("smoke"),
+        seeds=str(seeds),
+        reversals=str(rev),
+        rng_seeds=(0, 1),
+        modes=("ins-orig", "ins-dv"),
+    )
+    out = tmp_path / "exp"
+    digests = lambda: P.input_digests({"seeds": str(seeds), "reversals": str(rev)})  # noqa: E731
+
+    def finished(name, inputs):
+        run = RunFolder(out / "models" / name)
+        run.path.mkdir(parents=True)
+        run.start({"mode": "ins-dv", "data": {"plan": "p", **({"inputs": inputs} if inputs else {})}}, "abc")
+        run.finish()
+
+    first = digests()
+    assert set(first) == {"seeds", "reversals"}
+    finished("rng0/ins-dv", first)
+    E._check_same_inputs(out, cfg, digests())  # unchanged: rng1 may train
+    rev.write_text('{"key": "a", "reversal": "redone"}\n')
+    with pytest.raises(
+        ConfigError,
+        match=rf"rng0/ins-dv: trained on inputs that held other content \(reversals {rev}: {first['reversals']} then, \w+ now",
+    ):
+        E._check_same_inputs(out, cfg, digests())
+    finished("rng1/ins-dv", digests())  # trained anyway (before this check existed, or by hand)
+    with pytest.raises(ConfigError, match="rng0/ins-dv on .* rng1/ins-dv on .*cannot be pooled"):
+        E._check_runs_agree_on_inputs(out, cfg)
+    (out / "models" / "rng0" / "ins-dv" / "ifir_run.json").unlink()
+    finished("rng0/ins-dv-old", None)  # not planned, and no digests recorded: never compared
+    E._check_runs_agree_on_inputs(out, cfg)
 
 
 def test_runs_started_together_store_one_plan(tmp_path):
