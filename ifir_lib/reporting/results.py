@@ -812,34 +812,36 @@ def one_evaluation_per_run(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[~pd.MultiIndex.from_frame(keys[["run_id", "dataset"]]).isin(gone)]
 
 
-def one_label_per_run(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` less the evaluations that repeat another under a second spelling of one run folder:
-    same set, mode, rng_seed and conditions, a ``model`` label ending in the same folder name, and
-    the same value for every metric. One run folder reached by two spellings (``runs/ins-dv`` and
-    ``runs/ins-dv/``, or an experiment collected again after it moved) was counted as two runs,
-    with an sd of 0 between them. Two trained runs do not agree on every metric to the last digit
-    unless they are one model (or a deterministic copy, which is no replicate either); another
-    base model or backbone is named otherwise and never matches. The latest evaluation stays; one
-    warning names the labels left out."""
+def same_run_under_two_labels(rows: pd.DataFrame) -> pd.MultiIndex:
+    """``(run_id, dataset)`` of the evaluations that repeat another under a second spelling of one
+    run folder: same set, mode, rng_seed and conditions, labels ending in the same two folders
+    (``rng0/ins-dv``), and the same value for every metric in ``rows`` (give it the whole table:
+    a subset of one metric could tie by chance). One run folder reached by two spellings
+    (``runs/ins-dv`` and ``runs/ins-dv/``, or an experiment collected again after it moved) was
+    counted as two runs, with an sd of 0. Two trained runs do not agree on every metric to the
+    last digit unless they are one model; a sweep's ``lr1/ins-dv`` and ``lr3/ins-dv`` end in other
+    folders and are never compared. The latest evaluation stays; one warning names the labels."""
+    none = pd.MultiIndex.from_tuples([], names=["run_id", "dataset"])
     if rows.empty or "value" not in rows.columns:
-        return rows
+        return none
     key = ["dataset", "mode", "rng_seed", *(c for c in CONDITION_COLUMNS if c in rows.columns), "_folder"]
     cells = rows[["run_id", *key[:-1], "model", "metric"]].astype(str).assign(value=rows["value"].map(repr))
-    cells["_folder"] = cells["model"].str.rstrip("/\\").str.split(r"[/\\]").str[-1]
+    parts = cells["model"].str.rstrip("/\\").str.split(r"[/\\]+")
+    cells["_folder"] = parts.str[-2:].str.join("/")
     stamp = rows["timestamp"] if "timestamp" in rows.columns else pd.Series(pd.NaT, index=rows.index)
     cells["_stamp"] = pd.to_datetime(stamp, utc=True, errors="coerce", format="mixed").to_numpy()
     cells["_order"] = np.arange(len(rows))
-    scores = cells.sort_values("metric").groupby(["run_id", "dataset"], sort=False)
-    evals = scores.agg(
-        {**{c: "first" for c in key if c != "dataset"}, "model": "first", "_stamp": "max", "_order": "max"}
-    )
+    scores = cells.sort_values(["metric", "value"]).groupby(["run_id", "dataset"], sort=False)
+    evals = scores.agg({**{c: "first" for c in key[1:]}, "model": "first", "_stamp": "max", "_order": "max"})
     evals["_scores"] = scores.apply(lambda g: tuple(zip(g["metric"], g["value"])), include_groups=False)
     evals = evals.reset_index().sort_values(["_stamp", "_order"], na_position="first")
-    same = evals.duplicated([*key, "_scores"], keep="last")  # labels differ: one per model is left
+    same = evals.duplicated([*key, "_scores"], keep="last") & ~evals.duplicated(
+        [*key, "_scores", "model"], keep="last"
+    )
     if not same.any():
-        return rows
+        return none
     kept = {tuple(r): m for r, m in zip(evals[[*key, "_scores"]].itertuples(index=False), evals["model"])}
-    pairs = [
+    said = [
         f"{m} (as {kept[tuple(r)]})"
         for r, m in zip(evals.loc[same, [*key, "_scores"]].itertuples(index=False), evals.loc[same, "model"])
     ]
@@ -848,13 +850,14 @@ def one_label_per_run(rows: pd.DataFrame) -> pd.DataFrame:
         "%d evaluation(s) repeat another model label's scores on every metric and are left out as the "
         "same run under another name: %s",
         int(same.sum()),
-        "; ".join(dict.fromkeys(pairs[:3])),
+        "; ".join(dict.fromkeys(said[:3])),
     )
-    gone = pd.MultiIndex.from_frame(evals.loc[same, ["run_id", "dataset"]])
-    return rows[~pd.MultiIndex.from_frame(cells[["run_id", "dataset"]]).isin(gone)]
+    return pd.MultiIndex.from_frame(evals.loc[same, ["run_id", "dataset"]])
 
 
-def runs_to_read(rows: pd.DataFrame, path: str | None = None) -> pd.DataFrame:
+def runs_to_read(
+    rows: pd.DataFrame, path: str | None = None, whole: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """What every reading path (``ifir table``, summaries and figures, ``ifir compare``) does to the
     results rows it averages, so that they agree: a run id shared by two runs on a set
     (``check_run_ids``) or a set name shared by two sets (``check_data_sets``) is a ``DataError``
@@ -862,9 +865,12 @@ def runs_to_read(rows: pd.DataFrame, path: str | None = None) -> pd.DataFrame:
     different values for one set and metric; exact repeats of a row are left out with a warning
     (``drop_repeated_rows``); mixed conditions draw a warning (``warn_if_mixed``); one evaluation
     per run and set is kept, the latest (``one_evaluation_per_run``), and one model label per run
-    (``one_label_per_run``)."""
+    (``same_run_under_two_labels``, judged on ``whole``: the table ``rows`` were filtered from,
+    so that every reader leaves out the same evaluations)."""
     path = path or frame_path(rows)
     check_run_ids(rows, path)
     check_data_sets(rows, path)
     warn_if_mixed(rows)
-    return one_label_per_run(one_evaluation_per_run(drop_repeated_rows(rows)))
+    kept = one_evaluation_per_run(drop_repeated_rows(rows))
+    gone = same_run_under_two_labels(rows if whole is None else whole)
+    return kept[~pd.MultiIndex.from_frame(kept[["run_id", "dataset"]].astype(str)).isin(gone)]

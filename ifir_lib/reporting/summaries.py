@@ -65,7 +65,7 @@ def _complete_runs(results: pd.DataFrame, metric: str, dataset: str | None) -> p
     sets = metric_sets(results, metric, dataset)
     rows = results[results["metric"] == metric]
     chosen = rows[rows["dataset"].astype(str).isin(sets)]
-    d = runs_to_read(chosen, frame_path(results))
+    d = runs_to_read(chosen, frame_path(results), whole=results)
     keys = lambda f: list(zip(*(f[c].astype(str) for c in RUN)))  # noqa: E731
     have: dict[tuple, set] = {}
     valued = d[d["value"].notna()]

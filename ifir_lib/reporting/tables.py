@@ -148,7 +148,7 @@ def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
         raise DataError(
             source, None, f"no row maps to a table column (tables.COLUMNS); it has {', '.join(have[:12])}"
         )
-    df = runs_to_read(df[df["column"].notna()], source)
+    df = runs_to_read(df[df["column"].notna()], source, whole=df)
     _check_one_set_per_column(df, source)
     empty = df[df["value"].isna()]
     if len(empty):

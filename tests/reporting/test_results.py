@@ -303,16 +303,23 @@ def test_one_run_folder_under_two_spellings_is_one_run(caplog):
         ("x1", "/b/moved/models/rng0/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-02"),  # the same run, moved
         ("y0", "runs/ins-orig", "ins-orig", 0, "v1", 2.5, "2026-01-01"),
         ("y1", "runs/ins-orig/", "ins-orig", 0, "v1", 2.5, "2026-01-01"),  # typed with a slash
-        ("z0", "runs/ins-dv-copy", "ins-dv", 0, "v1", -1.25, "2026-01-01"),  # another folder name: kept
+        ("z0", "sweep/lr1/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-01"),  # a sweep's runs: other folders
+        ("z1", "sweep/lr3/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-01"),
         ("w0", "/c/models/rng0/ins-dv", "ins-dv", 0, "v1", 0.5, "2026-01-01"),  # other scores: kept
         ("v0", "/d/models/rng1/ins-dv", "ins-dv", 1, "v1", -1.25, "2026-01-01"),  # another rng_seed: kept
     )
     kept = R.runs_to_read(df)
-    assert list(kept["run_id"]) == ["x1", "y1", "z0", "w0", "v0"]
+    assert list(kept["run_id"]) == ["x1", "y1", "z0", "z1", "w0", "v0"]
     assert "2 evaluation(s) repeat another model label's scores" in caplog.text
     assert "/a/exp/models/rng0/ins-dv (as /b/moved/models/rng0/ins-dv)" in caplog.text
-    two_metrics = pd.concat([df, df.assign(metric="map_at_1000", value=[80.0, 80.5, 1, 1, 1, 1, 1])])
-    assert set(R.runs_to_read(two_metrics)["run_id"]) == {"x0", "x1", "y1", "z0", "w0", "v0"}  # MAP differs
+    # judged on every metric of the table, whatever subset a reader averages: a tie on p-MRR alone
+    # with MAP apart is two runs for the table, the summaries (figures) and compare alike
+    both = pd.concat([df, df.assign(metric="map_at_1000", value=[80.0, 80.5, 1, 1, 1, 1, 1, 1])])
+    one_metric = both[both["metric"] == "p_mrr"]
+    assert set(R.runs_to_read(one_metric, whole=both)["run_id"]) == {"x0", "x1", "y1", "z0", "z1", "w0", "v0"}
+    assert len(R.runs_to_read(one_metric)) == 6  # judged on p-MRR alone, x0 would go
+    runs = S.per_run(both, "p_mrr")
+    assert len(runs[(runs["mode"] == "ins-dv") & (runs["rng_seed"].astype(str) == "0")]) == 5  # x0 stays
 
 
 def test_a_run_id_that_labels_two_runs_on_one_set_is_an_error_naming_file_and_run_id():
