@@ -28,7 +28,6 @@ Not handled here: training, evaluation, statistics and figures themselves (``pip
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shlex
 import sys
@@ -326,17 +325,21 @@ def finished_runs(out: str | Path, cfg: ExperimentConfig, plan_hash: str) -> tup
 
 def _check_runs_agree_on_inputs(out: str | Path, cfg: ExperimentConfig) -> None:
     """A ``ConfigError`` when the finished runs recorded other input digests (runs recorded before
-    digests were kept are not compared): ``collect`` would average them as one condition."""
-    groups: dict[str, list[str]] = {}
-    for name, digests in _recorded_inputs(out, cfg).items():
-        groups.setdefault(json.dumps(digests, sort_keys=True), []).append(name)
-    if len(groups) > 1:
-        said = "; ".join(f"{', '.join(names)} on {key}" for key, names in groups.items())
-        raise ConfigError(
-            f"{out}: the runs were trained on input files that held other content ({said}); their "
-            "results cannot be pooled. Delete the runs trained on the inputs you do not want and "
-            "run them again, or start anew with --new-experiment"
-        )
+    digests were kept are not compared): ``collect`` would average them as one condition. The
+    message names each input that differs and the runs of each digest."""
+    recorded = _recorded_inputs(out, cfg)
+    fields = sorted({k for d in recorded.values() for k in d})
+    for k in fields:
+        by_digest: dict[str | None, list[str]] = {}
+        for name, digests in recorded.items():
+            by_digest.setdefault(digests.get(k), []).append(name)
+        if len(by_digest) > 1:
+            said = "; ".join(f"{', '.join(names)}: {d or 'not recorded'}" for d, names in by_digest.items())
+            raise ConfigError(
+                f"{out}: the runs were trained on {k} {getattr(cfg, k)} holding other content (sha256 "
+                f"{said}); their results cannot be pooled. Delete the runs trained on the version you "
+                "do not want and run them again, or start anew with --new-experiment"
+            )
 
 
 def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None) -> Path:

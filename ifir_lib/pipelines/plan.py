@@ -66,9 +66,9 @@ def input_digests(fields: dict) -> dict[str, str]:
         path = fields.get(k)
         if not isinstance(path, str) or path == "bundled" or not Path(path).exists():
             continue
-        files = (
-            sorted(p for p in Path(path).rglob("*") if p.is_file()) if Path(path).is_dir() else [Path(path)]
-        )
+        files = [Path(path)]
+        if files[0].is_dir():  # an Arrow seeds folder: its tables, not lock files or hidden temp files
+            files = sorted(p for p in files[0].rglob("*") if p.is_file() and not _bookkeeping(p.name))
         h = hashlib.sha256()
         for f in files:
             h.update(f.name.encode() + b"\0")
@@ -77,6 +77,10 @@ def input_digests(fields: dict) -> dict[str, str]:
                     h.update(block)
         out[k] = h.hexdigest()[:16]
     return out
+
+
+def _bookkeeping(name: str) -> bool:
+    return name.startswith(".") or name.endswith(".lock")
 
 
 def plan_hash(plan: dict) -> str:

@@ -30,8 +30,8 @@ written once; the mapping from passage id to row number is the structure that gr
 data (a dict entry per distinct passage: ~4.9M for 1M rows; the bare rows' hard negatives add
 theirs), with one int per seed id beside it and the hash of each passage's text. Where the
 source gives one passage id two texts, the first text read is kept and a warning counts them
-(``meta.json``'s ``passage_text_clashes``); the list keeps each row's own text, and training
-refuses such seeds (``schema.passage_text_clashes``).
+(``meta.json``'s ``passage_text_clashes``); the list keeps each row's own text. Training
+refuses such seeds on both paths (``schema.passage_text_clashes``, ``trainsets``).
 
 Not handled here: reading the tables back (``seeds.arrow``), the seed checks (``seeds.schema``).
 """

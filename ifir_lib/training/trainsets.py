@@ -263,6 +263,22 @@ def _written_for(seed: dict, rev: dict) -> bool:
     return written_for(rev, seed)
 
 
+def _check_arrow_passages(seeds) -> None:
+    """A ``DataError`` when the Arrow seeds' source gave a passage id two texts (``meta.json``'s
+    ``passage_text_clashes``): the first text was kept, so a later seed holds another seed's
+    passage, which the list path refuses too."""
+    meta = Path(seeds.folder or "") / "meta.json"
+    n = json.loads(meta.read_text()).get("passage_text_clashes", 0) if meta.is_file() else 0
+    if n:
+        raise DataError(
+            meta,
+            None,
+            f"{n} passage id(s) came with two texts in the source and keep their first, so some seeds "
+            "hold another seed's passage; give each text its own id in the source and convert again",
+            "passage_text_clashes",
+        )
+
+
 def _fill(
     negatives: list[dict], k: int, pool: list[dict], exclude: list[dict], rng: random.Random
 ) -> list[dict]:
@@ -460,7 +476,9 @@ def build_trainset(
     if isinstance(seeds, list):  # a file's seeds are checked by load_seeds; a list from Python here
         for err in passage_text_clashes(enumerate(seeds, 1), seeds_name):
             raise err
-    elif not arrow:
+    elif arrow:
+        _check_arrow_passages(seeds)
+    else:
         seeds = load_seeds(seeds, stage="train")
     if arrow and out_dir is None:
         raise ConfigError("build_trainset from ArrowSeeds needs out_dir for the examples file")
@@ -627,24 +645,22 @@ def save_trainset(ts: TrainSet, path: str | Path) -> Path:
 
 
 def load_trainset(path: str | Path) -> list[dict]:
-    """Read examples written by ``save_trainset``. A row lacking a positive or negatives, a
+    """Read examples written by ``save_trainset``. A row lacking a positive or negatives, or a
     passage id with another text on an earlier line (two built sets concatenated, each numbering
     its passages from 0: a batch encodes each id once, so one example would train on the other's
-    texts) or an example id repeated with other content fails with file, line and field; an exact
-    repeat of an example is read once, with a warning."""
-    numbered, seen, repeats = [], {}, []
+    texts), fails with file, line and field. A row repeating an earlier one exactly (a file given
+    twice) is read once, with a warning."""
+    numbered, seen, repeats = [], set(), []
     for n, row in read_jsonl(path):
         _check_example(path, n, row)
+        content = hashlib.sha256(json.dumps(row, sort_keys=True).encode("utf-8")).digest()
+        if content in seen:
+            repeats.append(n)
+            continue
+        seen.add(content)
         row.setdefault("id", f"line{n}")
         row.setdefault("group", row["id"])
         row.setdefault("instruction", "")
-        if row["id"] in seen:
-            m, first = seen[row["id"]]
-            if first != row:
-                raise DataError(path, n, f"example id {row['id']!r} is on line {m} with other content", "id")
-            repeats.append(n)
-            continue
-        seen[row["id"]] = (n, row)
         numbered.append((n, row))
     if not numbered:
         raise DataError(path, None, "no training examples")

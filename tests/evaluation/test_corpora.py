@@ -8,7 +8,7 @@ import pytest
 
 from ifir_lib.core.errors import DataError
 from ifir_lib.evaluation.corpora import content_digest, load_beir, load_followir, write_followir
-from ifir_lib.testing.inputs import synthetic_followir
+from ifir_lib.testing.inputs import synthetic_followir, write_beir
 
 
 def _rewrite(path, fn):
@@ -96,16 +96,17 @@ def test_beir_bad_input(beir, caplog):
         load_beir(beir)
 
 
-def test_trec_qrels_in_a_beir_folder_are_refused_not_misread(beir):
+def test_trec_qrels_in_a_beir_folder_are_refused_not_misread(tmp_path):
     """``qid 0 docid rel`` read as BEIR's 3 columns judged document "0" with the document id as
-    its grade: with a document "0" in the corpus, nDCG came out wrong and nothing was said."""
-    qrels = beir / "qrels" / "test.tsv"
-    rows = [line.split("\t") for line in qrels.read_text().splitlines()[1:]]
-    qrels.write_text("".join(f"{q}\t0\t{d}\t{s}\n" for q, d, s in rows))
+    its grade: with numeric document ids (a "0" among them), nDCG came out wrong and nothing was said."""
+    docs = {str(i): f"document number {i}" for i in range(6)}
+    folder = write_beir(tmp_path / "b", docs, {f"q{i}": f"query {i}" for i in range(1, 6)}, {})
+    qrels = folder / "qrels" / "test.tsv"
+    qrels.write_text("".join(f"q{i}\t0\t{i}\t1\n" for i in range(1, 6)))
     with pytest.raises(DataError, match=r"test.tsv:1: expected 3 .* got 4 \(TREC qrels"):
-        load_beir(beir)
-    qrels.write_text("".join(f"{q}\t{d}\t{s}\t\n" for q, d, s in rows))  # a trailing tab is no field
-    assert sum(map(len, load_beir(beir)[2].values())) == len(rows)
+        load_beir(folder)
+    qrels.write_text("".join(f"q{i}\t{i}\t1\t\n" for i in range(1, 6)))  # a trailing tab is no field
+    assert load_beir(folder)[2] == {f"q{i}": {str(i): 1} for i in range(1, 6)}
 
 
 @pytest.mark.parametrize(
@@ -215,8 +216,6 @@ def test_a_beir_folder_s_digest(beir, tmp_path):
 def test_a_row_repeated_exactly_is_read_once_with_a_warning(tmp_path, caplog):
     """Exported BEIR corpora sometimes repeat a row verbatim: read once and counted (a repeat with
     other content stays an error, above)."""
-    from ifir_lib.testing.inputs import write_beir
-
     folder = write_beir(
         tmp_path / "b", {"d1": "Basalt.", "d2": "Granite."}, {"q1": "rock"}, {"q1": {"d1": 1}}
     )

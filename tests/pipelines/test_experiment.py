@@ -257,12 +257,14 @@ def test_runs_trained_on_inputs_that_changed_are_never_pooled(tmp_path):
         modes=("ins-orig", "ins-dv"),
     )
     out = tmp_path / "exp"
+    plan_hash = E.start(out, cfg)
     digests = lambda: P.input_digests({"seeds": str(seeds), "reversals": str(rev)})  # noqa: E731
 
     def finished(name, inputs):
         run = RunFolder(out / "models" / name)
         run.path.mkdir(parents=True)
-        run.start({"mode": "ins-dv", "data": {"plan": "p", **({"inputs": inputs} if inputs else {})}}, "abc")
+        data = {"plan": plan_hash, **({"inputs": inputs} if inputs else {})}
+        run.start({"mode": name.split("/")[1], "data": data}, "abc")
         run.finish()
 
     first = digests()
@@ -276,11 +278,25 @@ def test_runs_trained_on_inputs_that_changed_are_never_pooled(tmp_path):
     ):
         E._check_same_inputs(out, cfg, digests())
     finished("rng1/ins-dv", digests())  # trained anyway (before this check existed, or by hand)
-    with pytest.raises(ConfigError, match="rng0/ins-dv on .* rng1/ins-dv on .*cannot be pooled"):
-        E._check_runs_agree_on_inputs(out, cfg)
-    (out / "models" / "rng0" / "ins-dv" / "ifir_run.json").unlink()
-    finished("rng0/ins-dv-old", None)  # not planned, and no digests recorded: never compared
+    finished("rng0/ins-orig", None)  # recorded before digests were kept: never compared
+    said = rf"trained on reversals {rev} holding other content \(sha256 rng0/ins-dv: {first['reversals']}; rng1/ins-dv: \w+\)"
+    with pytest.raises(ConfigError, match=said):
+        E.collect(out, cfg, plan_hash)  # before any model is evaluated
+    assert not (out / "results.csv").exists()
+    (out / "models" / "rng1" / "ins-dv" / "ifir_run.json").unlink()
     E._check_runs_agree_on_inputs(out, cfg)
+
+
+def test_an_input_folder_s_digest_is_its_tables_not_its_lock_files(tmp_path):
+    folder = tmp_path / "arrow_seeds"
+    folder.mkdir()
+    (folder / "seeds.arrow").write_bytes(b"rows")
+    before = P.input_digests({"seeds": str(folder)})
+    (folder / "seeds.arrow.lock").write_text("pid 1")
+    (folder / ".seeds.arrow.123.tmp").write_text("half")
+    assert P.input_digests({"seeds": str(folder)}) == before
+    (folder / "seeds.arrow").write_bytes(b"other rows")
+    assert P.input_digests({"seeds": str(folder)}) != before
 
 
 def test_runs_started_together_store_one_plan(tmp_path):

@@ -163,7 +163,7 @@ def test_bad_row_names_source_row_and_field(tmp_path):
         promptriever_to_arrow(f, tmp_path / "out")
 
 
-def test_a_passage_id_with_two_texts_is_counted_and_training_the_list_refuses_it(shards, tmp_path, caplog):
+def test_a_passage_id_with_two_texts_is_counted_and_training_refuses_it(shards, tmp_path, caplog):
     """The Arrow path kept the first text of an id given two, with no word: a migraine query's
     positive became a solar-panel passage. The list keeps each row's own text; training refuses it."""
 
@@ -194,6 +194,10 @@ def test_a_passage_id_with_two_texts_is_counted_and_training_the_list_refuses_it
     assert [s["positive"]["text"] for s in listed] == ["Solar panels saved 30%.", "Skipping breakfast."]
     with pytest.raises(DataError, match="passage id 'D1' has another text"):
         build_trainset("ins-orig", listed, num_negatives=1)
+    with pytest.raises(
+        DataError, match=r"meta.json: field 'passage_text_clashes': 1 passage id\(s\) came with two"
+    ):
+        build_trainset("ins-orig", arrow, num_negatives=1, out_dir=tmp_path / "ts")  # the Arrow path too
     caplog.clear()
     promptriever_to_arrow(shards[0], tmp_path / "clean")  # repeated passages with one text each
     assert "another text" not in caplog.text

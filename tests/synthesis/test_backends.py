@@ -8,7 +8,7 @@ import pytest
 
 from ifir_lib.synthesis import run as sio
 from ifir_lib.synthesis import run as syn
-from ifir_lib.synthesis.backends import resolve_chat_model, weights_identity
+from ifir_lib.synthesis.backends import OpenAIBackend, resolve_chat_model, weights_identity
 from ifir_lib.testing.inputs import make_seed
 
 
@@ -74,3 +74,13 @@ def test_local_weights_replaced_at_one_path_are_another_cache_entry(tmp_path):
     (tmp_path / "m.gguf").write_bytes(b"z")
     assert weights_identity(str(tmp_path), "m.gguf") not in ("", first)
     assert weights_identity("HuggingFaceTB/SmolLM2-135M-Instruct", None) == ""  # a hub id
+
+
+def test_openai_s_own_endpoint_keeps_the_cache_keys_it_had(monkeypatch):
+    """Only a self-hosted endpoint enters the answer cache's key, without its credentials."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert OpenAIBackend("gpt-x").cache_where == ""
+    assert OpenAIBackend("gpt-x", base_url="https://api.openai.com/v1/").cache_where == ""
+    local = OpenAIBackend("gpt-x", base_url="http://user:sk-secret@gpu-box:8000/v1")
+    assert local.cache_where == "http://***@gpu-box:8000/v1" and "sk-secret" not in local.cache_where
