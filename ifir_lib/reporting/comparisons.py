@@ -38,7 +38,15 @@ import pandas as pd
 
 from ..core.errors import DataError
 from ..evaluation.stats import holm, run_level_test, strata_of, two_stage_bootstrap
-from .results import check_results, load_per_query, load_results, mode_order, per_query_path, runs_to_read
+from .results import (
+    check_per_query,
+    check_results,
+    load_per_query,
+    load_results,
+    mode_order,
+    per_query_path,
+    runs_to_read,
+)
 from .tables import markdown_table
 
 log = logging.getLogger(__name__)
@@ -107,7 +115,9 @@ def _index(results: pd.DataFrame, per_query: pd.DataFrame, metrics: Sequence[str
     """Every run's per-query scores for ``metrics``, keyed by (dataset, metric, mode); ``results``
     as ``_checked`` returns it."""
     cols = ["run_id", "model", "mode", "rng_seed", "dataset"]
-    runs = runs_to_read(results, _path(results, "<results>"))[cols].drop_duplicates(["run_id", "dataset"])
+    read = runs_to_read(results, _path(results, "<results>"))
+    check_per_query(read, per_query, metrics)
+    runs = read[cols].drop_duplicates(["run_id", "dataset"])
     pq = per_query[per_query["metric"].isin(list(metrics)) & per_query["value"].notna()]
     joined = pq.merge(runs[["run_id", "dataset", "mode", "rng_seed"]], on=["run_id", "dataset"])
     index: Index = {}

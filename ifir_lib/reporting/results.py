@@ -855,6 +855,46 @@ def same_run_under_two_labels(rows: pd.DataFrame) -> pd.MultiIndex:
     return pd.MultiIndex.from_frame(evals.loc[same, ["run_id", "dataset"]])
 
 
+def check_per_query(rows: pd.DataFrame, per_query: pd.DataFrame, metrics) -> None:
+    """``per_query`` against the results ``rows`` a comparison or figure uses, for ``metrics``.
+
+    A run's per-query mean that is not its ``value`` (more than 0.005 apart, x100: a per-query
+    file of another table, or an edited copy) is a ``DataError`` naming both files and the run:
+    its intervals and tests would contradict the table's numbers. Runs with no per-query rows are
+    left out of those intervals and tests: one warning names them. ``per_query`` holds the scores
+    ``evaluate`` writes, whose mean is the row's value.
+    """
+    used = rows[rows["metric"].isin(list(metrics)) & rows["value"].notna()]
+    if used.empty:
+        return
+    key = ["run_id", "dataset", "metric"]
+    pq = per_query[per_query["metric"].isin(list(metrics)) & per_query["value"].notna()]
+    means = pq.astype({k: str for k in key}).groupby(key)["value"].mean().rename("_pq").reset_index()
+    joined = used.astype({k: str for k in key}).merge(means, on=key, how="left")
+    apart = joined[(joined["_pq"] - joined["value"]).abs() > 0.005]
+    if len(apart):
+        r = apart.iloc[0]
+        raise DataError(
+            frame_path(per_query, "<per-query>"),
+            None,
+            f"{len(apart)} run(s) disagree with {frame_path(rows, 'the results table')}: run {r['run_id']} "
+            f"{r['dataset']} {r['metric']} averages {r['_pq']:.4f} over its queries here, {r['value']:.4f} "
+            "there (a per-query file of another table?); give each table its own per-query file",
+            "value",
+        )
+    lacking = joined[joined["_pq"].isna()]
+    if len(lacking):
+        warn_once(
+            log,
+            "%d run(s) of %s have no per-query scores in %s and are left out of intervals and tests "
+            "that need them: %s",
+            lacking["run_id"].nunique(),
+            frame_path(rows, "the results table"),
+            frame_path(per_query, "the per-query table"),
+            ", ".join(dict.fromkeys(lacking["run_id"].head(5))),
+        )
+
+
 def runs_to_read(
     rows: pd.DataFrame, path: str | None = None, whole: pd.DataFrame | None = None
 ) -> pd.DataFrame:

@@ -31,6 +31,7 @@ from .results import (
     PER_QUERY_COLUMNS,
     RESULT_COLUMNS,
     add_backbone,
+    check_per_query,
     frame_path,
     mode_order,
     per_query_rows,
@@ -151,8 +152,9 @@ def _query_runs(
     ``aggregate_followir`` names them, so that the bootstrap resamples queries within each set."""
     sets = metric_sets(results, metric, dataset)
     keys = ["dataset", *RUN]
-    runs = _complete_runs(results, metric, dataset)[["run_id", *keys]].astype({"dataset": str})
-    runs = runs.drop_duplicates(["run_id", "dataset"])
+    complete = _complete_runs(results, metric, dataset)
+    check_per_query(complete, per_query, [metric])
+    runs = complete[["run_id", *keys]].astype({"dataset": str}).drop_duplicates(["run_id", "dataset"])
     pq = per_query[(per_query["metric"] == metric) & per_query["value"].notna()].astype({"dataset": str})
     joined = pq.merge(runs, on=["run_id", "dataset"])
     out: dict = {}

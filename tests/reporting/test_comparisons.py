@@ -17,6 +17,7 @@ from ifir_lib.reporting.comparisons import (
     mode_table,
 )
 from ifir_lib.reporting.results import RESULT_COLUMNS, append_results, per_query_path
+from ifir_lib.reporting.summaries import summarize
 
 N_Q = 40
 OFFSETS = {"ins-dv": (-4.0, 0.0, 4.0), "ins-orig": (-1.0, 0.5, 1.0)}  # per rng_seed 0, 1, 2
@@ -197,10 +198,16 @@ def test_ifir_compare_needs_the_per_query_file(results_csv, capsys):
 def test_a_frame_built_by_hand_works_too():
     rows = [
         dict(
-            run_id=f"r{s}", model=f"m{s}", mode="ins-dv", rng_seed=s, dataset="v1", metric="p_mrr", value=0.0
+            run_id=f"r{s}",
+            model=f"m{s}",
+            mode="ins-dv",
+            rng_seed=s,
+            dataset="v1",
+            metric="p_mrr",
+            value=3.0 + 2 * s,
         )
         for s in range(2)
-    ] + [dict(run_id="b", model="minilm", mode="base", rng_seed=0, dataset="v1", metric="p_mrr", value=0.0)]
+    ] + [dict(run_id="b", model="minilm", mode="base", rng_seed=0, dataset="v1", metric="p_mrr", value=1.0)]
     pq = pd.DataFrame(
         [("r0", "v1", "p_mrr", "q1", 2.0), ("r0", "v1", "p_mrr", "q2", 4.0)]
         + [("r1", "v1", "p_mrr", "q1", 4.0), ("r1", "v1", "p_mrr", "q2", 6.0)]
@@ -245,3 +252,26 @@ def test_one_set_name_for_two_different_sets_is_refused(results_csv):
         compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=50)["runs_a"]
         == 3
     )
+
+
+def test_a_per_query_file_that_disagrees_with_its_table_is_refused(results_csv, caplog):
+    """A per-query file of another table gave compare a mean of -2.86 where results.csv said +1.87,
+    and a figure's error bar beside its own bar; one with a run's rows missing dropped the run."""
+    results, per_query = load_tables(results_csv)
+    run = results.loc[results["mode"] == "ins-dv", "run_id"].iloc[0]
+    shifted = per_query.copy()
+    shifted.loc[shifted["run_id"] == run, "value"] -= 4.0
+    shifted.attrs = per_query.attrs
+    for reader in (
+        lambda pq: compare_modes(results, pq, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=50),
+        lambda pq: summarize(results, "p_mrr", per_query=pq, n_boot=50),
+    ):
+        with pytest.raises(
+            DataError, match=rf"results_per_query.csv: field 'value': .*run {run} v1 p_mrr averages"
+        ):
+            reader(shifted)
+    lacking = per_query[per_query["run_id"] != run]
+    lacking.attrs = per_query.attrs
+    row = compare_modes(results, lacking, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=50)
+    assert row["runs_a"] == 2 and f"have no per-query scores in {per_query.attrs['path']}" in caplog.text
+    assert run in caplog.text
