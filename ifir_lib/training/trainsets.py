@@ -559,7 +559,33 @@ def _usable(mode, seeds, ids, arrow, reversals, curation, counts) -> list[int]:
             usable.append(n)
     if stale := check.warn_stale(f"mode {mode}"):
         counts["curation_stale"] = stale
+    _check_decisions_name_seeds(curation, ids)
     return usable
+
+
+def _check_decisions_name_seeds(curation, ids) -> None:
+    """A ``ConfigError`` when no curation decision names a seed of the set (a curation file of
+    another seed set, or keys respelled): every rejected reversal would be trained as if curated;
+    a warning counts the decisions that name no seed when some do."""
+    if not curation:
+        return
+    seed_of = lambda key: key.rsplit("#", 1)[0] if key.rsplit("#", 1)[-1].isdigit() else key  # noqa: E731
+    known = set(ids)
+    foreign = [k for k in curation if seed_of(str(k)) not in known]
+    if len(foreign) == len(curation):
+        raise ConfigError(
+            f"none of the {len(curation)} curation decisions names a seed of this set (keys "
+            f"{', '.join(map(repr, foreign[:3]))} ...; seeds {', '.join(map(repr, list(known)[:3]))} ...): a "
+            "curation file of another seed set or run? Pass the one made for these seeds"
+        )
+    if foreign:
+        log.warning(
+            "%d of %d curation decisions name no seed trained here (held-out seeds, or another "
+            "set's) and do not apply: %s",
+            len(foreign),
+            len(curation),
+            ", ".join(map(repr, foreign[:5])),
+        )
 
 
 def seeds_for_budget(mode: str, budget: int) -> int:

@@ -174,7 +174,7 @@ def test_a_positive_s_text_under_another_id_is_never_its_negative(mode):
             assert e["positive"]["text"].strip() not in texts, (e["id"], rng_seed)
 
 
-def test_declined_rejected_and_curated_are_excluded_and_counted(bundled_seeds, tmp_path):
+def test_declined_rejected_and_curated_are_excluded_and_counted(bundled_seeds, tmp_path, caplog):
     seeds = bundled_seeds[:10]
     syn = tmp_path / "syn.jsonl"
     rows = [
@@ -205,6 +205,18 @@ def test_declined_rejected_and_curated_are_excluded_and_counted(bundled_seeds, t
     assert ts.counts["seeds_used"] == 5 and seeds[0]["id"] not in {e["group"] for e in ts.examples}
     with pytest.raises(ValueError, match="only 5 usable"):
         build_trainset("ins-dv", seeds, revs, budget=12, num_negatives=3, curation=load_curation(cur))
+    # a curation file of another seed set (or keys respelled): every rejected reversal was trained
+    other = tmp_path / "other.jsonl"
+    other.write_text(
+        "".join(json.dumps({"key": s["id"].lower(), "decision": "reject"}) + "\n" for s in seeds[:3])
+    )
+    with pytest.raises(ConfigError, match="none of the 3 curation decisions names a seed of this set"):
+        build_trainset("ins-dv", seeds, revs, num_negatives=3, curation=load_curation(other))
+    other.write_text(cur.read_text() + json.dumps({"key": "B-001#0", "decision": "reject"}) + "\n")
+    ts = build_trainset("ins-dv", seeds, revs, num_negatives=3, curation=load_curation(other))
+    assert (
+        ts.counts["curated_out"] == 1 and "1 of 3 curation decisions name no seed trained here" in caplog.text
+    )
 
 
 def test_training_file_errors_name_file_and_line(tmp_path, bundled_seeds):
