@@ -387,6 +387,14 @@ def _cmd_synthesize_merge(a):
             "missing keys: " + ", ".join(s.missing[:20]) + (" ..." if len(s.missing) > 20 else ""),
             file=sys.stderr,
         )
+    if s.stale:
+        print(
+            f"{len(s.stale)} key(s) have rows only for another version of their seed (a shard made from "
+            "another seeds file?), so training would skip them: "
+            + ", ".join(s.stale[:20])
+            + (" ..." if len(s.stale) > 20 else ""),
+            file=sys.stderr,
+        )
     return 0 if (a.no_check or s.complete) else 1
 
 

@@ -1110,10 +1110,11 @@ class MergeSummary:
     missing: list[str]
     failed: int
     unexpected: int
+    stale: list[str] = field(default_factory=list)  # keys with rows only for another seed version
 
     @property
     def complete(self) -> bool:
-        return not self.missing and not self.failed
+        return not self.missing and not self.failed and not self.stale
 
 
 def merge_shards(
@@ -1132,7 +1133,9 @@ def merge_shards(
     options that differ, before anything is written. Duplicates keep the first non-failed row; two
     different accepted reversals for one key are counted as ``conflicts``. With ``seeds``,
     completeness is checked against the keys the seeds imply (the policy ``negative`` defaults to
-    ``all`` when keys carry ``#``, else the seeds' own ``reference`` negative).
+    ``all`` when keys carry ``#``, else the seeds' own ``reference`` negative); a key whose rows
+    were all written for another version of its seed (``schema.written_for``: a shard made from
+    another seeds file) is ``stale``, and a merge with stale keys is not complete.
     ``on_conflict='error'`` raises ``DataError`` naming the key and both files, before writing.
     """
     runs = _shard_runs(paths)
@@ -1142,11 +1145,15 @@ def merge_shards(
         versions: dict[str, list] = {}  # key -> its versions (seed_sha), in order of appearance
         for k, sha in best:
             versions.setdefault(k, []).append(sha)
-        missing, unexpected, order = [], 0, sorted(versions)
+        missing, stale, unexpected, order = [], [], 0, sorted(versions)
         if seeds is not None:
             seeds = load_seeds(seeds, stage="synthesis") if isinstance(seeds, (str, Path)) else seeds
             policy = negative or ("all" if any("#" in k for k in versions) else "reference")
-            expected = [k for k, _, _ in iter_plan(seeds, policy, rng_seed)]  # keys only, seeds streamed
+            expected, stale = [], []
+            for k, seed, _ in iter_plan(seeds, policy, rng_seed):  # keys only kept: seeds streamed
+                expected.append(k)
+                if k in versions and not any(written_for(best[k, sha], seed) for sha in versions[k]):
+                    stale.append(k)  # every row of it was written for another version of its seed
             missing = [k for k in expected if k not in versions]
             exp = set(expected)
             unexpected = sum(1 for k in versions if k not in exp)
@@ -1163,6 +1170,7 @@ def merge_shards(
         missing,
         sum(1 for r in rows if r.get("status") == "failed"),
         unexpected,
+        stale,
     )
 
 

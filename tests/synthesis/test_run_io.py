@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from ifir_lib.cli import main
 from ifir_lib.core.errors import DataError
 from ifir_lib.synthesis import run as sio
 from ifir_lib.testing.inputs import make_seed, write_seeds
@@ -100,6 +101,33 @@ def test_merge_shards(tmp_path):
     m = sio.merge_shards([a, b], tmp_path / "m.jsonl", tmp_path / "seeds.jsonl")
     assert (m.rows, m.duplicates, m.conflicts, m.missing, m.complete) == (3, 1, 1, ["seed-0003"], False)
     assert [r["key"] for r in sio.load_synthesis(tmp_path / "m.jsonl")] == [s["id"] for s in seeds[:3]]
+
+
+def test_a_merge_of_a_shard_from_another_seeds_file_is_not_complete(tmp_path, capsys):
+    """Shards from two versions of one seeds file (same ids) merged as "0 missing", exit 0: the
+    keys of the other version have no row training can use, and it skips them."""
+    seeds = [make_seed(i) for i in range(6)]
+    edited = [dict(s, positive={**s["positive"], "text": s["positive"]["text"] + " Edited."}) for s in seeds]
+    cfg = lambda shard: sio.SynthesisConfig(backend="template", progress=False, shard=shard)  # noqa: E731
+    sio.synthesize(seeds, tmp_path / "a0.jsonl", cfg("0/2"))
+    sio.synthesize(edited, tmp_path / "b1.jsonl", cfg("1/2"))
+    seeds_file = tmp_path / "seeds.jsonl"
+    seeds_file.write_text("".join(json.dumps(s) + "\n" for s in seeds))
+    m = sio.merge_shards([tmp_path / "a0.jsonl", tmp_path / "b1.jsonl"], tmp_path / "m.jsonl", seeds_file)
+    in_b1 = [s["id"] for s in seeds if sio.shard_of(s["id"], 2) == 1]
+    assert m.missing == [] and m.stale == in_b1 and not m.complete
+    sio.synthesize(seeds, tmp_path / "a1.jsonl", cfg("1/2"))
+    shards = [str(tmp_path / f) for f in ("a0.jsonl", "a1.jsonl")]
+    assert sio.merge_shards(shards, tmp_path / "m2.jsonl", seeds_file).complete
+    args = [
+        "synthesize-merge",
+        str(tmp_path / "a0.jsonl"),
+        str(tmp_path / "b1.jsonl"),
+        "--seeds",
+        str(seeds_file),
+    ]
+    assert main([*args, "--out", str(tmp_path / "m3.jsonl")]) == 1
+    assert f"{len(in_b1)} key(s) have rows only for another version of their seed" in capsys.readouterr().err
 
 
 def test_prepare_output_keeps_each_seed_version(tmp_path):
