@@ -29,7 +29,14 @@ from ..seeds.schema import load_seeds
 from ..training.dry_run import dry_run as estimate
 from ..training.heldout import split_heldout
 from ..training.trainer import TrainConfig, TrainResult, mode_config, train
-from ..training.trainsets import TrainSet, build_trainset, load_reversals, load_trainset, match_reversals
+from ..training.trainsets import (
+    TrainSet,
+    build_trainset,
+    check_decisions_name_seeds,
+    load_reversals,
+    load_trainset,
+    match_reversals,
+)
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +136,7 @@ def _training_sets(
         reversals = match_reversals(all_seeds, load_reversals(reversals_path), str(seeds_path))
     seeds, heldout = split_heldout(all_seeds, heldout_seeds)
     curation = load_decisions(curation_path) if curation_path else None
+    check_decisions_name_seeds(curation, [s["id"] for s in all_seeds])  # held-out seeds count too
     sets = {}
     for mode in modes:
         ts = build_trainset(

@@ -858,20 +858,26 @@ def same_run_under_two_labels(rows: pd.DataFrame) -> pd.MultiIndex:
 def check_per_query(rows: pd.DataFrame, per_query: pd.DataFrame, metrics) -> None:
     """``per_query`` against the results ``rows`` a comparison or figure uses, for ``metrics``.
 
-    A run's per-query mean that is not its ``value`` (more than 0.005 apart, x100: a per-query
-    file of another table, or an edited copy) is a ``DataError`` naming both files and the run:
-    its intervals and tests would contradict the table's numbers. Runs with no per-query rows are
-    left out of those intervals and tests: one warning names them. ``per_query`` holds the scores
-    ``evaluate`` writes, whose mean is the row's value.
+    A run's per-query mean that is more than 0.05 (x100) from its ``value`` (a per-query file of
+    another table, or an edited copy) is a ``DataError`` naming both files and the run: its
+    intervals and tests would contradict the table's numbers. ``evaluate`` writes values that are
+    the mean of their per-query scores; an aggregate set's (``followir``: query ids
+    ``<collection>/<qid>``) is the mean of its collections' means, and is checked so. Runs with no
+    per-query rows are left out of those intervals and tests: one warning names them.
     """
     used = rows[rows["metric"].isin(list(metrics)) & rows["value"].notna()]
     if used.empty:
         return
     key = ["run_id", "dataset", "metric"]
-    pq = per_query[per_query["metric"].isin(list(metrics)) & per_query["value"].notna()]
-    means = pq.astype({k: str for k in key}).groupby(key)["value"].mean().rename("_pq").reset_index()
+    pq = per_query[per_query["metric"].isin(list(metrics)) & per_query["value"].notna()].astype(
+        {k: str for k in key}
+    )
+    part = pq["query_id"].astype(str).str.split("/", n=1)
+    pq = pq.assign(_part=part.str[0].where(part.str.len() == 2, ""))  # '' : not an aggregate's query
+    parts = pq.groupby([*key, "_part"])["value"].mean().reset_index()
+    means = parts.groupby(key)["value"].mean().rename("_pq").reset_index()  # a plain mean without parts
     joined = used.astype({k: str for k in key}).merge(means, on=key, how="left")
-    apart = joined[(joined["_pq"] - joined["value"]).abs() > 0.005]
+    apart = joined[(joined["_pq"] - joined["value"]).abs() > 0.05]
     if len(apart):
         r = apart.iloc[0]
         raise DataError(
@@ -879,7 +885,8 @@ def check_per_query(rows: pd.DataFrame, per_query: pd.DataFrame, metrics) -> Non
             None,
             f"{len(apart)} run(s) disagree with {frame_path(rows, 'the results table')}: run {r['run_id']} "
             f"{r['dataset']} {r['metric']} averages {r['_pq']:.4f} over its queries here, {r['value']:.4f} "
-            "there (a per-query file of another table?); give each table its own per-query file",
+            "there (a per-query file of another table, or one cut by a crash?); give each table its own "
+            "per-query file, or evaluate the run again",
             "value",
         )
     lacking = joined[joined["_pq"].isna()]

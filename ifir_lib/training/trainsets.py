@@ -559,25 +559,39 @@ def _usable(mode, seeds, ids, arrow, reversals, curation, counts) -> list[int]:
             usable.append(n)
     if stale := check.warn_stale(f"mode {mode}"):
         counts["curation_stale"] = stale
-    _check_decisions_name_seeds(curation, ids)
+    _warn_decisions_naming_no_seed(curation, ids)
     return usable
 
 
-def _check_decisions_name_seeds(curation, ids) -> None:
-    """A ``ConfigError`` when no curation decision names a seed of the set (a curation file of
-    another seed set, or keys respelled): every rejected reversal would be trained as if curated;
-    a warning counts the decisions that name no seed when some do."""
-    if not curation:
-        return
-    seed_of = lambda key: key.rsplit("#", 1)[0] if key.rsplit("#", 1)[-1].isdigit() else key  # noqa: E731
+def decisions_naming_no_seed(curation, ids) -> list[str]:
+    """The curation keys that name none of ``ids``: a key names a seed as its id, or as
+    ``<id>#<k>`` (one of its instruction negatives)."""
     known = set(ids)
-    foreign = [k for k in curation if seed_of(str(k)) not in known]
-    if len(foreign) == len(curation):
+    return [
+        str(k)
+        for k in curation or {}
+        if str(k) not in known
+        and not (str(k).rsplit("#", 1)[0] in known and str(k).rsplit("#", 1)[-1].isdigit())
+    ]
+
+
+def check_decisions_name_seeds(curation, ids) -> None:
+    """A ``ConfigError`` when no curation decision names one of ``ids`` (pass every seed, held-out
+    ones included: a curation file of another seed set, or keys respelled, would train every
+    rejected reversal as if curated)."""
+    foreign = decisions_naming_no_seed(curation, ids)
+    if curation and len(foreign) == len(curation):
         raise ConfigError(
             f"none of the {len(curation)} curation decisions names a seed of this set (keys "
-            f"{', '.join(map(repr, foreign[:3]))} ...; seeds {', '.join(map(repr, list(known)[:3]))} ...): a "
-            "curation file of another seed set or run? Pass the one made for these seeds"
+            f"{', '.join(map(repr, foreign[:3]))} ...): a curation file of another seed set or run? "
+            "Pass the one made for these seeds"
         )
+
+
+def _warn_decisions_naming_no_seed(curation, ids) -> None:
+    """One warning counting the decisions that name no seed this set trains (held-out seeds, or
+    another set's): they do not apply."""
+    foreign = decisions_naming_no_seed(curation, ids)
     if foreign:
         log.warning(
             "%d of %d curation decisions name no seed trained here (held-out seeds, or another "

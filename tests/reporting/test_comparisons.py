@@ -8,7 +8,10 @@ import pytest
 
 from ifir_lib.cli import main
 from ifir_lib.core.errors import DataError
+from ifir_lib.evaluation import metrics as M
 from ifir_lib.evaluation import stats
+from ifir_lib.evaluation.evaluator import EvalResult
+from ifir_lib.evaluation.mteb_glue import aggregate_followir
 from ifir_lib.reporting.comparisons import (
     COMPARISON_COLUMNS,
     compare_modes,
@@ -16,7 +19,7 @@ from ifir_lib.reporting.comparisons import (
     load_tables,
     mode_table,
 )
-from ifir_lib.reporting.results import RESULT_COLUMNS, append_results, per_query_path
+from ifir_lib.reporting.results import RESULT_COLUMNS, append_results, per_query_path, save_result
 from ifir_lib.reporting.summaries import summarize
 
 N_Q = 40
@@ -275,3 +278,28 @@ def test_a_per_query_file_that_disagrees_with_its_table_is_refused(results_csv, 
     row = compare_modes(results, lacking, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=50)
     assert row["runs_a"] == 2 and f"have no per-query scores in {per_query.attrs['path']}" in caplog.text
     assert run in caplog.text
+
+
+def test_an_aggregate_set_is_checked_as_the_mean_of_its_collections(tmp_path):
+    """FollowIR's value is the mean of its three collections' means, its per-query ids
+    ``<collection>/<qid>``: with 5, 2 and 3 queries a plain mean (13.0) is not the value (16.67),
+    and the check refused a correct table."""
+
+    def result(name, values):
+        pq = {m: {f"q{i}": v for i, v in enumerate(values)} for m in ("p_mrr", "score")}
+        return EvalResult(name, "m", {m: M.mean(d) for m, d in pq.items()}, {}, pq, source="mteb")
+
+    csv = tmp_path / "results.csv"
+    for mode, off in (("base", 0.0), ("ins-dv", 5.0)):
+        for seed in (0, 1):
+            parts = [
+                result("Robust04InstructionRetrieval", [10 + off + seed] * 5),
+                result("News21InstructionRetrieval", [40 + off] * 2),
+                result("Core17InstructionRetrieval", [off] * 3),
+            ]
+            for r in [*parts, aggregate_followir(parts, bootstrap=20)]:
+                save_result(r, csv, model=f"m-{mode}-{seed}", mode=mode, rng_seed=seed)
+    results, per_query = load_tables(csv)
+    row = compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="followir", n_boot=50)
+    assert row["diff"] == pytest.approx(5.0)
+    assert len(summarize(results, "p_mrr", per_query=per_query, n_boot=20))

@@ -10,6 +10,7 @@ from ifir_lib.seeds.schema import NARRATIVE_FIELDS
 from ifir_lib.testing.inputs import make_seed
 from ifir_lib.training.trainsets import (
     build_trainset,
+    check_decisions_name_seeds,
     load_reversals,
     load_trainset,
     save_trainset,
@@ -211,7 +212,12 @@ def test_declined_rejected_and_curated_are_excluded_and_counted(bundled_seeds, t
         "".join(json.dumps({"key": s["id"].lower(), "decision": "reject"}) + "\n" for s in seeds[:3])
     )
     with pytest.raises(ConfigError, match="none of the 3 curation decisions names a seed of this set"):
-        build_trainset("ins-dv", seeds, revs, num_negatives=3, curation=load_curation(other))
+        check_decisions_name_seeds(load_curation(other), [s["id"] for s in seeds])  # train_modes' check
+    check_decisions_name_seeds(load_curation(cur), [s["id"] for s in seeds])  # the right file
+    # decisions all about seeds an experiment holds out: checked against every seed, no error;
+    # the training set's own check only warns
+    build_trainset("ins-dv", seeds[2:], revs, num_negatives=3, curation=load_curation(cur))
+    assert "2 of 2 curation decisions name no seed trained here" in caplog.text
     other.write_text(cur.read_text() + json.dumps({"key": "B-001#0", "decision": "reject"}) + "\n")
     ts = build_trainset("ins-dv", seeds, revs, num_negatives=3, curation=load_curation(other))
     assert (
