@@ -232,7 +232,7 @@ def train_run(out: str | Path, cfg: ExperimentConfig, rng_seed: int, mode: str, 
     record keeps the digests of the input files (``plan.input_digests``); a run of this experiment
     that recorded other ones is a ``ConfigError`` before any training."""
     inputs = P.input_digests({k: getattr(cfg, k) for k in P.PATH_FIELDS})
-    _check_same_inputs(out, cfg, inputs)
+    _check_runs_agree_on_inputs(out, cfg, now=inputs)
     return train_modes(
         Path(out) / "models" / f"rng{rng_seed}",
         preset=cfg.train_preset,
@@ -257,23 +257,6 @@ def _recorded_inputs(out: str | Path, cfg: ExperimentConfig) -> dict[str, dict]:
         if isinstance(data.get("inputs"), dict):
             found[run_name(s, m)] = data["inputs"]
     return found
-
-
-def _check_same_inputs(out: str | Path, cfg: ExperimentConfig, inputs: dict[str, str]) -> None:
-    """A ``ConfigError`` when a run of this experiment was trained on input files that held other
-    content than they do now (a reversals file redone between two ``--run`` jobs): the two runs
-    would be pooled as replicates of one condition."""
-    for name, theirs in _recorded_inputs(out, cfg).items():
-        changed = [k for k in sorted({*theirs, *inputs}) if theirs.get(k) != inputs.get(k)]
-        if changed:
-            what = "; ".join(
-                f"{k} {getattr(cfg, k)}: {theirs.get(k)} then, {inputs.get(k)} now" for k in changed
-            )
-            raise ConfigError(
-                f"{Path(out) / 'models' / name}: trained on inputs that held other content ({what}, sha256); "
-                "this experiment's runs would pool two sets of inputs. Restore the files, or start anew "
-                "with --new-experiment (the trained runs are set aside, not deleted)"
-            )
 
 
 def run_commands(out: str | Path, cfg: ExperimentConfig, launcher: str = "plain", **launch) -> list[str]:
@@ -323,13 +306,16 @@ def finished_runs(out: str | Path, cfg: ExperimentConfig, plan_hash: str) -> tup
     return done, missing
 
 
-def _check_runs_agree_on_inputs(out: str | Path, cfg: ExperimentConfig) -> None:
-    """A ``ConfigError`` when the finished runs recorded other input digests (runs recorded before
-    digests were kept are not compared): ``collect`` would average them as one condition. The
-    message names each input that differs and the runs of each digest."""
+def _check_runs_agree_on_inputs(out: str | Path, cfg: ExperimentConfig, now: dict | None = None) -> None:
+    """A ``ConfigError`` when the planned runs recorded other input digests (``plan.input_digests``)
+    than each other or, with ``now``, than the input files hold now (a reversals file redone
+    between two ``--run`` jobs): they would be pooled as replicates of one condition. Runs
+    recorded before digests were kept are not compared. The message names the input that differs
+    and the runs of each digest."""
     recorded = _recorded_inputs(out, cfg)
-    fields = sorted({k for d in recorded.values() for k in d})
-    for k in fields:
+    if recorded and now is not None:
+        recorded["the files now"] = now
+    for k in sorted({k for d in recorded.values() for k in d}):
         by_digest: dict[str | None, list[str]] = {}
         for name, digests in recorded.items():
             by_digest.setdefault(digests.get(k), []).append(name)
@@ -337,8 +323,8 @@ def _check_runs_agree_on_inputs(out: str | Path, cfg: ExperimentConfig) -> None:
             said = "; ".join(f"{', '.join(names)}: {d or 'not recorded'}" for d, names in by_digest.items())
             raise ConfigError(
                 f"{out}: the runs were trained on {k} {getattr(cfg, k)} holding other content (sha256 "
-                f"{said}); their results cannot be pooled. Delete the runs trained on the version you "
-                "do not want and run them again, or start anew with --new-experiment"
+                f"{said}); their results cannot be pooled. Restore the file, or delete the runs trained "
+                "on the version you do not want and run them again, or start anew with --new-experiment"
             )
 
 

@@ -787,6 +787,15 @@ def warn_if_mixed(rows: pd.DataFrame) -> None:
             )
 
 
+def _stamped(frame: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (built from ``rows``, row for row) with ``_stamp``, ``rows``' ``timestamp`` in UTC
+    (NaT when absent or unreadable: a frame built by hand), and ``_order``, the file order that
+    breaks ties: what "the latest evaluation" is sorted by."""
+    stamp = rows["timestamp"] if "timestamp" in rows.columns else pd.Series(pd.NaT, index=rows.index)
+    stamp = pd.to_datetime(stamp, utc=True, errors="coerce", format="mixed")
+    return frame.assign(_stamp=stamp.to_numpy(), _order=np.arange(len(rows)))
+
+
 def one_evaluation_per_run(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` less the repeated evaluations of one model on one set (same ``EVALUATION_KEY``,
     another run id): the evaluation with the latest ``timestamp`` stays (file order breaks ties),
@@ -794,10 +803,7 @@ def one_evaluation_per_run(rows: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return rows
     keys = rows[["run_id", *EVALUATION_KEY]].astype(str)
-    stamp = rows["timestamp"] if "timestamp" in rows.columns else pd.Series(pd.NaT, index=rows.index)
-    stamp = pd.to_datetime(stamp, utc=True, errors="coerce", format="mixed")  # a frame built by hand
-    evals = keys.assign(_stamp=stamp.to_numpy(), _order=np.arange(len(rows)))
-    evals = evals.drop_duplicates(["run_id", "dataset"])  # an evaluation: its first row
+    evals = _stamped(keys, rows).drop_duplicates(["run_id", "dataset"])  # an evaluation: its first row
     evals = evals.sort_values(["_stamp", "_order"], na_position="first")
     repeated = evals[evals.duplicated(EVALUATION_KEY, keep="last")]
     if repeated.empty:
@@ -827,10 +833,7 @@ def same_run_under_two_labels(rows: pd.DataFrame) -> pd.MultiIndex:
     key = ["dataset", "mode", "rng_seed", *(c for c in CONDITION_COLUMNS if c in rows.columns), "_folder"]
     cells = rows[["run_id", *key[:-1], "model", "metric"]].astype(str).assign(value=rows["value"].map(repr))
     parts = cells["model"].str.rstrip("/\\").str.split(r"[/\\]+")
-    cells["_folder"] = parts.str[-2:].str.join("/")
-    stamp = rows["timestamp"] if "timestamp" in rows.columns else pd.Series(pd.NaT, index=rows.index)
-    cells["_stamp"] = pd.to_datetime(stamp, utc=True, errors="coerce", format="mixed").to_numpy()
-    cells["_order"] = np.arange(len(rows))
+    cells = _stamped(cells.assign(_folder=parts.str[-2:].str.join("/")), rows)
     scores = cells.sort_values(["metric", "value"]).groupby(["run_id", "dataset"], sort=False)
     evals = scores.agg({**{c: "first" for c in key[1:]}, "model": "first", "_stamp": "max", "_order": "max"})
     evals["_scores"] = scores.apply(lambda g: tuple(zip(g["metric"], g["value"])), include_groups=False)

@@ -567,12 +567,12 @@ def decisions_naming_no_seed(curation, ids) -> list[str]:
     """The curation keys that name none of ``ids``: a key names a seed as its id, or as
     ``<id>#<k>`` (one of its instruction negatives)."""
     known = set(ids)
-    return [
-        str(k)
-        for k in curation or {}
-        if str(k) not in known
-        and not (str(k).rsplit("#", 1)[0] in known and str(k).rsplit("#", 1)[-1].isdigit())
-    ]
+
+    def names_a_seed(key: str) -> bool:
+        seed, _, negative = key.rpartition("#")
+        return key in known or (negative.isdigit() and seed in known)
+
+    return [str(k) for k in curation or {} if not names_a_seed(str(k))]
 
 
 def check_decisions_name_seeds(curation, ids) -> None:

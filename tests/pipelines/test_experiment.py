@@ -270,13 +270,14 @@ def test_runs_trained_on_inputs_that_changed_are_never_pooled(tmp_path):
     first = digests()
     assert set(first) == {"seeds", "reversals"}
     finished("rng0/ins-dv", first)
-    E._check_same_inputs(out, cfg, digests())  # unchanged: rng1 may train
+    E._check_runs_agree_on_inputs(out, cfg, now=digests())  # unchanged: rng1 may train
     rev.write_text('{"key": "a", "reversal": "redone"}\n')
     with pytest.raises(
         ConfigError,
-        match=rf"rng0/ins-dv: trained on inputs that held other content \(reversals {rev}: {first['reversals']} then, \w+ now",
+        match=rf"trained on reversals {rev} holding other content \(sha256 rng0/ins-dv: {first['reversals']}; "
+        r"the files now: \w+\)",
     ):
-        E._check_same_inputs(out, cfg, digests())
+        E.train_run(out, cfg, 1, "ins-dv", plan_hash)  # refused before any training
     finished("rng1/ins-dv", digests())  # trained anyway (before this check existed, or by hand)
     finished("rng0/ins-orig", None)  # recorded before digests were kept: never compared
     said = rf"trained on reversals {rev} holding other content \(sha256 rng0/ins-dv: {first['reversals']}; rng1/ins-dv: \w+\)"
