@@ -9,14 +9,25 @@ the environment. Not handled here: reading keys (each backend reads its own vari
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 from collections.abc import Iterable
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 MASK = "***"
-# query parameters whose value is a credential (compared lower-case)
+# query parameters whose value is a credential (compared lower-case): these names, and any name
+# holding one of the words below (Azure's ``subscription-key`` and ``code``, ``client_secret``,
+# ``x-amz-signature``, ``password``, ``auth``...). A harmless parameter masked costs nothing.
 SECRET_PARAMS = frozenset({"key", "api_key", "api-key", "apikey", "token", "access_token", "sig"})
+_SECRET_WORDS = re.compile(r"key|token|secret|sig|code|pass|pwd|auth|credential|session", re.IGNORECASE)
+
+
+def is_secret_param(name: str) -> bool:
+    """Whether a URL query parameter called ``name`` carries a credential."""
+    return name.lower() in SECRET_PARAMS or bool(_SECRET_WORDS.search(name))
+
+
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
 _MIN_SECRET = 4  # shorter "secrets" (placeholders, empty strings) would mask ordinary words
 
@@ -43,9 +54,9 @@ def redact_url(url: str | None) -> str | None:
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k.lower() in SECRET_PARAMS for k, _ in pairs):
+        if any(is_secret_param(k) for k, _ in pairs):
             query = "&".join(
-                f"{seg.split('=', 1)[0]}={MASK}" if seg.split("=", 1)[0].lower() in SECRET_PARAMS else seg
+                f"{seg.split('=', 1)[0]}={MASK}" if is_secret_param(seg.split("=", 1)[0]) else seg
                 for seg in query.split("&")
             )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
@@ -54,14 +65,18 @@ def redact_url(url: str | None) -> str | None:
 def _crude(text: str) -> str:
     """For a URL ``urlsplit`` refuses: mask what looks like userinfo and key parameters."""
     text = re.sub(r"(://)[^/@\s]*@", r"\1" + MASK + "@", text)
-    names = "|".join(re.escape(p) for p in SECRET_PARAMS)
-    return re.sub(rf"([?&](?:{names})=)[^&#\s]*", r"\1" + MASK, text, flags=re.IGNORECASE)
+    return re.sub(
+        r"([?&]([^=&#\s]*)=)([^&#\s]*)",
+        lambda m: m.group(1) + (MASK if is_secret_param(m.group(2)) else m.group(3)),
+        text,
+    )
 
 
 def url_secrets(url: str | None) -> list[str]:
     """The credential values inside ``url`` (userinfo parts, secret query values), to scrub from text.
 
-    ``url_secrets("http://u:pw@h/v1?token=t0k")`` -> ``['u:pw', 'pw', 't0k']``.
+    ``url_secrets("http://u:pass@h/v1?token=t0k3n")`` -> ``['u:pass', 'pass', 'dTpwYXNz', 't0k3n']``
+    (the third is ``u:pass`` as HTTP Basic auth sends it; values under 4 characters are left out).
     """
     if not url:
         return []
@@ -73,8 +88,10 @@ def url_secrets(url: str | None) -> list[str]:
     found = []
     if "@" in parts.netloc:
         userinfo = parts.netloc.rsplit("@", 1)[0]
-        found += [userinfo, *userinfo.split(":", 1)[1:]]
-    found += [v for k, v in pairs if k.lower() in SECRET_PARAMS]
+        # the HTTP client sends userinfo as Basic auth, base64-encoded: a server may echo that back
+        basic = base64.b64encode(unquote(userinfo).encode("utf-8")).decode("ascii")
+        found += [userinfo, *userinfo.split(":", 1)[1:], basic]
+    found += [v for k, v in pairs if is_secret_param(k)]
     return [s for s in found if len(s) >= _MIN_SECRET]
 
 

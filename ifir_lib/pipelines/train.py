@@ -19,7 +19,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from ..core.config import PAPER_MODES, SEEDS_PATH
+from ..core.config import PAPER_MODES, SEEDS_PATH, data_mode
 from ..core.errors import ConfigError
 from ..core.jsonl import read_jsonl
 from ..core.run_folder import RunFolder, data_sources
@@ -122,14 +122,9 @@ def _training_sets(
             f"curation file {curation_path} does not exist (--curation); fix the path, or leave it out to "
             "train every accepted reversal"
         )
-    first = next(read_jsonl(seeds_path), (0, {}))[1]
-    if "negatives" in first:  # an already built training set
-        if len(modes) != 1:
-            raise ConfigError(f"{seeds_path} is a built training set: it trains one mode, not {len(modes)}")
-        examples = load_trainset(seeds_path)  # hashed as a set built from seeds is (sha256)
-        return {
-            modes[0]: (examples, {**TrainSet(modes[0], examples).manifest(), "source": str(seeds_path)}, None)
-        }
+    if _is_built_set(seeds_path):
+        given = {"--reversals": reversals_path, "--curation": curation_path, "--budget": budget}
+        return _built_set(modes, seeds_path, {**given, "held-out seeds": heldout_seeds or None})
     all_seeds = load_seeds(seeds_path, stage="train")
     reversals = None
     if reversals_path:
@@ -153,3 +148,46 @@ def _training_sets(
         sources = data_sources(mode, seeds_path, reversals_path, curation_path if curation else None)
         sets[mode] = (ts.examples, {**ts.manifest(), **sources}, heldout)
     return sets
+
+
+# The views each mode's built set holds (``training.trainsets``): the first is always ``orig``.
+MODE_VIEWS = {
+    "ins-orig": {"orig"},
+    "ins-dv": {"orig", "dv"},
+    "all-orig": {"orig", "query"},
+    "all-dv": {"orig", "dv"},
+    "ins-aug": {"orig", "aug"},
+}
+
+
+def _is_built_set(path) -> bool:
+    """A built training set's rows have ``negatives`` and no ``instruction_negatives``; a seed row
+    has ``instruction_negatives`` (a seed that also carries ``negatives``, another toolkit's name for
+    hard negatives, is a seed, and the seed check names the field)."""
+    first = next(read_jsonl(path), (0, {}))[1]
+    return "negatives" in first and "instruction_negatives" not in first
+
+
+def _built_set(modes, path, given: dict) -> dict:
+    """``{mode: (examples, manifest, None)}`` for a built set read as it is. What only building from
+    seeds uses (reversals, curation, a budget, held-out seeds) is a ``ConfigError``: the set would be
+    trained without it. Rows that record their ``view`` must hold the mode's views (a built
+    ins-orig set trained as ins-dv would carry a false label)."""
+    if len(modes) != 1:
+        raise ConfigError(f"{path} is a built training set: it trains one mode, not {len(modes)}")
+    ignored = [flag for flag, value in given.items() if value]
+    if ignored:
+        raise ConfigError(
+            f"{path} is a built training set (rows with 'negatives'), read as it is: {', '.join(ignored)} "
+            "apply only when a set is built from seeds; leave them out, or pass the seeds file"
+        )
+    examples = load_trainset(path)  # hashed as a set built from seeds is (sha256)
+    mode = modes[0]
+    views = {ex["view"] for ex in examples if "view" in ex}
+    wanted = MODE_VIEWS.get(data_mode(mode))
+    if views and wanted and views != wanted:
+        raise ConfigError(
+            f"{path}: a built set with views {sorted(views)} cannot train {mode}, whose set holds "
+            f"{sorted(wanted)}; train it under its own mode, or build the set for {mode} from seeds"
+        )
+    return {mode: (examples, {**TrainSet(mode, examples).manifest(), "source": str(path)}, None)}

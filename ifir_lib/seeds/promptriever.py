@@ -2,7 +2,8 @@
 
 ``map_promptriever`` is the one mapping rule, applied column by column to a batch of source rows
 (docs/method.md §1): rows without an instruction, an instruction negative or a positive are
-skipped; ``only_query`` (else ``query``) and ``only_instruction`` are stripped; a passage is
+skipped; ``only_query`` (else ``query`` with the instruction cut from its end) and
+``only_instruction`` are stripped; a passage is
 ``title + " " + text`` when it has a title; at most 3 instruction negatives and
 ``max_hard_negatives`` hard negatives are kept. Promptriever stores ``query`` as
 query+instruction and ``only_instruction`` separately; ``new_negatives`` are the instruction
@@ -82,6 +83,8 @@ PROMPTRIEVER_SCHEMA = pa.schema(
         ("new_negatives", pa.list_(_LABELLED)),
     ]
 )
+# the source columns every seed row fills (``_kept``, ``map_promptriever``)
+_SEED_COLUMNS = ("has_instruction", "only_instruction", "new_negatives", "positive_passages")
 # source list column -> seed field, and how many of its passages a seed keeps (None: max_hard_negatives)
 _PASSAGE_FIELDS = (
     ("positive_passages", "positive", 1),
@@ -416,6 +419,34 @@ def _counterparts(t: pa.Table, source, first_row: int, max_hard: int) -> Counter
     )
 
 
+def _bare_query(query, only_q, instruction, source, first_row: int, rows) -> pa.Array:
+    """``only_query``, else ``query`` with the instruction cut from its end: Promptriever's
+    ``query`` is ``only_query + " " + only_instruction``, and training appends the instruction
+    again. A fallback query that does not end with its instruction is kept, with a warning."""
+    fallback = np.flatnonzero(pc.equal(pc.utf8_length(only_q), 0).to_numpy(zero_copy_only=False))
+    if not len(fallback):
+        return only_q
+    out, ins = only_q.to_pylist(), instruction.to_pylist()
+    full, kept_whole = query.to_pylist(), 0
+    for i in fallback:
+        q, cut = full[i], ins[i]
+        if cut and q.endswith(cut):
+            q = q[: -len(cut)].strip()
+        else:
+            kept_whole += 1
+        out[i] = q
+    log.warning(
+        "%s rows %d-%d: %d kept row(s) have no only_query, so their query is read from 'query' with "
+        "the instruction cut from its end%s",
+        source,
+        first_row + int(rows[0]) + 1,
+        first_row + int(rows[-1]) + 1,
+        len(fallback),
+        f"; {kept_whole} do not end with it and are kept whole" if kept_whole else "",
+    )
+    return pa.array(out, pa.string())
+
+
 def map_promptriever(
     t: pa.Table, source, first_row: int = 0, max_hard_negatives: int = 30, counterparts: bool = True
 ) -> Mapped:
@@ -435,10 +466,11 @@ def map_promptriever(
         return t.column(name).filter(mask).combine_chunks().cast(pa.string())
 
     query, only_q = _text(kept("query")), _text(kept("only_query"))
+    instruction = _text(kept("only_instruction"))
     cols = {
         "id": pc.fill_null(kept("query_id"), ""),
-        "query": pc.if_else(pc.greater(pc.utf8_length(only_q), 0), only_q, query),
-        "instruction": _text(kept("only_instruction")),
+        "query": _bare_query(query, only_q, instruction, source, first_row, rows),
+        "instruction": instruction,
     }
     for name, arr in cols.items():
         _check_nonempty(arr, source, first_row, rows, name, "must be a non-empty string")
@@ -532,9 +564,11 @@ def _mapped_batches(
     (``_SeedIds``), for both outputs."""
     read = seeds = 0
     ids = _SeedIds()
+    empty = set(_SEED_COLUMNS)  # the columns a seed needs that no row read has filled yet
     for name, t in _source_batches(source, split, batch_size, streaming):
         if limit is not None and seeds >= limit:
             return
+        empty -= {c for c in empty if c in t.column_names and t.column(c).null_count < t.num_rows}
         m = map_promptriever(t, source, read, max_hard, counterparts)
         if limit is not None and seeds + len(m.rows) > limit:
             m = m.head(limit - seeds)
@@ -542,6 +576,14 @@ def _mapped_batches(
         read += m.read
         seeds += len(m.rows)
         yield m
+    if not seeds:
+        why = f"; {', '.join(sorted(empty))} absent or null in every row" if empty else ""
+        raise DataError(
+            source,
+            None,
+            f"{read} row(s) read, none a seed: a seed row needs has_instruction true, only_instruction, "
+            f"new_negatives and positive_passages (the hub schema){why}",
+        )
 
 
 def load_promptriever(

@@ -25,16 +25,21 @@ Not handled here: Promptriever rows (``seeds.promptriever``), synthesis output r
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import html
 import json
 import logging
+import sys
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..core.config import SEEDS_PATH
 from ..core.errors import DataError
 from ..core.jsonl import read_jsonl
+from ..core.models import format_document
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +79,84 @@ INSTRUCTION_TYPES = (
 )
 
 
+OPTIONAL_FIELDS = (
+    "domain",
+    "reference_reversal",
+    "reference_negative_index",
+    "aug_instruction",
+    "abstract_reversal",
+    *NARRATIVE_FIELDS,
+    *COUNTERPART_FIELDS,
+)
+SEED_FIELDS = (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)
+# Other toolkits' names for seed fields, too far from ours for a spelling match
+OTHER_NAMES = {
+    "negatives": "hard_negatives",
+    "negative": "hard_negatives",
+    "neg": "hard_negatives",
+    "pos": "positive",
+    "positives": "positive",
+}
+
+
 def _check_passage(path, n, field, p):
+    """A passage is ``{"id", "text"}``; a ``title`` (BEIR's layout) is folded into the text as the
+    evaluation reads a corpus entry (``format_document``: ``title + " " + text``), so a passage
+    trains as it is scored."""
     if not isinstance(p, dict):
         raise DataError(path, n, "expected an object with 'id' and 'text'", field)
     for key in ("id", "text"):
         if not isinstance(p.get(key), str) or not p[key].strip():
             raise DataError(path, n, f"missing or empty '{key}'", field)
+    if "title" in p:
+        title = p.pop("title")
+        if title is not None and not isinstance(title, str):
+            raise DataError(path, n, "'title' must be a string or null", field)
+        p["text"] = format_document({"title": title, "text": p["text"]})
+
+
+def query_holds_instruction(query: str, instruction: str) -> bool:
+    """True when ``query`` is its instruction or ends with it (``normalized_text``), as
+    Promptriever's ``query`` column does (``only_query + " " + only_instruction``)."""
+    q, i = normalized_text(query), normalized_text(instruction)
+    return bool(i) and (q == i or q.endswith(" " + i))
+
+
+def unknown_fields(row: dict) -> list[str]:
+    """The top-level keys of a seed row that the seed schema does not read."""
+    return [k for k in row if k not in SEED_FIELDS]
+
+
+def _check_field_names(row: dict, path, n) -> None:
+    """A key that is a misspelling or another toolkit's name of a seed field (``negatives``,
+    ``reference_negative_idx``, ``intruction``) is a ``DataError`` naming both: the field it
+    stands for would be left out without a word (hard negatives padded at random, N* taken as
+    the first instruction negative). Other unknown keys are counted by ``read_seeds``."""
+    for key in unknown_fields(row):
+        near = _meant(key)
+        if near:
+            both = f" (the row has {near!r} too: merge them)" if near in row else ""
+            raise DataError(path, n, f"is not a seed field; did you mean {near!r}?{both}", key)
+
+
+@functools.cache
+def _meant(key: str) -> str | None:
+    """The seed field ``key`` stands for: another toolkit's name, or ours with at most two letters
+    changed (``intruction``, ``reference_negative_idx``); None for a field of its own (``query_id``,
+    ``source``)."""
+    if key in OTHER_NAMES:
+        return OTHER_NAMES[key]
+    return next((f for f in SEED_FIELDS if _edits(key.lower(), f) <= min(2, len(f) // 4)), None)
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions)."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
 
 
 def validate_seed(
@@ -94,6 +171,7 @@ def validate_seed(
     ``unknown``)."""
     if not isinstance(row, dict):
         raise DataError(path, n, f"expected a JSON object, got {type(row).__name__}")
+    _check_field_names(row, path, n)
     for f in STAGE_FIELDS[stage]:
         if f not in row:
             raise DataError(path, n, "missing", f)
@@ -104,6 +182,14 @@ def validate_seed(
     for f in ("id", "query", "instruction", "instruction_type"):
         if not isinstance(row[f], str) or not row[f].strip():
             raise DataError(path, n, "must be a non-empty string", f)
+    if query_holds_instruction(row["query"], row["instruction"]):
+        raise DataError(
+            path,
+            n,
+            "ends with the seed's instruction: the model reads query + ' ' + instruction, so it would "
+            "read the instruction twice (and a reversed view both instructions); give the bare query",
+            "query",
+        )
     _check_passage(path, n, "positive", row["positive"])
     for f, lo, hi in (("instruction_negatives", 1, 3), ("hard_negatives", min_hard_negatives, None)):
         lst = row[f]
@@ -189,10 +275,31 @@ def passage_text_clashes(
                 yield DataError(path, n, f"passage id {p['id']!r} has another text on line {m}", fld)
 
 
+# What two exports of one text differ by beyond Unicode form: typographic quotes and dashes
+# (word processors) and format characters (soft hyphens, zero-width spaces, byte order marks:
+# Unicode category Cf), each mapped to what ``normalized_text`` compares.
+@functools.cache
+def _respell() -> dict[str, str]:
+    return {
+        **{chr(c): "" for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"},
+        **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),
+        **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033", '"'),
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
+    }
+
+
 def normalized_text(text: str) -> str:
-    """Text as copies are compared: Unicode NFKC, casefolded, every run of whitespace one space,
-    stripped (``'  The  Ｃauseway ' -> 'the causeway'``; NFC and NFD spellings agree)."""
-    return " ".join(unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold()).split())
+    """Text as copies are compared: HTML entities decoded, format characters (soft hyphen,
+    zero-width space: Unicode category Cf) dropped, typographic quotes and dashes made ASCII,
+    Unicode NFKC, casefolded, every run of whitespace one space, stripped
+    (``'  The  Ｃauseway ' -> 'the causeway'``, ``'Don&#39;t\u00adstop’s' -> "don'tstop's"``;
+    NFC and NFD spellings agree)."""
+    if not text.isascii() or "&" in text:  # plain ASCII text without entities has none of these
+        text = unicodedata.normalize("NFKC", html.unescape(text))
+        respell = _respell()
+        for ch in respell.keys() & set(text):  # a set operation: most texts hold none
+            text = text.replace(ch, respell[ch])
+    return " ".join(unicodedata.normalize("NFKC", text.casefold()).split())
 
 
 def _content_key(seed: dict) -> bytes:
@@ -223,7 +330,7 @@ def _warn_copies(path, rows: list[tuple[int, dict]]) -> None:
         pairs = ", ".join(f"{a!r} = {b!r}" for b, a in list(copies.items())[:5])
         log.warning(
             "%s: %d seed(s) repeat another seed's query, instruction and positive under a new id "
-            "(%s%s); the held-out split keeps each copy on its first's side",
+            "(%s%s); the held-out split keeps the copies on one side",
             path,
             len(copies),
             pairs,
@@ -240,19 +347,27 @@ def read_seeds(
     """``(line_number, seed)`` for every row of a seed JSONL file, each checked for ``stage``;
     duplicate ids, a passage id with two texts (``passage_text_clashes``; ``check_passage_texts``
     False leaves them to the caller, which lists them) and a file without rows are errors.
-    Seeds that repeat another under a new id (``same_seed_copies``) get one warning.
+    Seeds that repeat another under a new id (``same_seed_copies``) get one warning, and so do
+    fields the schema does not read (``unknown_fields``; a misspelt field is an error).
     ``load_seeds`` without the line numbers, which ``ifir data validate`` names in its problems."""
     if stage not in STAGE_FIELDS:
         raise ValueError(f"unknown stage {stage!r}; choose from {', '.join(STAGE_FIELDS)}")
-    rows, seen = [], {}
-    for n, row in read_jsonl(path):
+    rows, seen, unknown = [], {}, Counter()
+    for n, row in read_jsonl(path, unique_keys=True):
         validate_seed(row, path, n, min_hard_negatives=min_hard_negatives, stage=stage)
+        unknown.update(unknown_fields(row))
         if row["id"] in seen:
             raise DataError(path, n, f"duplicate id {row['id']!r} (first on line {seen[row['id']]})", "id")
         seen[row["id"]] = n
         rows.append((n, row))
     if not rows:
         raise DataError(path, None, "no seed rows")
+    if unknown:
+        log.warning(
+            "%s: fields the seed schema does not read, left out: %s",
+            path,
+            ", ".join(f"{k} ({c} row{'s' * (c > 1)})" for k, c in unknown.most_common(8)),
+        )
     if check_passage_texts:
         for err in passage_text_clashes(rows, path):
             raise err

@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..core.errors import BackendError, RequestFailed
 from ..core.secrets import RedactingFilter, redact, redact_url, url_secrets
@@ -46,6 +47,16 @@ def _api_message(e) -> str:
 
 
 OPENAI_API = "https://api.openai.com/v1"
+
+
+def _split_query(url: str) -> tuple[str, dict]:
+    """``(url without its query string, the query's parameters)``: the OpenAI client appends each
+    route to ``base_url`` as text (``.../v1?k=v`` + ``chat/completions`` would ask for
+    ``/v1/?k=vchat/completions``), so a gateway's parameters go in ``default_query`` instead."""
+    parts = urlsplit(url)
+    if not parts.query:
+        return url, {}
+    return urlunsplit(parts._replace(query="")), dict(parse_qsl(parts.query, keep_blank_values=True))
 
 
 class OpenAIBackend:
@@ -87,8 +98,13 @@ class OpenAIBackend:
         if self._client is None:
             import openai
 
+            base_url, query = _split_query(self.where)
             self._client = openai.AsyncOpenAI(
-                api_key=self._secret, base_url=self.where, max_retries=0, timeout=self._timeout_s
+                api_key=self._secret,
+                base_url=base_url,
+                default_query=query or None,
+                max_retries=0,
+                timeout=self._timeout_s,
             )
             self._filter_http_logs()
         return self._client
@@ -120,11 +136,13 @@ class OpenAIBackend:
                 raise _Transient(f"cannot connect to {self.shown}", connect=True) from None
             raise _Transient("connection dropped") from None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+            sent = (  # the HTTP client sends a URL's userinfo as Basic auth, in place of the key
+                f"the credentials in --base-url (sent as HTTP Basic auth, in place of ${self.api_key_env})"
+                if "@" in urlsplit(self.where).netloc
+                else f"the API key from ${self.api_key_env}"
+            )
             raise BackendError(
-                self.redact(
-                    f"{self.shown} refused the API key from ${self.api_key_env} "
-                    f"(HTTP {e.status_code}: {_api_message(e)})"
-                )
+                self.redact(f"{self.shown} refused {sent} (HTTP {e.status_code}: {_api_message(e)})")
             ) from None
         except openai.NotFoundError as e:
             raise BackendError(

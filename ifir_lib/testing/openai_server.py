@@ -19,7 +19,7 @@ Faults: ``"429"`` (with ``Retry-After: server.retry_after``), ``"500"``, ``"slow
 ``server.api_key`` (if set) must match the bearer token or the reply is 401 (echoing the key,
 as some real servers do, so the client must redact it); ``server.models`` lists the known
 models, others get 404. ``server.requests`` counts chat requests (``GET /_stats`` reports
-it, ``POST /_stats`` also resets it); ``server.auth_headers`` records each Authorization header.
+it, ``POST /_stats`` also resets it); ``server.auth_headers`` records each Authorization header, ``server.queries`` each URL query.
 
 Not handled: streaming, tools, the judge's reasoning (judge prompts get a fixed yes/no reply).
 """
@@ -69,6 +69,7 @@ class FakeOpenAIServer:
         self.models = {DEFAULT_MODEL}
         self.requests = 0
         self.auth_headers: list[str] = []
+        self.queries: list[dict] = []  # each request's URL query parameters
         self.bodies: list[dict] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -82,7 +83,7 @@ class FakeOpenAIServer:
     def reset(self):
         with self._lock:
             self.requests, self.faults, self.rules = 0, [], {}
-            self.auth_headers, self.bodies = [], []
+            self.auth_headers, self.bodies, self.queries = [], [], []
 
     # ---- request handling -------------------------------------------------------------------
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -92,6 +93,7 @@ class FakeOpenAIServer:
         with self._lock:
             self.requests += 1
             self.auth_headers.append(auth)
+            self.queries.append(dict(request.query))
             self.bodies.append(body)
             fault = self.faults.pop(0) if self.faults else None
             for sub, f in self.rules.items():

@@ -1,9 +1,9 @@
 """A held-out slice of the training seeds, for early stopping (docs/method.md §6).
 
-The slice is chosen by a hash of each seed id, independent of any ``rng_seed``, so every mode
-and every training seed stops on the same held-out seeds, and none of them is trained on. A seed
-repeated under another id (``seeds.schema.same_seed_copies``) stays on its first copy's side, so
-no copy of a held-out seed is trained on.
+The slice is chosen by a hash of each seed id, independent of any ``rng_seed`` and of the seeds'
+order, so every mode and every training seed stops on the same held-out seeds, and none of them
+is trained on. Seeds that share a positive text, or a query and instruction (a copy under another
+id, a re-export with one character changed: ``related_seeds``) stay on one side together.
 ``HeldOutEvaluator`` scores a model on three pairwise accuracies that need no reversal of the
 mode being trained, and the trainer keeps the checkpoint where their mean is highest:
 
@@ -26,7 +26,7 @@ from sentence_transformers.sentence_transformer.evaluation import SentenceEvalua
 
 from ..core.models import encode, format_query
 from ..seeds.forms import forms
-from ..seeds.schema import same_seed_copies
+from ..seeds.schema import normalized_text
 
 
 def _rank(seed_id: str) -> str:
@@ -36,27 +36,53 @@ def _rank(seed_id: str) -> str:
 def split_heldout(seeds: list[dict], n: int) -> tuple[list[dict], list[dict]]:
     """``(train, heldout)``: the ``n`` seeds with the smallest id hash are held out.
 
-    Copies of one seed under other ids (same normalised query, instruction and positive:
-    ``same_seed_copies``) go with the first copy in ``seeds``: the group is ranked by that
-    copy's hash and held out whole when it fits in what is left of ``n``, else trained on whole.
-    Without copies every group is one seed, and the split is the ``n`` smallest id hashes.
-    Example: ``a`` and its copy ``b``, ``n=2``, ``a`` ranked first -> ``a`` and ``b`` held out.
+    Related seeds (``related_seeds``: the same positive text, or the same query and instruction,
+    however spelled and under whatever ids) form one group, ranked by its smallest id hash and held
+    out whole when it fits in what is left of ``n``, else trained on whole: no held-out seed's
+    positive or question is trained on, and the split does not depend on the seeds' order.
+    Without such groups the split is the ``n`` smallest id hashes.
+    Example: ``a`` and its re-export ``b`` (same query and positive), ``n=2``, ``a`` ranked first
+    -> ``a`` and ``b`` held out.
     """
     if n <= 0:
         return list(seeds), []
     if n >= len(seeds):
         raise ValueError(f"cannot hold out {n} of {len(seeds)} seeds")
-    copies = same_seed_copies(seeds)  # {copy id: first id}
     groups: dict[str, list[str]] = {}
-    for s in seeds:
-        groups.setdefault(copies.get(s["id"], s["id"]), []).append(s["id"])
+    for sid, root in related_seeds(seeds).items():
+        groups.setdefault(root, []).append(sid)
     held: set[str] = set()
-    for first in sorted(groups, key=_rank):
-        if len(held) + len(groups[first]) <= n:
-            held.update(groups[first])
+    for members in sorted(groups.values(), key=lambda ids: min(map(_rank, ids))):
+        if len(held) + len(members) <= n:
+            held.update(members)
         if len(held) == n:
             break
     return [s for s in seeds if s["id"] not in held], [s for s in seeds if s["id"] in held]
+
+
+def related_seeds(seeds: list[dict]) -> dict[str, str]:
+    """``{seed id: its group's root id}``, grouping seeds that share a positive text, or a query
+    and instruction (``normalized_text``: two exports of one seed set, a seed re-worded by one
+    character, one question with two positives). Union-find over both keys."""
+    parent = {s["id"]: s["id"] for s in seeds}
+
+    def root(x):
+        while parent[x] != x:
+            parent[x] = x = parent[parent[x]]
+        return x
+
+    first: dict[tuple, str] = {}
+    for s in seeds:
+        keys = (
+            ("positive", normalized_text(s["positive"]["text"])),
+            ("question", normalized_text(s["query"]), normalized_text(s["instruction"])),
+        )
+        for key in keys:
+            other = first.setdefault(key, s["id"])
+            a, b = root(other), root(s["id"])
+            if a != b:
+                parent[b] = a
+    return {sid: root(sid) for sid in parent}
 
 
 def _pairwise(score_of, q: int, better: list[int], worse: list[int]) -> list[float]:

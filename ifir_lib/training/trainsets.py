@@ -58,7 +58,14 @@ from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
 from ..curation.decisions import CurationCheck
 from ..seeds.forms import NARRATIVE_SHARE, in_form
-from ..seeds.schema import VERSION_FIELDS, counterpart, load_seeds, passage_text_clashes, written_for
+from ..seeds.schema import (
+    VERSION_FIELDS,
+    counterpart,
+    load_seeds,
+    normalized_text,
+    passage_text_clashes,
+    written_for,
+)
 from ..synthesis.template import template_reversal
 
 log = logging.getLogger(__name__)
@@ -286,17 +293,18 @@ def _fill(
 
     Instruction negatives come first in ``negatives`` so cutting keeps them (the paper keeps 1-3
     instruction negatives among its 30). A passage of ``exclude`` (the positive, or what answers
-    the query) is never a negative: not by its id, and not by its text under another id (one
-    passage exported per seed under new ids).
+    the query) is never a negative: not by its id, and not by its text under another id, however
+    spelled (``normalized_text``: one passage exported per seed under new ids, re-spaced or
+    re-cased).
     """
-    seen, texts = {p["id"] for p in exclude}, {p["text"].strip() for p in exclude}
-    out = [p for p in negatives if p["id"] not in seen and p["text"].strip() not in texts][:k]
+    seen, texts = {p["id"] for p in exclude}, {normalized_text(p["text"]) for p in exclude}
+    out = [p for p in negatives if p["id"] not in seen and normalized_text(p["text"]) not in texts][:k]
     seen |= {p["id"] for p in out}
     tries = 0
     while len(out) < k and tries < 50 * k:
         p = pool[rng.randrange(len(pool))]
         tries += 1
-        if p["id"] not in seen and p["text"].strip() not in texts:
+        if p["id"] not in seen and normalized_text(p["text"]) not in texts:
             out.append(p)
             seen.add(p["id"])
     if len(out) < k:

@@ -5,6 +5,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from ifir_lib.core.config import FOLLOWIR_DIR, SEEDS_PATH
 from ifir_lib.pipelines import bundle
 from ifir_lib.seeds import schema as seed_io
@@ -52,6 +54,31 @@ def test_validator_catches_overlap_up_to_form_and_in_every_instruction(tmp_path,
         "repeats a training passage",
         f"{ev / 'queries.jsonl'}:3: field 'instruction_changed': query {queries[2]['_id']!r} with its "
         f"instruction_changed repeats training seed {seed['id']!r} (query + reference_reversal)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "respell",
+    [
+        lambda t: t.replace("'", "\u2019"),  # a word processor's apostrophe
+        lambda t: t.replace("'", "&#39;"),  # an HTML export
+        lambda t: t.replace("e", "e\u00ad", 1),  # a soft hyphen inside a word
+        lambda t: t.replace(" ", " \u200b", 1),  # a zero-width space
+    ],
+    ids=["curly-quote", "html-entity", "soft-hyphen", "zero-width-space"],
+)
+def test_validator_catches_a_copy_respelled_by_another_export(tmp_path, bundled_seeds, respell):
+    """Two exports of one text differ by more than Unicode form: each of these hid a copied
+    evaluation document (``normalized_text`` compared NFKC, case and spacing only)."""
+    ev = tmp_path / "ev"
+    shutil.copytree(FOLLOWIR_DIR, ev)
+    corpus = [json.loads(line) for line in (ev / "corpus.jsonl").read_text().splitlines()]
+    text = next(s["positive"]["text"] for s in bundled_seeds if "'" in s["positive"]["text"])
+    corpus[0]["text"] = respell(text)
+    assert corpus[0]["text"] != text
+    (ev / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
+    assert bundle.validate_bundle(SEEDS_PATH, ev) == [
+        f"{ev / 'corpus.jsonl'}:1: field 'text': document {corpus[0]['_id']!r} repeats a training passage"
     ]
 
 

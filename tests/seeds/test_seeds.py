@@ -207,7 +207,7 @@ def test_list_and_arrow_paths_map_the_same_rows_alike(tmp_path):
         _prow("2", instruction="", has=False),  # the bare query: no instruction
         _prow("3", new_negatives=[]),  # no instruction negative
         _prow("4", has=None),  # has_instruction missing
-        _prow("5", only_query="   "),  # a blank only_query: the query is used
+        _prow("5", only_query="   "),  # a blank only_query: the query, less its instruction, is used
         _prow("6", negative_passages=None, positive_passages=[{"docid": "p6", "text": "no title"}]),
         _prow("7", instruction="  Only recent work.  "),
     ]
@@ -229,10 +229,25 @@ def test_list_and_arrow_paths_map_the_same_rows_alike(tmp_path):
             "msmarco",
             None,
         )
-        assert five["query"] == "query 5 Only organic advice."
+        assert five["query"] == "query 5"  # not "query 5 Only organic advice.": trained as q + " " + I
         assert six["hard_negatives"] == [] and six["positive"] == {"id": "p6", "text": "no title"}
         assert seven["instruction"] == "Only recent work."
         assert load_promptriever(src, limit=2, max_hard_negatives=2) == listed[:2]
+
+
+def test_an_export_without_the_instruction_flag_is_an_error_not_zero_seeds(tmp_path):
+    """Without ``has_instruction`` (or with its column misspelled) every row was skipped: the list
+    path returned [] and the Arrow path wrote ``"seeds": 0``, without a word."""
+    rows = [
+        {("has_instructions" if k == "has_instruction" else k): v for k, v in _prow(q).items()} for q in "123"
+    ]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    says = r"rows.jsonl: 3 row\(s\) read, none a seed: .*; has_instruction absent or null in every row"
+    with pytest.raises(DataError, match=says):
+        load_promptriever(src)
+    with pytest.raises(DataError, match=says):
+        promptriever_to_arrow(src, tmp_path / "arrow")
 
 
 def test_list_and_arrow_paths_name_the_same_bad_row(tmp_path):

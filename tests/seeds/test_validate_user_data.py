@@ -17,6 +17,7 @@ import pytest
 from ifir_lib import cli
 from ifir_lib.core.config import ABSTRACT_AUDIT_PATH, FOLLOWIR_DIR, SEEDS_PATH
 from ifir_lib.pipelines.bundle import is_bundled, validate_bundle, validate_data
+from ifir_lib.seeds.schema import load_seeds
 
 MINIMAL = {  # what synthesis and training read, and nothing else; passages of a few words are fine
     "id": "my-1",
@@ -178,11 +179,36 @@ def _seed_lines(case: str) -> tuple[list, str]:
         return [good[0], bad], "2: field 'instruction_negatives[0]': missing or empty 'text'"
     if case == "duplicate id":
         return [*good[:2], _seed(1)], "3: field 'id': duplicate id 'my-1' (first on line 1)"
+    if case == "misspelt field":  # N* would silently be the first instruction negative
+        return [good[0], {**good[1], "reference_negative_idx": 0}], (
+            "2: field 'reference_negative_idx': is not a seed field; did you mean 'reference_negative_index'?"
+        )
+    if case == "another toolkit's name":  # the hard negatives would silently be random passages
+        return [good[0], {**good[1], "negatives": [{"id": "n", "text": "Some other passage."}]}], (
+            "2: field 'negatives': is not a seed field; did you mean 'hard_negatives'?"
+        )
+    if case == "query holding its instruction":  # read as q + " " + I: the instruction twice
+        glued = {**good[1], "query": good[1]["query"] + " " + good[1]["instruction"].upper()}
+        return [good[0], glued], "2: field 'query': ends with the seed's instruction"
+    if case == "key given twice":  # a hand edit that appended the corrected field: the last won
+        line = json.dumps(good[1])[:-1] + ', "instruction": "Only sourdough."}'
+        return [good[0], line], "2: field 'instruction': given twice in one object"
     raise ValueError(case)
 
 
 @pytest.mark.parametrize(
-    "case", ["bad JSON", "missing field", "wrong type", "wrong type in a passage", "duplicate id"]
+    "case",
+    [
+        "bad JSON",
+        "missing field",
+        "wrong type",
+        "wrong type in a passage",
+        "duplicate id",
+        "misspelt field",
+        "another toolkit's name",
+        "query holding its instruction",
+        "key given twice",
+    ],
 )
 def test_a_malformed_seed_row_is_one_line_naming_file_line_and_field(tmp_path, capsys, case):
     lines, says = _seed_lines(case)
@@ -373,3 +399,16 @@ def test_a_query_whose_words_move_into_the_instruction_is_not_a_leak(tmp_path, c
     fir = _hand_written_followir(tmp_path / "fir")
     code, out, _ = _validate(capsys, _jsonl(tmp_path / "seeds.jsonl", [{**MINIMAL, **fields}]), fir)
     assert code == 0 and "0 problems" in out
+
+
+def test_fields_of_their_own_are_counted_and_a_passage_title_is_read_as_evaluation_reads_it(tmp_path, caplog):
+    """Fields the schema does not read (``query_id``, ``source``) are named in one warning; a
+    passage's ``title`` (BEIR's layout) was dropped, while evaluation encodes title + " " + text."""
+    rows = [_seed(i, query_id=f"q{i}", source="mine") for i in (1, 2)]
+    text = rows[0]["positive"]["text"]
+    rows[0]["positive"]["title"] = "Rye starters"
+    seeds = _jsonl(tmp_path / "seeds.jsonl", rows)
+    with caplog.at_level("WARNING"):
+        loaded = load_seeds(seeds, stage="train")
+    assert "fields the seed schema does not read, left out: query_id (2 rows), source (2 rows)" in caplog.text
+    assert loaded[0]["positive"] == {"id": "my-1-pos", "text": "Rye starters " + text}

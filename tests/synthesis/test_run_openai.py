@@ -241,6 +241,36 @@ def test_api_key_never_written_or_printed(server, tmp_path):
     assert summary["written"] == 6 and summary["retries"] == 3
 
 
+def test_a_gateway_key_in_the_url_query_is_sent_and_never_written_or_printed(server, tmp_path, capsys):
+    """Azure-style gateways take their key as ``?subscription-key=``: the OpenAI client would glue
+    the route onto the query (a 404), and only ``key``/``token``-named parameters were masked."""
+    write_seeds(tmp_path / "seeds.jsonl", 3)
+    secret = "SUBKEY-5555555"
+    url = f"{server.url}?subscription-key={secret}&api-version=2024-06-01"
+    out = tmp_path / "o.jsonl"
+    assert cli.main(["-v", *_synth_args(tmp_path, DEFAULT_MODEL, url, out, "--no-progress")]) == 0
+    assert server.queries[0] == {"subscription-key": secret, "api-version": "2024-06-01"}
+    printed = "".join(capsys.readouterr())
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "seeds.jsonl"]
+    assert files and len(keys(out)) == 3
+    for text in [printed] + [p.read_text(errors="replace") for p in files]:
+        assert secret not in text
+    assert "subscription-key=***" in (tmp_path / "o.config.json").read_text()
+
+
+def test_credentials_in_the_url_are_named_when_refused_and_never_printed_encoded(server, tmp_path, capsys):
+    """The HTTP client sends ``user:pass@`` as Basic auth in place of the key; a server that
+    echoes the header must not leak it base64-encoded, and the error names what was sent."""
+    write_seeds(tmp_path / "seeds.jsonl", 2)
+    server.api_key = "sk-the-right-one"
+    url = server.url.replace("http://", "http://alice:URLPASS-98765@")
+    rc = cli.main(_synth_args(tmp_path, DEFAULT_MODEL, url) + ["--backoff", "0.01", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and server.auth_headers[0].startswith("Basic ")
+    assert "refused the credentials in --base-url" in err
+    assert server.auth_headers[0].removeprefix("Basic ") not in err and "URLPASS" not in err
+
+
 @pytest.mark.slow
 def test_resume_after_sigkill(server, tmp_path):
     n = 40

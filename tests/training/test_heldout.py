@@ -65,8 +65,27 @@ def test_copies_of_a_seed_under_other_ids_stay_on_one_side(respell):
     for s in seeds:
         assert (s["id"] in held_ids) == ("export2-" + s["id"] in held_ids), s["id"]
     assert {s["id"] for s in held if not s["id"].startswith("export2-")} <= {
-        s["id"] for s in _split_before_copies(seeds, 6)[1]
-    }, "a group goes where its first copy's hash puts it"
+        s["id"] for s in _split_before_copies(seeds + again, 6)[1]
+    }, "a group goes where its smallest hash puts it"
+
+
+def test_a_reexport_with_one_character_changed_stays_on_one_side_in_any_order():
+    """New seed and passage ids, the instruction's final period dropped: the same query and
+    positive landed on both sides (6 of 8 held-out seeds in the probe), and concatenating the two
+    exports in the other order held out other seeds."""
+    seeds = [make_seed(i) for i in range(40)]
+    again = []
+    for s in seeds:
+        t = copy.deepcopy(s)
+        t["id"], t["instruction"] = "v2-" + s["id"], s["instruction"].rstrip(".")
+        t["positive"]["id"] = "v2-" + s["positive"]["id"]
+        again.append(t)
+    train, held = split_heldout(seeds + again, 8)
+    assert len(held) == 8
+    trained = {s["positive"]["text"] for s in train} | {(s["query"], s["instruction"]) for s in train}
+    for s in held:
+        assert s["positive"]["text"] not in trained and (s["query"], s["instruction"]) not in trained
+    assert {s["id"] for s in split_heldout(again + seeds, 8)[1]} == {s["id"] for s in held}
 
 
 def _flip_table(seed, follows: bool):

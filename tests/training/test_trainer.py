@@ -15,6 +15,7 @@ from ifir_lib.core.errors import NonFiniteLossError
 from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.training.trainer import TrainConfig, _resume_point, mode_config, train
 from ifir_lib.training.trainsets import build_trainset, save_trainset
+from ifir_lib.testing.inputs import make_seed
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -204,3 +205,41 @@ def test_ddp_two_processes_on_cpu_agree(tmp_path):
     from ifir_lib.core.models import model_fingerprint
 
     assert model_fingerprint(SentenceTransformer(str(out), device="cpu")) == prints[0]
+
+
+def test_a_built_set_refuses_what_only_building_uses_and_another_modes_label(tmp_path, bundled_seeds):
+    """A built set is read as it is: ``--reversals``, ``--curation`` and ``--budget`` would be
+    ignored without a word, and a built ins-orig set trained as ins-dv would carry a false label."""
+    from ifir_lib.pipelines.train import train_modes
+
+    kw = dict(preset="smoke", flat=True, report_to="none", dry_run=True)
+    orig = save_trainset(
+        build_trainset("ins-orig", bundled_seeds, budget=8, num_negatives=3), tmp_path / "o.jsonl"
+    )
+    dv = save_trainset(
+        build_trainset("ins-dv", bundled_seeds, budget=8, num_negatives=3), tmp_path / "d.jsonl"
+    )
+    decisions = tmp_path / "decisions.jsonl"
+    decisions.write_text("")
+    for given, flag in ((dict(budget=4), "--budget"), (dict(curation_path=decisions), "--curation")):
+        with pytest.raises(ValueError, match=f"built training set .*{flag}"):
+            train_modes(tmp_path / "r", modes=("ins-dv",), seeds_path=dv, **given, **kw)
+    with pytest.raises(ValueError, match=r"views \['orig'\] cannot train ins-dv"):
+        train_modes(tmp_path / "r", modes=("ins-dv",), seeds_path=orig, **kw)
+    assert train_modes(tmp_path / "r", modes=("ins-dv",), seeds_path=dv, **kw)["ins-dv"]["examples"] == 8
+
+
+def test_seeds_with_another_toolkits_negatives_field_are_seeds_not_a_built_set(tmp_path):
+    """Rows with ``instruction_negatives`` and ``negatives`` (another toolkit's hard negatives) were
+    read as a built set: one example per seed, no reversed view, under an ins-dv label."""
+    from ifir_lib.pipelines.train import train_modes
+
+    rows = [make_seed(i) for i in range(12)]
+    for r in rows:
+        r["negatives"] = r.pop("hard_negatives")
+    path = tmp_path / "seeds.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError, match=r"seeds.jsonl:1: field 'negatives'.*did you mean 'hard_negatives'"):
+        train_modes(
+            tmp_path / "r", modes=("ins-dv",), seeds_path=path, preset="smoke", flat=True, dry_run=True
+        )

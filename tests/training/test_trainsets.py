@@ -175,6 +175,21 @@ def test_a_positive_s_text_under_another_id_is_never_its_negative(mode):
             assert e["positive"]["text"].strip() not in texts, (e["id"], rng_seed)
 
 
+def test_a_positive_respelled_among_its_own_hard_negatives_is_not_trained_as_one():
+    """A seed's positive mined back under other ids, re-spaced or re-cased: it was kept as a
+    negative of its own example (``_fill`` compared stripped text only)."""
+    seeds = [make_seed(i) for i in range(6)]
+    pos = seeds[0]["positive"]["text"]
+    seeds[0]["hard_negatives"] = [
+        {"id": "mined-77", "text": pos.replace(" ", "  ", 1)},
+        {"id": "mined-78", "text": pos.upper()},
+        *seeds[0]["hard_negatives"],
+    ]
+    ts = build_trainset("ins-orig", seeds, budget=6, num_negatives=4, rng_seed=0)
+    (orig,) = [e for e in ts.examples if e["group"] == "seed-0000"]
+    assert not {"mined-77", "mined-78"} & {p["id"] for p in orig["negatives"]}
+
+
 def test_declined_rejected_and_curated_are_excluded_and_counted(bundled_seeds, tmp_path, caplog):
     seeds = bundled_seeds[:10]
     syn = tmp_path / "syn.jsonl"
