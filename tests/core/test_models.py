@@ -1,0 +1,26 @@
+"""Loading models: the per-process cache never outlives the folder's weights."""
+
+import copy
+
+import numpy as np
+import torch
+
+from ifir_lib.core.models import load_model
+
+
+def test_a_folder_trained_again_is_loaded_again(tmp_path, minilm):
+    """``load_model`` cached by path: a run folder retrained after a notebook kernel evaluated it
+    was scored again with its old in-memory weights, and the new rows replaced the right ones."""
+    folder = tmp_path / "run"
+    minilm.save(str(folder))
+    first = load_model(str(folder), device="cpu")
+    assert load_model(str(folder), device="cpu") is first  # unchanged: cached
+    retrained = copy.deepcopy(first)
+    with torch.no_grad():
+        next(retrained.parameters()).mul_(1.5)
+    retrained.save(str(folder))  # what a second training run leaves in the folder
+    again = load_model(str(folder), device="cpu")
+    assert again is not first
+    before, after = (m.encode(["solar panels in the UK"], normalize_embeddings=True) for m in (first, again))
+    assert np.allclose(after, retrained.encode(["solar panels in the UK"], normalize_embeddings=True))
+    assert not np.allclose(before, after)
