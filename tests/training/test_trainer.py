@@ -13,9 +13,9 @@ import pytest
 
 from ifir_lib.core.errors import NonFiniteLossError
 from ifir_lib.core.run_folder import RunFolder
+from ifir_lib.testing.inputs import make_seed
 from ifir_lib.training.trainer import TrainConfig, _resume_point, mode_config, train
 from ifir_lib.training.trainsets import build_trainset, save_trainset
-from ifir_lib.testing.inputs import make_seed
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
