@@ -486,6 +486,11 @@ def _add_train(sub):
         help="trackers: tensorboard (RUN/tb/), wandb, mlflow, none, or a list (a,b); auto = tensorboard if installed",
     )
     p.add_argument(
+        "--keep-checkpoints",
+        action="store_true",
+        help="keep checkpoints/ when the run finishes (default: removed once the model is saved)",
+    )
+    p.add_argument(
         "--dry-run", action="store_true", help="validate and estimate steps, tokens, memory; train nothing"
     )
     p.add_argument(
@@ -508,6 +513,7 @@ def _cmd_train(a):
     files = dict(seeds_path=a.seeds, reversals_path=a.reversals, curation_path=a.curation)
     co_batch = False if a.no_co_batch else None
     opts = dict(flat=True, preset=C.resolve_preset(a.preset, "training"), dry_run=a.dry_run, world_size=world)
+    opts["keep_checkpoints"] = a.keep_checkpoints
     res = train_modes(a.out, modes=(a.mode,), co_batch_views=co_batch, **opts, **files, **kw)[a.mode]
     if a.dry_run:
         print(json.dumps(res, indent=2))

@@ -60,6 +60,7 @@ def train_modes(
     world_size: int | None = None,
     launch_config: str | None = None,
     labels: dict | None = None,
+    keep_checkpoints: bool = False,
     **overrides,
 ) -> dict[str, TrainResult | dict]:
     """Train one model per mode into ``out_dir/<mode>``; returns ``{mode: TrainResult}``.
@@ -72,6 +73,7 @@ def train_modes(
     None = ``default_preset()``); ``report_to`` names the trackers (``tracking``). ``dry_run``
     returns ``{mode: estimate}`` (steps, tokens, memory; ``training.dry_run``) and trains nothing.
     ``labels`` (for example the experiment's plan hash) are recorded in every run's data manifest.
+    A finished run's checkpoints are removed unless ``keep_checkpoints`` (``trainer.train``).
     """
     modes = tuple(modes)
     if flat and len(modes) != 1:
@@ -103,6 +105,7 @@ def train_modes(
             heldout=heldout,
             loss=loss,
             report_to=report_to,
+            keep_checkpoints=keep_checkpoints,
         )
     return out
 

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +178,8 @@ def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, **kwargs)
     ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (the baseline for benchmarks).
     A NaN/inf loss stops the run with ``NonFiniteLossError``; earlier checkpoints are kept.
     Keyword arguments: ``mode``, ``manifest``, ``loss``, ``device``, ``heldout``, ``report_to``
-    (``tracking.resolve_report_to``). A second process training into the same ``out_dir`` fails
+    (``tracking.resolve_report_to``), ``keep_checkpoints`` (default False: a finished run's
+    ``checkpoints/`` are removed once its model is saved). A second process training into the same ``out_dir`` fails
     at once with ``OutputLocked``; an exception marks the run ``failed`` (``RunFolder.record_failure``).
     Drivers call this through ``pipelines.train.train_modes``.
     """
@@ -205,6 +207,7 @@ def _train(
     device: str | None = None,
     heldout: list[dict] | None = None,
     report_to: str | None = "auto",
+    keep_checkpoints: bool = False,
 ) -> TrainResult:
     from sentence_transformers import SentenceTransformerTrainer
     from transformers import EarlyStoppingCallback
@@ -244,6 +247,8 @@ def _train(
     seconds = time.time() - t0
     if trainer.is_world_process_zero():
         _save_finished(trainer, model, run, cfg, result, seconds)
+        if not keep_checkpoints:
+            _drop_checkpoints(run)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         # each rank records what it ended with, so a test can check the ranks agreed
         (run.path / f"rank{rank}.fingerprint").write_text(model_fingerprint(model))
@@ -444,6 +449,22 @@ def _save_finished(trainer, model, run: RunFolder, cfg: TrainConfig, result, sec
         train_seconds=round(seconds, 2),
         train_loss=result.training_loss,
     )
+
+
+def _drop_checkpoints(run: RunFolder) -> None:
+    """Remove a finished run's ``checkpoints/``: they only resume a run, and a finished one is never
+    resumed (a rerun finds it done; another config is refused), while they hold the optimizer state
+    and a model copy each (~350 MB for the cpu preset's MiniLM, GBs at paper scale). The model
+    is saved in the run folder first; ``keep_checkpoints=True`` keeps them."""
+    size = sum(f.stat().st_size for f in run.checkpoints_dir.rglob("*") if f.is_file())
+    shutil.rmtree(run.checkpoints_dir, ignore_errors=True)
+    run.update(checkpoints="removed when the run finished")
+    if size:
+        log.info(
+            "%s: finished; its checkpoints (%.0f MB) removed (keep_checkpoints keeps them)",
+            run.path,
+            size / 1e6,
+        )
 
 
 def mode_config(cfg: TrainConfig, mode: str) -> TrainConfig:

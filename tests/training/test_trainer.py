@@ -243,3 +243,23 @@ def test_seeds_with_another_toolkits_negatives_field_are_seeds_not_a_built_set(t
         train_modes(
             tmp_path / "r", modes=("ins-dv",), seeds_path=path, preset="smoke", flat=True, dry_run=True
         )
+
+
+def test_a_finished_run_drops_its_checkpoints_unless_asked_to_keep_them(tmp_path, bundled_seeds):
+    """Checkpoints only resume an unfinished run: a finished one kept ~350 MB of them per run."""
+    ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=3)
+    cfg = TrainConfig.preset("smoke", max_steps=2, save_steps=1)
+    dropped = train(ts.examples, tmp_path / "a", cfg, mode="ins-dv", manifest=ts.manifest(), report_to="none")
+    kept = train(
+        ts.examples,
+        tmp_path / "b",
+        cfg,
+        mode="ins-dv",
+        manifest=ts.manifest(),
+        report_to="none",
+        keep_checkpoints=True,
+    )
+    assert not (dropped.run_dir / "checkpoints").exists() and RunFolder(dropped.run_dir).is_finished()
+    assert RunFolder(dropped.run_dir).info()["checkpoints"] == "removed when the run finished"
+    assert [p.name for p in RunFolder(kept.run_dir).checkpoints()] == ["checkpoint-1", "checkpoint-2"]
+    assert train(ts.examples, tmp_path / "a", cfg, mode="ins-dv", manifest=ts.manifest()).seconds == 0.0
