@@ -115,15 +115,21 @@ def load_model(name: str, device: str | None = None):
 _NOT_MODEL = ("checkpoints", "onnx", "tb")
 
 
-def _folder_state(p: Path) -> tuple:
-    """``(relative path, size, mtime_ns)`` of a local model folder's weight and config files, two
-    levels deep (``1_Pooling/config.json``); ``()`` for a hub name."""
+def model_files(p: Path) -> list[Path]:
+    """A local model folder's weight, tokenizer and config files, two levels deep
+    (``1_Pooling/config.json``), in name order; ``[]`` for a hub name or alias. A run folder's
+    record, checkpoints, exports and tracker logs are not the model."""
     if not p.is_dir():
-        return ()
+        return []
     files = [f for pattern in ("*", "*/*") for f in p.glob(pattern) if f.is_file()]
     files = [f for f in files if f.suffix in (".json", ".safetensors", ".bin", ".txt", ".model")]
-    files = [f for f in files if f.relative_to(p).parts[0] not in _NOT_MODEL and f.name != RUN_FILE]
-    return tuple(sorted((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+    return sorted(f for f in files if f.relative_to(p).parts[0] not in _NOT_MODEL and f.name != RUN_FILE)
+
+
+def _folder_state(p: Path) -> tuple:
+    """``(relative path, size, mtime_ns)`` of each of ``model_files(p)``: what ``load_model``'s
+    cache is keyed on besides the path."""
+    return tuple((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns) for f in model_files(p))
 
 
 @functools.lru_cache(maxsize=4)

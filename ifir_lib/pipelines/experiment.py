@@ -231,7 +231,7 @@ def train_run(out: str | Path, cfg: ExperimentConfig, rng_seed: int, mode: str, 
     """Train (or resume, or find finished) one planned run: ``OUT/models/rng<k>/<mode>/``. Its
     record keeps the digests of the input files (``plan.input_digests``); a run of this experiment
     that recorded other ones is a ``ConfigError`` before any training."""
-    inputs = P.input_digests({k: getattr(cfg, k) for k in P.PATH_FIELDS})
+    inputs = P.input_digests({k: getattr(cfg, k) for k in (*P.PATH_FIELDS, *P.MODEL_FIELDS)})
     _check_runs_agree_on_inputs(out, cfg, now=inputs)
     return train_modes(
         Path(out) / "models" / f"rng{rng_seed}",
@@ -306,6 +306,9 @@ def finished_runs(out: str | Path, cfg: ExperimentConfig, plan_hash: str) -> tup
     return done, missing
 
 
+NOW = "the files now"
+
+
 def _check_runs_agree_on_inputs(out: str | Path, cfg: ExperimentConfig, now: dict | None = None) -> None:
     """A ``ConfigError`` when the planned runs recorded other input digests (``plan.input_digests``)
     than each other or, with ``now``, than the input files hold now (a reversals file redone
@@ -314,10 +317,12 @@ def _check_runs_agree_on_inputs(out: str | Path, cfg: ExperimentConfig, now: dic
     and the runs of each digest."""
     recorded = _recorded_inputs(out, cfg)
     if recorded and now is not None:
-        recorded["the files now"] = now
+        recorded[NOW] = now
     for k in sorted({k for d in recorded.values() for k in d}):
         by_digest: dict[str | None, list[str]] = {}
         for name, digests in recorded.items():
+            if k not in digests and (name == NOW or k in P.MODEL_FIELDS):
+                continue  # not checked now, or recorded before base model folders were digested
             by_digest.setdefault(digests.get(k), []).append(name)
         if len(by_digest) > 1:
             said = "; ".join(f"{', '.join(names)}: {d or 'not recorded'}" for d, names in by_digest.items())
@@ -334,7 +339,8 @@ def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None
     out = Path(out)
     plan_hash = plan_hash or start(out, cfg)
     runs, missing = finished_runs(out, cfg, plan_hash)
-    _check_runs_agree_on_inputs(out, cfg)
+    # the base row is scored from the base model folder as it is now: it must be the runs' start
+    _check_runs_agree_on_inputs(out, cfg, now=P.input_digests({k: getattr(cfg, k) for k in P.MODEL_FIELDS}))
     if missing:
         print(f"not finished yet (left out): {', '.join(missing)}", file=sys.stderr)
     results_csv = out / "results.csv"

@@ -29,6 +29,7 @@ import tomllib
 from ..core import config as C
 from ..core.errors import ConfigError, DataError
 from ..core.locks import shared_append
+from ..core.models import model_files
 
 PLAN_FILE = "experiment.toml"
 SUPERSEDED = "superseded"
@@ -51,6 +52,8 @@ SECTIONS = {
 # The plan's fields that name input files: stored as absolute paths (``absolute_paths``), so a
 # printed run command finds them from any folder; "bundled" names the seeds shipped in the package.
 PATH_FIELDS = ("seeds", "reversals", "curation")
+# Plan fields that may name a local model folder, whose content is an input too (``input_digests``)
+MODEL_FIELDS = ("base_model",)
 # What an experiment folder holds besides its plan; set_aside moves these.
 OUTPUTS = ("models", "results.csv", "results_per_query.csv", "summary.md", "comparisons.csv", "modes.csv")
 OUTPUTS += ("figures", "experiment.json")
@@ -58,16 +61,21 @@ OUTPUTS += ("figures", "experiment.json")
 
 def input_digests(fields: dict) -> dict[str, str]:
     """``{field: sha256[:16]}`` of each input named by ``PATH_FIELDS`` in ``fields`` that exists (a
-    folder: its files, in name order). The plan stores paths; this is what the files held, so a
+    folder: its files, in name order), and of a ``base_model`` that is a local folder (its model
+    files, ``core.models.model_files``: the folder swapped for another model is seen). The plan stores paths; this is what the files held, so a
     file replaced between two runs of one experiment is seen. ``"bundled"`` and unset inputs are
     left out (the package's own data)."""
     out = {}
-    for k in PATH_FIELDS:
+    for k in (*PATH_FIELDS, *MODEL_FIELDS):
         path = fields.get(k)
         if not isinstance(path, str) or path == "bundled" or not Path(path).exists():
             continue
         files = [Path(path)]
-        if files[0].is_dir():  # an Arrow seeds folder: its tables, not lock files or hidden temp files
+        if k in MODEL_FIELDS:  # a local model folder: its weights and config (a hub name has none)
+            files = model_files(files[0])
+            if not files:
+                continue
+        elif files[0].is_dir():  # an Arrow seeds folder: its tables, not lock files or hidden temp files
             files = sorted(p for p in files[0].rglob("*") if p.is_file() and not _bookkeeping(p.name))
         h = hashlib.sha256()
         for f in files:

@@ -127,6 +127,7 @@ def _training_sets(
         )
     if _is_built_set(seeds_path):
         given = {"--reversals": reversals_path, "--curation": curation_path, "--budget": budget}
+        given["--narrative-share"] = narrative_share if narrative_share != NARRATIVE_SHARE else None
         return _built_set(modes, seeds_path, {**given, "held-out seeds": heldout_seeds or None})
     all_seeds = load_seeds(seeds_path, stage="train")
     reversals = None

@@ -288,6 +288,33 @@ def test_runs_trained_on_inputs_that_changed_are_never_pooled(tmp_path):
     E._check_runs_agree_on_inputs(out, cfg)
 
 
+def test_a_base_model_folder_swapped_between_runs_is_refused(tmp_path, minilm):
+    """The base model's folder held another encoder for rng1 than for rng0: the two were pooled as
+    replicates, and --collect scored the swapped folder as the base row."""
+    base = tmp_path / "base"
+    minilm.save(str(base))
+    (base / "checkpoints").mkdir()  # what is not the model does not count
+    cfg = dataclasses.replace(ExperimentConfig.preset("smoke"), base_model=str(base), rng_seeds=(0, 1))
+    out = tmp_path / "exp"
+    plan_hash = E.start(out, cfg)
+    first = P.input_digests({"base_model": str(base)})
+    assert set(first) == {"base_model"}
+    run = RunFolder(out / "models" / "rng0" / "ins-dv")
+    run.path.mkdir(parents=True)
+    run.start({"mode": "ins-dv", "data": {"plan": plan_hash, "inputs": first}}, "abc")
+    run.finish()
+    E._check_runs_agree_on_inputs(out, cfg, now=P.input_digests({"base_model": str(base)}))
+    (base / "checkpoints" / "x.safetensors").write_bytes(b"not the model")
+    assert P.input_digests({"base_model": str(base)}) == first
+    (base / "config_sentence_transformers.json").write_text("{}")  # another model in the same folder
+    said = rf"trained on base_model {base} holding other content \(sha256 rng0/ins-dv: {first['base_model']}; the files now"
+    with pytest.raises(ConfigError, match=said):
+        E.train_run(out, cfg, 1, "ins-dv", plan_hash)
+    with pytest.raises(ConfigError, match=said):
+        E.collect(out, cfg, plan_hash)  # before the base row is scored from the folder as it is now
+    assert P.input_digests({"base_model": "minilm"}) == {}  # an alias or hub name: nothing to digest
+
+
 def test_an_input_folder_s_digest_is_its_tables_not_its_lock_files(tmp_path):
     folder = tmp_path / "arrow_seeds"
     folder.mkdir()

@@ -221,7 +221,11 @@ def test_a_built_set_refuses_what_only_building_uses_and_another_modes_label(tmp
     )
     decisions = tmp_path / "decisions.jsonl"
     decisions.write_text("")
-    for given, flag in ((dict(budget=4), "--budget"), (dict(curation_path=decisions), "--curation")):
+    for given, flag in (
+        (dict(budget=4), "--budget"),
+        (dict(curation_path=decisions), "--curation"),
+        (dict(narrative_share=0.0), "--narrative-share"),
+    ):
         with pytest.raises(ValueError, match=f"built training set .*{flag}"):
             train_modes(tmp_path / "r", modes=("ins-dv",), seeds_path=dv, **given, **kw)
     with pytest.raises(ValueError, match=r"views \['orig'\] cannot train ins-dv"):
