@@ -179,7 +179,7 @@ def _built_set(modes, path, given: dict) -> dict:
     ins-orig set trained as ins-dv would carry a false label)."""
     if len(modes) != 1:
         raise ConfigError(f"{path} is a built training set: it trains one mode, not {len(modes)}")
-    ignored = [flag for flag, value in given.items() if value]
+    ignored = [flag for flag, value in given.items() if value is not None]
     if ignored:
         raise ConfigError(
             f"{path} is a built training set (rows with 'negatives'), read as it is: {', '.join(ignored)} "
