@@ -407,22 +407,43 @@ def counterpart(seed: dict) -> dict:
     }
 
 
+FINGERPRINT_VERSION = "v2:"  # v2 adds the other instruction negatives; v1 digests had no prefix
+
+
 def seed_fingerprint(seed: dict, negative_index: int) -> str:
     """What a reversal of ``seed`` against its instruction negative ``negative_index`` was written
-    from: a 16-hex digest of the query, instruction, positive and that negative (ids and texts).
+    from: ``v2:`` and a 16-hex digest of the query, instruction, positive, that negative and the
+    seed's other instruction negatives, in order (ids and texts). The prompt shows the others as
+    "must stay irrelevant" and training labels them irrelevant under I', so a reversal written
+    before they changed is stale too.
 
     Synthesis stores it in each row (``seed_sha``) and training checks it, so a reversal written
     for an earlier version of a seed (edited text, reordered negatives, another seeds file with the
     same ids) is never paired with the current one. An index past the seed's negatives counts as
-    ``None`` there, so the digest differs from any real negative's.
+    ``None`` there, so the digest differs from any real negative's. Rows written before v2 carry a
+    v1 digest (without the other negatives), still checked as such (``written_for``).
     """
     negatives = seed.get("instruction_negatives") or []
+    others = [_passage(p) for i, p in enumerate(negatives) if i != negative_index]
+    return FINGERPRINT_VERSION + _digest([*_fingerprint_parts(seed, negative_index), others])
+
+
+def _fingerprint_v1(seed: dict, negative_index: int) -> str:
+    """The digest rows carried before v2: query, instruction, positive and N* only."""
+    return _digest(_fingerprint_parts(seed, negative_index))
+
+
+def _fingerprint_parts(seed: dict, negative_index: int) -> list:
+    negatives = seed.get("instruction_negatives") or []
     neg = negatives[negative_index] if 0 <= negative_index < len(negatives) else None
+    return [seed.get("query"), seed.get("instruction"), _passage(seed.get("positive")), _passage(neg)]
 
-    def passage(p):  # id and text only: a seed and its Arrow copy (other fields dropped) agree
-        return [p.get("id"), p.get("text")] if isinstance(p, dict) else None
 
-    parts = [seed.get("query"), seed.get("instruction"), passage(seed.get("positive")), passage(neg)]
+def _passage(p):  # id and text only: a seed and its Arrow copy (other fields dropped) agree
+    return [p.get("id"), p.get("text")] if isinstance(p, dict) else None
+
+
+def _digest(parts: list) -> str:
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -430,12 +451,16 @@ def seed_fingerprint(seed: dict, negative_index: int) -> str:
 def written_for(row: dict, seed: dict) -> bool:
     """Whether a synthesis row or reversal was written for ``seed`` as it is now: its
     ``negative_index`` is one of the seed's instruction negatives, its ``seed_sha`` (when it has
-    one) is ``seed_fingerprint(seed, negative_index)``, and its ``negative_id`` (when it has one) is
+    one) is ``seed_fingerprint(seed, negative_index)`` (a v1 digest: without the other negatives),
+    and its ``negative_id`` (when it has one) is
     that negative's id. Rows of earlier versions lack both fields: only the index is checked.
     The one rule that synthesis (what to redo), verify, the explorer and training apply."""
     idx, negs = row.get("negative_index", 0), seed.get("instruction_negatives") or []
     if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < len(negs):
         return False
-    if row.get("seed_sha") is not None and row["seed_sha"] != seed_fingerprint(seed, idx):
-        return False
+    sha = row.get("seed_sha")
+    if sha is not None:
+        now = seed_fingerprint if sha.startswith(FINGERPRINT_VERSION) else _fingerprint_v1
+        if sha != now(seed, idx):
+            return False
     return row.get("negative_id") is None or row["negative_id"] == negs[idx]["id"]

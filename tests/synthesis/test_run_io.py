@@ -1,6 +1,7 @@
 """Synthesis files: which negative is N*, keys and shards, cut lines, resume, merge."""
 
 import collections
+import copy
 import json
 
 import pytest
@@ -172,6 +173,27 @@ def test_old_rows_with_a_moved_negative_are_redone_as_training_would(tmp_path):
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["key"] for r in rows] == ["seed-0000", "seed-0001", "seed-0002", "seed-0000"]  # appended
     assert rows[-1]["negative_id"] == edited[0]["instruction_negatives"][0]["id"] != rows[0]["negative_id"]
+
+
+def test_a_row_is_stale_when_the_seed_s_other_instruction_negatives_change(tmp_path):
+    """The prompt shows the other instruction negatives ("must stay irrelevant") and training labels
+    them irrelevant under I': a row written before one of them was replaced paired the old I' with
+    the new passage. v1 digests (before the others counted) are still checked as v1."""
+    from ifir_lib.core.errors import ConfigError
+    from ifir_lib.seeds.schema import _fingerprint_v1, written_for
+
+    out = tmp_path / "o.jsonl"
+    seeds = [make_seed(i, negatives=2) for i in range(3)]
+    sio.synthesize(seeds, out, sio.SynthesisConfig(backend="template", progress=False))
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert all(r["seed_sha"].startswith("v2:") and written_for(r, s) for r, s in zip(rows, seeds))
+    edited = copy.deepcopy(seeds)
+    edited[0]["instruction_negatives"][1] = {"id": "new-neg", "text": "A passage the LLM never saw."}
+    with pytest.raises(ConfigError, match=r"1 key was written for another version .* e\.g\. seed-0000;"):
+        sio.synthesize(edited, out, sio.SynthesisConfig(backend="template", progress=False))
+    v1 = {**rows[0], "seed_sha": _fingerprint_v1(seeds[0], 0)}  # as rows were written before v2
+    assert written_for(v1, edited[0])  # v1 never covered the others: checked as it was
+    assert not written_for({**v1, "seed_sha": _fingerprint_v1(edited[1], 0)}, edited[0])
 
 
 def _shard(tmp_path, name, backend, shard, **kw):
