@@ -96,12 +96,14 @@ def test_planted_key_in_env_and_userinfo_never_stored_or_printed(planted, tmp_pa
 def test_planted_key_out_of_error_lines(planted, tmp_path, capsys, caplog, case):
     caplog.set_level(logging.DEBUG)
     url = {
-        "query": f"http://127.0.0.1:{planted.port}/v1?API_KEY={PLANTED}&x=1",  # the server answers 404
+        "query": f"http://127.0.0.1:{planted.port}/v1?API_KEY={PLANTED}&x=1",  # sent as the query
         "unreachable": f"http://user:{PLANTED}@127.0.0.1:{free_port()}/v1",
         "echoed": planted.url,
     }[case]
     if case == "echoed":
         planted.api_key = "sk-the-right-one"  # the 401 echoes our (planted) key back
+    if case == "query":
+        planted.models = set()  # the server answers 404 (no such model), naming the URL
     assert _synth(tmp_path, *_llm(url)) == 2
     out, err = capsys.readouterr()
     line = _one_line(err)
