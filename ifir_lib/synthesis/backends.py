@@ -49,6 +49,25 @@ def _api_message(e) -> str:
 OPENAI_API = "https://api.openai.com/v1"
 
 
+def openai_where(base_url: str | None) -> str:
+    """Which server answers an OpenAI-compatible backend, as caches and outputs tell them apart:
+    the endpoint with its credentials masked, or ``""`` for OpenAI's own API (two self-hosted
+    servers may serve other weights under one model name; OpenAI's keeps the older cache keys)."""
+    endpoint = (redact_url(base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API) or "").rstrip("/")
+    return "" if endpoint == OPENAI_API else endpoint
+
+
+def backend_where(backend: str, model: str | None, base_url: str | None) -> str:
+    """``cache_where`` of the backend a synthesis config names, without building it (no client, no
+    model load): ``openai_where`` for ``openai``, ``weights_identity`` for local ``transformers``
+    weights, ``""`` for the baselines and hub ids."""
+    if backend == "openai":
+        return openai_where(base_url)
+    if backend == "transformers":
+        return weights_identity(*resolve_chat_model(model))
+    return ""
+
+
 def _split_query(url: str) -> tuple[str, dict]:
     """``(url without its query string, the query's parameters)``: the OpenAI client appends each
     route to ``base_url`` as text (``.../v1?k=v`` + ``chat/completions`` would ask for
@@ -88,8 +107,7 @@ class OpenAIBackend:
         self.shown = redact_url(self.where)
         self._secrets = [key if key != "EMPTY" else None, *url_secrets(self.where)]
         # answers are cached per endpoint (credentials left out): OpenAI's own keeps the old keys
-        endpoint = self.shown.rstrip("/")
-        self.cache_where = "" if endpoint == OPENAI_API else endpoint
+        self.cache_where = openai_where(self.where)
         self._log_filter, self._filtered = RedactingFilter(self._secrets), []
 
     @property

@@ -34,7 +34,8 @@ writes:
   when every negative becomes N* in turn (``negative='all'``)::
 
     {"key", "seed_id", "negative_index", "negative_id", "seed_sha", "backend", "model",
-     "decoding": {"temperature", "top_p", "max_tokens"} | null (the baselines),
+     "endpoint"? (a self-hosted server or local weights), "negative" (the N* policy),
+     "negative_rng_seed"? (under ``random``), "decoding": {"temperature", "top_p", "max_tokens"} | null (the baselines),
      "status": "accepted"|"declined"|"rejected"|"failed", "reason", "reversal", "reasoning",
      "raw", "template", "template_version", "usage": {"prompt_tokens", "completion_tokens"},
      "cost_usd", "instruction_type", "attempts", "cached", "elapsed_s"}
@@ -48,10 +49,11 @@ writes:
 
 - ``<out stem>.config.json``: the ``SynthesisConfig`` (``to_dict``, its URL without
   credentials), the template's name and version, where the seeds came from, the output's
-  *identity* (``output_identity``: backend, model, negative policy, template name and version,
-  an LLM's decoding) and ``runs``, every option set that wrote rows. A rerun under another
+  *identity* (``output_identity``: backend, model, endpoint, negative policy, template name and
+  version, an LLM's decoding) and ``runs``, every option set that wrote rows. A rerun under another
   identity is refused before anything is touched (``check_identity``; an output without a
-  sidecar is checked against its rows' own backend, model, template and decoding) unless
+  sidecar is checked against its rows' own backend, model, endpoint, negative policy, template
+  and decoding) unless
   ``extend`` (``--extend``) adds its rows deliberately (keys already in the file are kept, not
   redone);
 - ``<out>.lock``, held while a run writes ``out``: a second writer fails at once (``core.locks``);
@@ -93,7 +95,7 @@ from ..core.locks import check_writable, exclusive
 from ..core.progress import progress
 from ..core.secrets import redact_url
 from ..seeds.schema import load_seeds, seed_fingerprint, written_for
-from .backends import OpenAIBackend, TransformersBackend
+from .backends import OpenAIBackend, TransformersBackend, backend_where
 from .checks import Parsed, parse_and_validate
 from .llm import LLM, ResponseCache, run_sync
 from .prompts import DEFAULT_TEMPLATE, PromptTemplate, load_template, render_prompt
@@ -486,6 +488,7 @@ DECODING_FIELDS = ("temperature", "top_p", "max_tokens")
 IDENTITY_FIELDS = (
     "backend",
     "model",
+    "endpoint",
     "negative",
     "rng_seed",
     "template",
@@ -495,23 +498,38 @@ IDENTITY_FIELDS = (
 
 
 def output_identity(cfg, tmpl: PromptTemplate) -> dict:
-    """The options that make a row what it is: backend, model, negative policy (and its random seed
-    under ``random``), prompt template name and version, and for an LLM backend the decoding
+    """The options that make a row what it is: backend, model, the server or weights behind the
+    model name (``endpoint``: a self-hosted URL or local weights, ``backends.backend_where``; absent
+    for OpenAI's own API and the baselines), negative policy (and its random seed under
+    ``random``), prompt template name and version, and for an LLM backend the decoding
     (temperature, top_p, max_tokens). Concurrency, timeouts, retries, ``limit``, ``shard`` and
     progress are not part of it."""
     model, tname, tversion = row_identity(cfg, tmpl)
-    ident = {"backend": cfg.backend, "model": model, "negative": cfg.negative_policy()}
+    ident = {"backend": cfg.backend, "model": model, **row_endpoint(cfg), "negative": cfg.negative_policy()}
     if cfg.negative_policy() == "random":
         ident["rng_seed"] = cfg.rng_seed
     return {**ident, "template": tname, "template_version": tversion, **(row_decoding(cfg) or {})}
+
+
+def row_endpoint(cfg) -> dict:
+    """``{"endpoint": ...}`` for a backend served from somewhere a model name does not pin down (a
+    self-hosted server, local weights), else ``{}``: outputs and rows written before endpoints were
+    recorded keep their identity."""
+    where = (
+        backend_where(cfg.backend, cfg.model, cfg.base_url)
+        if cfg.backend in ("openai", "transformers")
+        else ""
+    )
+    return {"endpoint": where} if where else {}
 
 
 def same_identity(a: dict, b: dict) -> bool:
     """True when two identities agree on every field both record. A field one of them lacks is
     unknown, not different: sidecars written before the decoding was part of the identity whose
     config does not record it either (``recorded_runs`` fills it from the config), and
-    identities read from rows (``rows_identities``), which record no negative policy. (``rng_seed``
-    is there only under ``negative='random'``; a policy change is a difference by itself.)"""
+    identities read from rows (``rows_identities``) written before rows recorded their endpoint and
+    negative policy. (``rng_seed`` is there only under ``negative='random'``; a policy change is a
+    difference by itself.)"""
     return not identity_diffs(a, b)
 
 
@@ -524,12 +542,19 @@ def identity_diffs(old: dict, new: dict) -> list[str]:
 
 def rows_identities(out: str | Path) -> list[dict]:
     """The identities the rows of ``out`` carry themselves, in order of first appearance: backend,
-    model, template, template_version and, in rows that record it, the decoding. For an output
+    model, template, template_version and, in rows that record them, the endpoint, the negative
+    policy (with its ``rng_seed`` under ``random``) and the decoding. For an output
     without a sidecar (deleted, or written by ``merge_shards`` before it wrote one). Read line by
     line; the distinct identities are few."""
     found: list[dict] = []
     for _, r in read_jsonl(out):
-        ident = {k: r[k] for k in ("backend", "model", "template", "template_version") if k in r}
+        ident = {
+            k: r[k]
+            for k in ("backend", "model", "endpoint", "negative", "template", "template_version")
+            if k in r
+        }
+        if "negative_rng_seed" in r:
+            ident["rng_seed"] = r["negative_rng_seed"]
         if isinstance(r.get("decoding"), dict):
             ident.update({k: r["decoding"][k] for k in DECODING_FIELDS if k in r["decoding"]})
         if ident and ident not in found:
@@ -598,7 +623,7 @@ def check_identity(out: Path, ident: dict, extend: bool = False) -> list[dict]:
     """The runs recorded for ``out`` (``recorded_runs``); ``[]`` when ``out`` holds no row yet.
 
     Without a sidecar, the identities the rows carry stand in for it (``rows_identities``; rows of
-    early versions record no decoding, rows never record the negative policy: those are not checked).
+    earlier versions record no decoding, endpoint or negative policy: those are not checked).
     Raises ``ConfigError`` (nothing touched) when ``out`` holds rows written under other identity
     options and ``extend`` is off; the message lists old -> new for each differing option.
     """
@@ -756,6 +781,9 @@ def _row(
         "seed_sha": seed_fingerprint(seed, j),  # the version of the seed (and N*) it was written for
         "backend": cfg.backend,
         "model": model,
+        **row_endpoint(cfg),
+        "negative": cfg.negative_policy(),  # which N* the plan picked: merged shards must agree
+        **({"negative_rng_seed": cfg.rng_seed} if cfg.negative_policy() == "random" else {}),
         "decoding": row_decoding(cfg),
         "status": parsed.status,
         "reason": parsed.reason,

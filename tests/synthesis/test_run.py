@@ -31,6 +31,7 @@ ROW_FIELDS = {
     "seed_sha",
     "backend",
     "model",
+    "negative",
     "decoding",
     "status",
     "reason",

@@ -201,6 +201,20 @@ def _shard(tmp_path, name, backend, shard, **kw):
     return sio.synthesize([make_seed(i) for i in range(6)], tmp_path / name, cfg)
 
 
+def test_merge_refuses_shards_of_other_negative_policies_without_their_sidecars(tmp_path):
+    """Shards copied back from a cluster without their sidecars: the rows did not record the N*
+    policy, so shards written under 'first' and 'random' were merged into one file."""
+    from ifir_lib.core.errors import ConfigError
+
+    _shard(tmp_path, "s0.jsonl", "template", "0/2", negative="first")
+    _shard(tmp_path, "s1.jsonl", "template", "1/2", negative="random")
+    for name in ("s0.jsonl", "s1.jsonl"):
+        sio.sidecar_path(tmp_path / name).unlink()
+    with pytest.raises(ConfigError, match="negative 'first' -> 'random'"):
+        sio.merge_shards([tmp_path / "s0.jsonl", tmp_path / "s1.jsonl"], tmp_path / "m.jsonl")
+    assert not (tmp_path / "m.jsonl").exists()
+
+
 def test_merge_refuses_shards_of_other_options_and_writes_a_sidecar(tmp_path):
     from ifir_lib.core.errors import ConfigError
 

@@ -6,6 +6,7 @@ dropped connections / tagless / declined answers; the CLI runs in-process or as 
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -269,6 +270,26 @@ def test_credentials_in_the_url_are_named_when_refused_and_never_printed_encoded
     assert rc == 2 and server.auth_headers[0].startswith("Basic ")
     assert "refused the credentials in --base-url" in err
     assert server.auth_headers[0].removeprefix("Basic ") not in err and "URLPASS" not in err
+
+
+def test_a_resume_against_another_server_under_the_same_model_name_is_refused(server, tmp_path):
+    """Two self-hosted servers may serve other weights under one model name: a rerun against the
+    second resumed the first's output, mixing two LLMs' rows, and the sidecar kept only the second."""
+    seeds = [make_seed(i) for i in range(6)]
+    out = tmp_path / "o.jsonl"
+    syn.synthesize(seeds[:3], out, cfg(server))
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert {r["endpoint"] for r in rows} == {server.url}
+    other = server.url.replace("127.0.0.1", "localhost")  # another server, as far as a URL can tell
+    with pytest.raises(
+        ValueError, match=rf"other options \(endpoint '{re.escape(server.url)}' -> '{re.escape(other)}'\)"
+    ):
+        syn.synthesize(seeds, out, cfg(server, base_url=other))
+    assert len(keys(out)) == 3
+    sio.sidecar_path(out).unlink()  # the rows alone tell it too
+    with pytest.raises(ValueError, match="endpoint"):
+        syn.synthesize(seeds, out, cfg(server, base_url=other))
+    assert syn.synthesize(seeds, out, cfg(server)).written == 3  # the same server resumes
 
 
 @pytest.mark.slow
