@@ -371,7 +371,9 @@ def test_edited_seed_is_refused_then_redone_and_appended(server, tmp_path):
     out = tmp_path / "o.jsonl"
     seeds = [make_seed(i) for i in range(3)]
     syn.synthesize(seeds, out, cfg(server))
-    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    rows = sorted(
+        (json.loads(x) for x in out.read_text().splitlines()), key=lambda r: r["key"]
+    )  # written as answered
     assert [r["seed_sha"] for r in rows] == [seed_fingerprint(s, 0) for s in seeds]
     edited = [dict(s) for s in seeds]
     edited[0]["instruction"] = "Only consider studies conducted in Kenya."
@@ -389,7 +391,9 @@ def test_edited_seed_is_refused_then_redone_and_appended(server, tmp_path):
     assert (s.keys, s.skipped, s.written, s.redone, server.requests) == (3, 2, 1, 1, n + 1)
     assert "redone 1: their seed changed" in s.format()
     rows = [json.loads(x) for x in out.read_text().splitlines()]
-    assert [r["key"] for r in rows] == ["seed-0000", "seed-0001", "seed-0002", "seed-0000"]  # appended
+    assert sorted(r["key"] for r in rows[:3]) == ["seed-0000", "seed-0001", "seed-0002"]
+    assert rows[-1]["key"] == "seed-0000"  # appended
+    rows = sorted(rows[:3], key=lambda r: r["key"]) + rows[3:]
     new = rows[-1]
     assert new["seed_sha"] == seed_fingerprint(edited[0], 0) != rows[0]["seed_sha"]
     assert new["negative_id"] == edited[0]["instruction_negatives"][0]["id"] == "neg-0000-1"
