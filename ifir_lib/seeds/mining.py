@@ -5,7 +5,8 @@ forms one pool, deduplicated by text. For each seed the bare query ranks the poo
 embedder (dense cosine; ``minilm`` by default) and the top-ranked passages that survive three
 filters become its ``hard_negatives``:
 
-1. never the seed's own positive or instruction negatives (they are relevant to the bare query);
+1. never the seed's own positive or instruction negatives (they are relevant to the bare query),
+   nor those of another seed with the same query (``normalized_text``), relevant to it alike;
 2. no near-duplicate of those (cosine >= ``dup_cosine`` to any of them);
 3. no likely false negative: a candidate the query scores above ``max_rel`` x its score of the
    positive is skipped ("positive-aware" mining, Moreira et al., NV-Retriever, arXiv 2407.15831).
@@ -24,7 +25,7 @@ import numpy as np
 from ..core.jsonl import write_jsonl
 from ..core.models import encode, load_model
 from ..core.progress import progress
-from .schema import load_seeds
+from .schema import load_seeds, normalized_text
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,11 @@ def mine_negatives(
         [dict(s) for s in seeds],
         {"mined": len(todo), "skipped_duplicate": 0, "skipped_false_negative": 0},
     )
+    same_query = _same_query_passages(seeds, seen)
     for row, i in progress(enumerate(todo), total=len(todo), desc="mine negatives", unit="seed"):
         s = seeds[i]
         own = [seen[p["text"]] for p in (s["positive"], *s["instruction_negatives"])]
+        own += [j for j in same_query[normalized_text(s["query"])] if j not in own]
         pos_score = sims[row, own[0]]
         near = (docs @ docs[own].T).max(axis=1) >= cfg.dup_cosine  # (n_pool,) near any own passage
         chosen = []
@@ -79,6 +82,17 @@ def mine_negatives(
                 break
         out[i]["hard_negatives"] = chosen
     return out, counts
+
+
+def _same_query_passages(seeds: list[dict], seen: dict) -> dict[str, list[int]]:
+    """``{normalised query: pool positions of the positives and instruction negatives of every seed
+    with that query}``: another seed's answer to the same bare query is relevant to it too."""
+    out: dict[str, list[int]] = {}
+    for s in seeds:
+        out.setdefault(normalized_text(s["query"]), []).extend(
+            seen[p["text"]] for p in (s["positive"], *s["instruction_negatives"])
+        )
+    return out
 
 
 def mine_file(seeds_path: str | Path, out: str | Path, cfg: MiningConfig = MiningConfig()) -> dict:
