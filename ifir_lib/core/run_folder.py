@@ -25,6 +25,7 @@ Not handled here: training into the folder (``training.trainer``), the table of 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import socket
@@ -35,6 +36,8 @@ from .config import ABLATIONS
 from .errors import DataError
 from .jsonl import read_jsonl, write_jsonl
 from .locks import lock_path
+
+log = logging.getLogger(__name__)
 
 RUN_FILE = "ifir_run.json"
 TRAIN_LOG = "train_log.jsonl"
@@ -128,9 +131,24 @@ class RunFolder(os.PathLike):
         self.write(info)
         return info
 
-    def start(self, record: dict, git_commit: str) -> None:
-        """Record a run that starts now: ``record`` (mode, rng_seed, config, data...) plus status."""
-        self.write({**record, "git_commit": git_commit, "status": "running", "started": _now()})
+    def start(self, record: dict, git_commit: str, resuming: bool = False) -> None:
+        """Record a run that starts now: ``record`` (mode, rng_seed, config, data...) plus status.
+        ``resuming`` from a checkpoint keeps the first start's ``git_commit`` and ``started`` and
+        adds ``{"git_commit", "started"}`` to ``resumes``: the steps before ran that code (a warning
+        says so when the commit differs)."""
+        now = {"git_commit": git_commit, "started": _now()}
+        prev = self.info() if resuming else {}
+        if prev.get("started"):
+            if prev.get("git_commit") != git_commit:
+                log.warning(
+                    "%s: resumed under commit %s; its earlier steps ran %s",
+                    self.path,
+                    git_commit,
+                    prev.get("git_commit"),
+                )
+            first = {"git_commit": prev.get("git_commit"), "started": prev["started"]}
+            now = {**first, "resumes": [*prev.get("resumes", []), now]}
+        self.write({**record, **now, "status": "running"})
 
     def finish(self, **fields) -> None:
         self.update(status="finished", **fields, finished=_now())

@@ -225,11 +225,17 @@ def _train(
     if _check_rerun(run, cfg_dict, mode, manifest, loss):
         log.warning("%s already finished; nothing to do", run.path)
         return TrainResult(run.path, run.info().get("steps", 0), 0.0, 0.0, run.read_log())
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    resuming = bool(run.checkpoints())
+    if resuming:
+        _check_resume_world(run, world)
     if rank == 0:
         record = dict(mode=mode, rng_seed=cfg.rng_seed, base_model=cfg.base_model, config=cfg_dict, loss=loss)
-        run.start({**record, "data": manifest or {}, "heldout_seeds": len(heldout or [])}, git_commit())
+        record.update(data=manifest or {}, heldout_seeds=len(heldout or []), world_size=world)
+        run.start(record, git_commit(), resuming=resuming)
     model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device)
     args = _training_args(cfg, run, sampler, prompts, tracker_args, device)
+    _check_distributed(args, world)
     callbacks = [JsonlLog(run.train_log, run.heldout_log), *tracker_callbacks]
     if cfg.early_stopping_patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
@@ -245,15 +251,41 @@ def _train(
     t0 = time.time()
     result = _fit(trainer, run, resume, rank)
     seconds = time.time() - t0
+    if world > 1:
+        # each rank records what it ended with (before rank 0 sets the saved max_seq_length), so
+        # a test can check the ranks agreed
+        (run.path / f"rank{rank}.fingerprint").write_text(model_fingerprint(model))
     if trainer.is_world_process_zero():
         _save_finished(trainer, model, run, cfg, result, seconds)
         if not keep_checkpoints:
             _drop_checkpoints(run)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        # each rank records what it ended with, so a test can check the ranks agreed
-        (run.path / f"rank{rank}.fingerprint").write_text(model_fingerprint(model))
     eps = result.metrics.get("train_samples_per_second", 0.0)
     return TrainResult(run.path, trainer.state.global_step, seconds, eps, run.read_log(), resume)
+
+
+def _check_distributed(args, world: int) -> None:
+    """Several processes (``torchrun``, ``accelerate``) must train one run together: where the
+    trainer does not see them as distributed (a CPU without ``ACCELERATE_USE_CPU``), each would
+    train the whole run alone into the same folder (every log line twice, two saves at once)."""
+    from transformers.training_args import ParallelMode
+
+    if world > 1 and args.parallel_mode != ParallelMode.DISTRIBUTED:
+        raise ConfigError(
+            f"WORLD_SIZE={world} processes, but training would not be distributed ({args.parallel_mode}): "
+            "each would train the whole run alone into one folder. On CPUs set ACCELERATE_USE_CPU=true; "
+            "on GPUs check that each process sees a GPU"
+        )
+
+
+def _check_resume_world(run: RunFolder, world: int) -> None:
+    """Checkpoints resume only under the number of processes that wrote them: a step is
+    ``world x batch_size`` examples, so another number would skip or repeat data."""
+    was = run.info().get("world_size")  # None: recorded before runs kept it
+    if was is not None and was != world:
+        raise ConfigError(
+            f"{run.run_file}: its checkpoints were written by {was} process(es); resume it with {was} "
+            f"(now {world}), or use a new --out"
+        )
 
 
 def _check_rerun(
@@ -309,6 +341,18 @@ def _check_rerun(
     return prev.get("status") == "finished" and run.has_model()
 
 
+def _freeze_unused_pooler(model) -> None:
+    """Freeze the backbone's own pooler (BERT's ``pooler.dense``): sentence-transformers pools the
+    token embeddings itself, so the pooler never gets a gradient, and DistributedDataParallel
+    (``ddp_find_unused_parameters=False``, the fast setting) stops at the second step on
+    parameters that took no part in the loss. One process trains the same either way (AdamW
+    skips a parameter without a gradient)."""
+    for module in model.modules():
+        pooler = getattr(getattr(module, "auto_model", None), "pooler", None)
+        if pooler is not None and hasattr(pooler, "requires_grad_"):
+            pooler.requires_grad_(False)
+
+
 def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None):
     """The model (with its stored prompts), the dataset, the loss, the batch sampler and the
     per-column prompts: what ``SentenceTransformerTrainer`` needs beyond its arguments."""
@@ -319,6 +363,7 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None):
 
     torch.manual_seed(cfg.rng_seed)
     model = build_model(cfg.base_model, max_seq_length=cfg.max_seq_length, pooling=cfg.pooling, device=device)
+    _freeze_unused_pooler(model)
     model.prompts = {QUERY_PROMPT_NAME: cfg.query_prompt, DOCUMENT_PROMPT_NAME: cfg.document_prompt}
     ds = as_train_dataset(examples, cfg.num_negatives, with_labels=loss == "relation")  # list or Dataset
     doc_cols = [c for c in ds.column_names if c not in ("query", "label")]

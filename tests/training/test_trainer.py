@@ -192,19 +192,67 @@ def test_killed_run_resumes_from_last_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
-def test_ddp_two_processes_on_cpu_agree(tmp_path):
+def test_ddp_two_processes_on_cpu_train_one_run_together(tmp_path):
+    """Real DistributedDataParallel on CPU (gloo): before, torchrun without ACCELERATE_USE_CPU ran two
+    whole trainings into one folder (every log line twice) and agreed trivially, and real DDP
+    stopped at step 2 on BERT's unused pooler."""
     out = tmp_path / "ddp"
     torchrun = Path(sys.executable).with_name("torchrun")
     cmd = [str(torchrun), "--nproc_per_node", "2", *_train_args(out, 32, "--max-steps", "2")]
-    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=400)
+    done = subprocess.run(
+        cmd, env={**ENV, "ACCELERATE_USE_CPU": "true"}, capture_output=True, text=True, timeout=400
+    )
     assert done.returncode == 0, done.stderr[-3000:]
+    log = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2] and log[-1]["epoch"] == 1.0  # 32 examples, 2 x 8 a step
+    assert json.loads((out / "ifir_run.json").read_text())["world_size"] == 2
     prints = [(out / f"rank{r}.fingerprint").read_text() for r in (0, 1)]
     assert prints[0] == prints[1]
     from sentence_transformers import SentenceTransformer
 
     from ifir_lib.core.models import model_fingerprint
 
-    assert model_fingerprint(SentenceTransformer(str(out), device="cpu")) == prints[0]
+    saved = SentenceTransformer(str(out), device="cpu")
+    saved.max_seq_length = TrainConfig.preset("smoke").max_seq_length  # as trained, before it was saved
+    assert model_fingerprint(saved) == prints[0]
+
+
+def test_processes_that_would_not_train_together_and_resumes_under_another_count_are_refused(tmp_path):
+    """torchrun on a CPU without ACCELERATE_USE_CPU: each process trained the whole run alone into
+    one folder. A run resumed under another number of processes skips or repeats data."""
+    from types import SimpleNamespace
+
+    from transformers.training_args import ParallelMode
+
+    from ifir_lib.training.trainer import _check_distributed, _check_resume_world
+
+    with pytest.raises(ValueError, match="WORLD_SIZE=2 processes, but training would not be distributed"):
+        _check_distributed(SimpleNamespace(parallel_mode=ParallelMode.NOT_PARALLEL), 2)
+    _check_distributed(SimpleNamespace(parallel_mode=ParallelMode.NOT_PARALLEL), 1)
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+    run.start({"mode": "ins-dv", "world_size": 1}, "abc")
+    with pytest.raises(ValueError, match=r"written by 1 process\(es\); resume it with 1 \(now 2\)"):
+        _check_resume_world(run, 2)
+    _check_resume_world(run, 1)
+    run.write({"mode": "ins-dv"})  # recorded before runs kept their world size: not checked
+    _check_resume_world(run, 2)
+
+
+def test_a_resumed_run_keeps_its_first_start_and_lists_the_resumes(tmp_path, caplog):
+    """Resumed under newer code, the record said only the new commit and start time."""
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+    run.start({"mode": "ins-dv"}, "commit-old")
+    first = run.info()["started"]
+    with caplog.at_level("WARNING"):
+        run.start({"mode": "ins-dv"}, "commit-new", resuming=True)
+    info = run.info()
+    assert (info["git_commit"], info["started"]) == ("commit-old", first)
+    assert [r["git_commit"] for r in info["resumes"]] == ["commit-new"]
+    assert "resumed under commit commit-new; its earlier steps ran commit-old" in caplog.text
+    run.start({"mode": "ins-dv"}, "commit-new")  # not a resume (no checkpoint): a new start
+    assert run.info()["git_commit"] == "commit-new" and "resumes" not in run.info()
 
 
 def test_a_built_set_refuses_what_only_building_uses_and_another_modes_label(tmp_path, bundled_seeds):
