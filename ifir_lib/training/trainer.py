@@ -472,7 +472,8 @@ def _fit(trainer, run: RunFolder, resume: str | None, rank: int):
             run.stop(f"non-finite loss at step {step}", last_checkpoint=last)
         raise NonFiniteLossError(
             f"{e} (step {step}); last good checkpoint: {last}. "
-            "Lower the learning rate or check the data, then rerun to resume from it."
+            "Check the data, or train with a lower learning rate into a new --out (this folder's "
+            "checkpoints resume only under the same settings: rerunning this command resumes from it)."
         ) from None
 
 
