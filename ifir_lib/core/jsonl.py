@@ -50,6 +50,8 @@ def read_jsonl(path: str | Path, unique_keys: bool = False) -> Iterator[tuple[in
                 continue
             try:  # the last line, without its newline
                 row = _parse(path, n, line, hook)
+            except KeyGivenTwice:
+                raise  # a whole line, not a cut one: hand-edited files often end without a newline
             except DataError:
                 if n == 1 and _looks_like_array(line):
                     raise  # a one-line JSON array without a final newline, not a cut write
@@ -80,6 +82,10 @@ class _KeyTwice(ValueError):
     pass
 
 
+class KeyGivenTwice(DataError):
+    """A key given twice in one JSON object (``read_jsonl(..., unique_keys=True)``)."""
+
+
 def _unique(pairs: list[tuple[str, object]]) -> dict:
     """``json.loads``'s ``object_pairs_hook``: the object, or ``_KeyTwice`` naming a repeated key."""
     obj = dict(pairs)
@@ -98,7 +104,7 @@ def _parse(path: Path, n: int, line: bytes, hook=None) -> dict:
     try:
         obj = json.loads(line.decode("utf-8"), object_pairs_hook=hook)
     except _KeyTwice as e:
-        raise DataError(path, n, "given twice in one object (which value is meant?)", str(e)) from None
+        raise KeyGivenTwice(path, n, "given twice in one object (which value is meant?)", str(e)) from None
     except UnicodeDecodeError as e:
         raise DataError(path, n, f"not UTF-8 text (byte {e.start})") from None
     except json.JSONDecodeError as e:

@@ -3,10 +3,12 @@
 A run folder is a SentenceTransformer folder plus its provenance::
 
     RUN/                      SentenceTransformer(RUN) loads it once finished (modules.json)
-    RUN/ifir_run.json         mode, rng_seed, base_model, config, loss, data manifest, git commit, status
+    RUN/ifir_run.json         mode, rng_seed, base_model, config, loss, data manifest, world_size,
+                              git commit and start (each resume in ``resumes``), status
     RUN/train_log.jsonl       one line per logged step: loss, learning rate, epoch
     RUN/heldout_log.jsonl     one line per held-out evaluation (when the run early-stops)
-    RUN/checkpoints/          HF Trainer checkpoints (``checkpoint-<step>``); a rerun resumes
+    RUN/checkpoints/          HF Trainer checkpoints (``checkpoint-<step>``); a rerun resumes;
+                              removed when the run finishes (unless ``keep_checkpoints``)
     RUN.lock                  ``pid N on HOST since T`` while a process trains into RUN (``locks``)
 
 ``status`` in ``ifir_run.json`` is ``running``, ``finished``, ``stopped: <why>`` or ``failed:

@@ -17,10 +17,13 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 MASK = "***"
 # query parameters whose value is a credential (compared lower-case): these names, and any name
-# holding one of the words below (Azure's ``subscription-key`` and ``code``, ``client_secret``,
-# ``x-amz-signature``, ``password``, ``auth``...). A harmless parameter masked costs nothing.
+# with one of the words below as a part between ``-``, ``_`` or ``.`` (Azure's ``subscription-key``
+# and ``code``, ``client_secret``, ``x-amz-signature``, ``apikey``; not ``author`` or ``design``).
 SECRET_PARAMS = frozenset({"key", "api_key", "api-key", "apikey", "token", "access_token", "sig"})
-_SECRET_WORDS = re.compile(r"key|token|secret|sig|code|pass|pwd|auth|credential|session", re.IGNORECASE)
+_SECRET_WORDS = re.compile(
+    r"(^|[-_.])(\w*key|token|secret|sig|signature|code|pass|password|passwd|pwd|auth|credentials?|session)([-_.]|$)",
+    re.IGNORECASE,
+)
 
 
 def is_secret_param(name: str) -> bool:

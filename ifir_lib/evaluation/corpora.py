@@ -406,13 +406,17 @@ def _followir_folder(folder: str | Path) -> Path:
 
 
 def check_followir(folder: str | Path, cap: int = 5) -> list[str]:
-    """Every row of a FollowIR-format folder that ``load_followir`` would drop or ignore, as
-    ``file:line: field 'f': what``; at most ``cap`` per file and field, then a count. Empty means
-    every query is scored. A malformed row or a missing file raises ``DataError`` as in loading.
+    """Every row of a FollowIR-format folder that ``load_followir`` would drop, ignore or report,
+    as ``file:line: field 'f': what``; at most ``cap`` per file and field, then a count. Empty means
+    every query is scored as it stands. A malformed row or a missing file raises ``DataError`` as
+    in loading.
 
     Named: qrels or top_ranked rows whose ``query-id``/``qid`` is not in queries.jsonl or whose
-    ``corpus-id``/``pid`` is not in corpus.jsonl; queries without ``instruction_changed``, without
-    a candidate in the corpus, or without og or changed judgments (mteb drops those).
+    ``corpus-id``/``pid`` is not in corpus.jsonl; queries without ``instruction_changed`` or with
+    the original one again, without a candidate in the corpus, without og or changed judgments
+    (mteb drops those) or judged only 0 (dropped); and, kept but reported (``changed_doc_gaps``),
+    changed documents outside the query's candidates and relevant documents unjudged under the
+    changed instruction.
     """
     folder = _followir_folder(folder)
     corpus = _read_corpus(folder / "corpus.jsonl")

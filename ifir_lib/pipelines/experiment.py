@@ -306,6 +306,23 @@ def finished_runs(out: str | Path, cfg: ExperimentConfig, plan_hash: str) -> tup
     return done, missing
 
 
+def _warn_commits(runs: dict) -> None:
+    """One warning when the finished runs were trained under several commits of this code (resumes
+    included): the input files agree, but how a training set is built from them may not."""
+    by_commit: dict[str, list[str]] = {}
+    for (s, m), path in sorted(runs.items()):
+        info = RunFolder(path).info()
+        for c in {info.get("git_commit"), *(r.get("git_commit") for r in info.get("resumes", []))}:
+            by_commit.setdefault(str(c), []).append(run_name(s, m))
+    if len(by_commit) > 1:
+        said = "; ".join(f"{c}: {', '.join(names)}" for c, names in by_commit.items())
+        print(
+            f"warning: the runs were trained under {len(by_commit)} commits ({said}); if the code between "
+            "them changed how training sets are built, they are not replicates of one condition",
+            file=sys.stderr,
+        )
+
+
 NOW = "the files now"
 
 
@@ -343,6 +360,7 @@ def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None
     _check_runs_agree_on_inputs(out, cfg, now=P.input_digests({k: getattr(cfg, k) for k in P.MODEL_FIELDS}))
     if missing:
         print(f"not finished yet (left out): {', '.join(missing)}", file=sys.stderr)
+    _warn_commits(runs)
     results_csv = out / "results.csv"
     followir, tasks = P.eval_targets(cfg.eval)
     evaluate = dict(

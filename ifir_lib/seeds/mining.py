@@ -65,12 +65,13 @@ def mine_negatives(
     for row, i in progress(enumerate(todo), total=len(todo), desc="mine negatives", unit="seed"):
         s = seeds[i]
         own = [seen[p["text"]] for p in (s["positive"], *s["instruction_negatives"])]
-        own += [j for j in same_query[normalized_text(s["query"])] if j not in own]
+        own = list(dict.fromkeys([*own, *same_query[normalized_text(s["query"])]]))  # the positive first
         pos_score = sims[row, own[0]]
         near = (docs @ docs[own].T).max(axis=1) >= cfg.dup_cosine  # (n_pool,) near any own passage
         chosen = []
+        relevant = set(own)
         for j in np.argsort(-sims[row]):
-            if j in own:
+            if j in relevant:
                 continue
             if near[j]:
                 counts["skipped_duplicate"] += 1

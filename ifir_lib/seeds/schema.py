@@ -112,7 +112,8 @@ def _check_passage(path, n, field, p):
         title = p.pop("title")
         if title is not None and not isinstance(title, str):
             raise DataError(path, n, "'title' must be a string or null", field)
-        p["text"] = format_document({"title": title, "text": p["text"]})
+        if title and title.strip():  # an empty title leaves the text as it is
+            p["text"] = format_document({"title": title, "text": p["text"]})
 
 
 def query_holds_instruction(query: str, instruction: str) -> bool:
@@ -141,12 +142,12 @@ def _check_field_names(row: dict, path, n) -> None:
 
 @functools.cache
 def _meant(key: str) -> str | None:
-    """The seed field ``key`` stands for: another toolkit's name, or ours with at most two letters
-    changed (``intruction``, ``reference_negative_idx``); None for a field of its own (``query_id``,
-    ``source``)."""
+    """The seed field ``key`` stands for: another toolkit's name, or ours with one letter changed
+    (two in names of 10 letters or more: ``intruction``, ``reference_negative_idx``); None for a
+    field of its own (``query_id``, ``source``, ``position``)."""
     if key in OTHER_NAMES:
         return OTHER_NAMES[key]
-    return next((f for f in SEED_FIELDS if _edits(key.lower(), f) <= min(2, len(f) // 4)), None)
+    return next((f for f in SEED_FIELDS if _edits(key.lower(), f) <= (2 if len(f) >= 10 else 1)), None)
 
 
 def _edits(a: str, b: str) -> int:
@@ -460,6 +461,8 @@ def written_for(row: dict, seed: dict) -> bool:
         return False
     sha = row.get("seed_sha")
     if sha is not None:
+        if not isinstance(sha, str):
+            return False  # a hand edit or another tool's row: not a version of this seed
         now = seed_fingerprint if sha.startswith(FINGERPRINT_VERSION) else _fingerprint_v1
         if sha != now(seed, idx):
             return False

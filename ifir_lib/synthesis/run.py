@@ -1231,6 +1231,10 @@ def _merge_rows(paths, on_conflict: str) -> tuple[dict, int, int]:
     return best, dups, conflicts
 
 
+def _sans_endpoint(ident: dict) -> dict:
+    return {k: v for k, v in ident.items() if k != "endpoint"}
+
+
 def _shard_runs(paths) -> list[dict]:
     """The runs recorded for the shards (``recorded_runs``, or the rows' identities for a shard
     without a sidecar), joined: one entry per identity. Raises ``ConfigError`` when two shards were
@@ -1256,7 +1260,11 @@ def _shard_runs(paths) -> list[dict]:
 
 
 def _same_shard_identities(a: tuple[Path, list[dict]], b: tuple[Path, list[dict]]) -> None:
-    """Raise ``ConfigError`` unless each identity of one shard agrees with one of the other's."""
+    """Raise ``ConfigError`` unless each identity of one shard agrees with one of the other's,
+    the endpoint aside: shards are written on several machines, each against its own server of
+    one model (docs/paper_scale.md §4), and each shard's rows keep their own ``endpoint``."""
+    a = (a[0], [_sans_endpoint(i) for i in a[1]])
+    b = (b[0], [_sans_endpoint(i) for i in b[1]])
     for mine, theirs, a_first in ((a[1], b[1], True), (b[1], a[1], False)):
         for i in mine:
             if not any(same_identity(i, j) for j in theirs):  # diffs read a's option -> b's

@@ -255,6 +255,8 @@ def _train(
         # each rank records what it ended with (before rank 0 sets the saved max_seq_length), so
         # a test can check the ranks agreed
         (run.path / f"rank{rank}.fingerprint").write_text(model_fingerprint(model))
+    if world > 1:
+        trainer.accelerator.wait_for_everyone()  # no rank still reads a checkpoint rank 0 removes
     if trainer.is_world_process_zero():
         _save_finished(trainer, model, run, cfg, result, seconds)
         if not keep_checkpoints:
@@ -342,11 +344,12 @@ def _check_rerun(
 
 
 def _freeze_unused_pooler(model) -> None:
-    """Freeze the backbone's own pooler (BERT's ``pooler.dense``): sentence-transformers pools the
-    token embeddings itself, so the pooler never gets a gradient, and DistributedDataParallel
-    (``ddp_find_unused_parameters=False``, the fast setting) stops at the second step on
-    parameters that took no part in the loss. One process trains the same either way (AdamW
-    skips a parameter without a gradient)."""
+    """Freeze the backbone's own pooler (BERT's ``pooler.dense``) for several processes:
+    sentence-transformers pools the token embeddings itself, so the pooler never gets a gradient,
+    and DistributedDataParallel (``ddp_find_unused_parameters=False``, the fast setting) stops at
+    the second step on parameters that took no part in the loss. One process trains the same
+    either way (AdamW skips a parameter without a gradient), so it keeps the pooler in its
+    optimizer, as checkpoints written before this change hold it (they resume)."""
     for module in model.modules():
         pooler = getattr(getattr(module, "auto_model", None), "pooler", None)
         if pooler is not None and hasattr(pooler, "requires_grad_"):
@@ -363,7 +366,8 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None):
 
     torch.manual_seed(cfg.rng_seed)
     model = build_model(cfg.base_model, max_seq_length=cfg.max_seq_length, pooling=cfg.pooling, device=device)
-    _freeze_unused_pooler(model)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        _freeze_unused_pooler(model)
     model.prompts = {QUERY_PROMPT_NAME: cfg.query_prompt, DOCUMENT_PROMPT_NAME: cfg.document_prompt}
     ds = as_train_dataset(examples, cfg.num_negatives, with_labels=loss == "relation")  # list or Dataset
     doc_cols = [c for c in ds.column_names if c not in ("query", "label")]

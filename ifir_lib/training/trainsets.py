@@ -45,6 +45,7 @@ saying why, never a set of 0 examples. Not handled here: tokenisation, batching 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -297,14 +298,14 @@ def _fill(
     spelled (``normalized_text``: one passage exported per seed under new ids, re-spaced or
     re-cased).
     """
-    seen, texts = {p["id"] for p in exclude}, {normalized_text(p["text"]) for p in exclude}
-    out = [p for p in negatives if p["id"] not in seen and normalized_text(p["text"]) not in texts][:k]
+    seen, texts = {p["id"] for p in exclude}, {_normalized(p["text"]) for p in exclude}
+    out = [p for p in negatives if p["id"] not in seen and _normalized(p["text"]) not in texts][:k]
     seen |= {p["id"] for p in out}
     tries = 0
     while len(out) < k and tries < 50 * k:
         p = pool[rng.randrange(len(pool))]
         tries += 1
-        if p["id"] not in seen and normalized_text(p["text"]) not in texts:
+        if p["id"] not in seen and _normalized(p["text"]) not in texts:
             out.append(p)
             seen.add(p["id"])
     if len(out) < k:
@@ -313,6 +314,10 @@ def _fill(
             "seeds hold to pad from; use fewer negatives (--num-negatives) or more seeds"
         )
     return out
+
+
+# ``normalized_text`` of passages, which recur across seeds, views and pool draws (~20x a strip)
+_normalized = functools.lru_cache(maxsize=1 << 16)(normalized_text)
 
 
 class _ShortPool(ValueError):

@@ -342,3 +342,21 @@ def test_runs_started_together_store_one_plan(tmp_path):
     hashes = {p.communicate(timeout=300)[0].strip() for p in procs}
     assert all(p.returncode == 0 for p in procs)
     assert hashes == {P.plan_hash(ExperimentConfig.preset("smoke").plan())}
+
+
+def test_runs_trained_under_several_commits_are_named(tmp_path, capsys):
+    """An experiment spanning a code change: the input digests agree, but the training sets built
+    from them may not; --collect pooled them without a word."""
+    runs = {}
+    for (s, m), commit in (((0, "ins-dv"), "aaa"), ((1, "ins-dv"), "bbb"), ((0, "ins-orig"), "aaa")):
+        run = RunFolder(tmp_path / f"rng{s}" / m)
+        run.path.mkdir(parents=True)
+        run.start({"mode": m}, commit)
+        runs[(s, m)] = run.path
+    E._warn_commits({k: v for k, v in runs.items() if k != (1, "ins-dv")})
+    assert capsys.readouterr().err == ""
+    E._warn_commits(runs)
+    assert (
+        "trained under 2 commits (aaa: rng0/ins-dv, rng0/ins-orig; bbb: rng1/ins-dv)"
+        in capsys.readouterr().err
+    )

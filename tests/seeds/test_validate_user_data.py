@@ -30,8 +30,11 @@ STAGE_FIELDS = ("id", "query", "instruction", "positive", "instruction_negatives
 
 
 def _jsonl(path, rows):
+    """``rows`` (objects or lines) as a JSONL file; a final ``None`` leaves out the last newline."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    cut = bool(rows) and rows[-1] is None
+    text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in (rows[:-1] if cut else rows))
+    path.write_text(text[:-1] if cut else text)
     return path
 
 
@@ -193,6 +196,9 @@ def _seed_lines(case: str) -> tuple[list, str]:
     if case == "key given twice":  # a hand edit that appended the corrected field: the last won
         line = json.dumps(good[1])[:-1] + ', "instruction": "Only sourdough."}'
         return [good[0], line], "2: field 'instruction': given twice in one object"
+    if case == "key given twice on a last line without a newline":  # not a cut write: never dropped
+        line = json.dumps(good[1])[:-1] + ', "instruction": "Only sourdough."}'
+        return [good[0], line, None], "2: field 'instruction': given twice in one object"
     raise ValueError(case)
 
 
@@ -208,6 +214,7 @@ def _seed_lines(case: str) -> tuple[list, str]:
         "another toolkit's name",
         "query holding its instruction",
         "key given twice",
+        "key given twice on a last line without a newline",
     ],
 )
 def test_a_malformed_seed_row_is_one_line_naming_file_line_and_field(tmp_path, capsys, case):
@@ -404,11 +411,17 @@ def test_a_query_whose_words_move_into_the_instruction_is_not_a_leak(tmp_path, c
 def test_fields_of_their_own_are_counted_and_a_passage_title_is_read_as_evaluation_reads_it(tmp_path, caplog):
     """Fields the schema does not read (``query_id``, ``source``) are named in one warning; a
     passage's ``title`` (BEIR's layout) was dropped, while evaluation encodes title + " " + text."""
-    rows = [_seed(i, query_id=f"q{i}", source="mine") for i in (1, 2)]
+    rows = [_seed(i, query_id=f"q{i}", source="mine", position=i) for i in (1, 2)]
     text = rows[0]["positive"]["text"]
     rows[0]["positive"]["title"] = "Rye starters"
     seeds = _jsonl(tmp_path / "seeds.jsonl", rows)
     with caplog.at_level("WARNING"):
         loaded = load_seeds(seeds, stage="train")
-    assert "fields the seed schema does not read, left out: query_id (2 rows), source (2 rows)" in caplog.text
+    said = "fields the seed schema does not read, left out: query_id (2 rows), source (2 rows), position (2 rows)"
+    assert said in caplog.text  # 'position' is not taken for a misspelt 'positive'
+    rows[1]["positive"]["title"] = ""  # an empty title leaves the text as it is
+    assert load_seeds(_jsonl(tmp_path / "again.jsonl", rows), stage="train")[1]["positive"] == {
+        "id": "my-2-pos",
+        "text": rows[1]["positive"]["text"],
+    }
     assert loaded[0]["positive"] == {"id": "my-1-pos", "text": "Rye starters " + text}

@@ -194,6 +194,7 @@ def test_a_row_is_stale_when_the_seed_s_other_instruction_negatives_change(tmp_p
     v1 = {**rows[0], "seed_sha": _fingerprint_v1(seeds[0], 0)}  # as rows were written before v2
     assert written_for(v1, edited[0])  # v1 never covered the others: checked as it was
     assert not written_for({**v1, "seed_sha": _fingerprint_v1(edited[1], 0)}, edited[0])
+    assert not written_for({**v1, "seed_sha": 123}, edited[0])  # another tool's row: stale, not a crash
 
 
 def _shard(tmp_path, name, backend, shard, **kw):

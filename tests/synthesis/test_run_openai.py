@@ -292,6 +292,21 @@ def test_a_resume_against_another_server_under_the_same_model_name_is_refused(se
     assert syn.synthesize(seeds, out, cfg(server)).written == 3  # the same server resumes
 
 
+def test_shards_written_against_two_servers_of_one_model_merge(server, tmp_path):
+    """docs/paper_scale.md §4: one shard per machine, each against its own server; the merged
+    rows keep the endpoint each was written against."""
+    seeds = tmp_path / "seeds.jsonl"
+    write_seeds(seeds, 6)
+    urls = [server.url, server.url.replace("127.0.0.1", "localhost")]
+    outs = [tmp_path / f"shard{i}.jsonl" for i in range(2)]
+    for i, (url, out) in enumerate(zip(urls, outs)):
+        syn.synthesize(seeds, out, cfg(server, base_url=url, shard=f"{i}/2"))
+    merged = tmp_path / "merged.jsonl"
+    syn.merge_shards(outs, merged, seeds=seeds)
+    rows = [json.loads(x) for x in merged.read_text().splitlines()]
+    assert len(rows) == 6 and {r["endpoint"] for r in rows} == set(urls)
+
+
 @pytest.mark.slow
 def test_resume_after_sigkill(server, tmp_path):
     n = 40
