@@ -170,3 +170,20 @@ def test_a_run_folder_has_one_label_however_it_is_typed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert _label("runs/ins-dv/") == _label("./runs/ins-dv") == _label("runs/ins-dv") == "runs/ins-dv"
     assert _label("sentence-transformers/all-MiniLM-L6-v2/") == "sentence-transformers/all-MiniLM-L6-v2/"
+
+
+def test_a_label_that_contradicts_the_run_record_is_refused(tmp_path):
+    """``ifir evaluate --rng-seed 1`` (or ``--mode ins-orig``) on a run recorded as rng_seed 0 of
+    ins-dv listed one model as two runs: a run-to-run spread and a smaller p that were not there."""
+    from ifir_lib.core.run_folder import RunFolder
+    from ifir_lib.pipelines.evaluate import labels_of
+
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+    run.start({"mode": "ins-dv", "rng_seed": 0}, "abc")
+    assert labels_of(run.path) == ("ins-dv", 0) == labels_of(run.path, "ins-dv", "0")
+    with pytest.raises(ValueError, match=r"run record says rng_seed 0, not '1'"):
+        labels_of(run.path, None, "1")
+    with pytest.raises(ValueError, match=r"run record says mode 'ins-dv', not 'ins-orig'"):
+        labels_of(run.path, "ins-orig")
+    assert labels_of(run.path, "base", 0) == ("base", 0)  # an experiment may start from a trained run
