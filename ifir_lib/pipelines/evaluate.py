@@ -300,7 +300,10 @@ def labels_of(model: str | Path, mode: str | None = None, rng_seed=None) -> tupl
     two rng_seeds or modes would count as several runs (a spread that is not one). A run folder
     labelled ``base`` is an experiment's starting model, whatever it was trained as."""
     info = RunFolder(model).info() if mode != C.BASE_MODE else {}  # a trained run may be a base model
-    for name, given, recorded in (("mode", mode, info.get("mode")), ("rng_seed", rng_seed, info.get("rng_seed"))):
+    for name, given, recorded in (
+        ("mode", mode, info.get("mode")),
+        ("rng_seed", rng_seed, info.get("rng_seed")),
+    ):
         if given is not None and recorded is not None and _seed_label(given) != _seed_label(recorded):
             raise ConfigError(
                 f"{model}: its run record says {name} {recorded!r}, not {given!r}; leave --{name.replace('_', '-')} "

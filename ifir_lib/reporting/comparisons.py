@@ -36,9 +36,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..core.config import BASE_MODE
 from ..core.errors import DataError
 from ..evaluation.stats import holm, run_level_test, strata_of, two_stage_bootstrap
 from .results import (
+    add_backbone,
     check_per_query,
     check_results,
     load_per_query,
@@ -47,6 +49,7 @@ from .results import (
     per_query_path,
     runs_to_read,
 )
+from .style import backbone_label
 from .tables import markdown_table
 
 log = logging.getLogger(__name__)
@@ -116,6 +119,7 @@ def _index(results: pd.DataFrame, per_query: pd.DataFrame, metrics: Sequence[str
     as ``_checked`` returns it."""
     cols = ["run_id", "model", "mode", "rng_seed", "dataset"]
     read = runs_to_read(results, _path(results, "<results>"))
+    _check_one_backbone(read, _path(results, "<results>"))
     check_per_query(read, per_query, metrics)
     runs = read[cols].drop_duplicates(["run_id", "dataset"])
     pq = per_query[per_query["metric"].isin(list(metrics)) & per_query["value"].notna()]
@@ -129,6 +133,27 @@ def _index(results: pd.DataFrame, per_query: pd.DataFrame, metrics: Sequence[str
             dict(zip(g["query_id"], g["value"].astype(float))),
         )
     return index
+
+
+def _check_one_backbone(read: pd.DataFrame, path: str) -> None:
+    """A ``DataError`` when a set's rows hold runs of several base models: comparisons pool each
+    mode's runs, so two base models would be "2 runs of base" and a backbone's difference a
+    run-to-run spread (``ifir table`` and the figures keep backbones apart). Trained rows whose
+    run folder is not found (``add_backbone`` warns) are not counted."""
+    df = add_backbone(read)
+    lost = (df["mode"].astype(str) != BASE_MODE) & (df["backbone"].astype(str) == df["model"].astype(str))
+    df = df[~lost].assign(backbone=lambda d: d["backbone"].map(backbone_label))  # as ifir table groups
+    per_set = df.groupby("dataset")["backbone"].agg(lambda b: sorted(set(map(str, b))))
+    many = per_set[per_set.map(len) > 1]
+    if len(many):
+        dataset, backbones = next(iter(many.items()))
+        raise DataError(
+            path,
+            None,
+            f"set {dataset!r} holds runs of {len(backbones)} base models ({', '.join(backbones[:4])}); a "
+            "comparison pools each mode's runs, so compare the rows of one base model at a time (ifir "
+            "table and the figures keep them apart)",
+        )
 
 
 def _check_names(results: pd.DataFrame, modes=(), datasets=None, metrics=()) -> None:

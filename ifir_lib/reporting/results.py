@@ -922,4 +922,33 @@ def runs_to_read(
     warn_if_mixed(rows)
     kept = one_evaluation_per_run(drop_repeated_rows(rows))
     gone = same_run_under_two_labels(rows if whole is None else whole)
-    return kept[~pd.MultiIndex.from_frame(kept[["run_id", "dataset"]].astype(str)).isin(gone)]
+    kept = kept[~pd.MultiIndex.from_frame(kept[["run_id", "dataset"]].astype(str)).isin(gone)]
+    warn_shared_rng_seeds(kept)
+    return kept
+
+
+def warn_shared_rng_seeds(rows: pd.DataFrame) -> None:
+    """One warning when two models of one mode carry one rng_seed on a set (other settings, other
+    base models where the rows are not split by ``backbone``, or a second training of one run):
+    readers average them as replicates, and the spread between them would be read as
+    seed-to-seed variation."""
+    cols = [
+        "dataset",
+        "mode",
+        "rng_seed",
+        *(c for c in (*CONDITION_COLUMNS, "backbone") if c in rows.columns),
+    ]
+    if rows.empty or not set(cols) <= set(rows.columns) or "model" not in rows.columns:
+        return
+    models = rows[[*cols, "model"]].astype(str).drop_duplicates().groupby(cols)["model"].agg(list)
+    shared = models[models.map(len) > 1]
+    if shared.empty:
+        return
+    said = [f"{k[1]} rng_seed {k[2]} on {k[0]}: {', '.join(v[:3])}" for k, v in shared.items()]
+    warn_once(
+        log,
+        "%d group(s) of runs share an rng_seed within a mode and are averaged as replicates (%s): runs "
+        "of one mode should differ in their rng_seed only; give them other modes or rng_seeds",
+        len(shared),
+        "; ".join(said[:3]),
+    )

@@ -298,8 +298,34 @@ def test_an_aggregate_set_is_checked_as_the_mean_of_its_collections(tmp_path):
                 result("Core17InstructionRetrieval", [off] * 3),
             ]
             for r in [*parts, aggregate_followir(parts, bootstrap=20)]:
-                save_result(r, csv, model=f"m-{mode}-{seed}", mode=mode, rng_seed=seed)
+                model = "m-base" if mode == "base" else f"m-{mode}-{seed}"  # one base model
+                save_result(r, csv, model=model, mode=mode, rng_seed=seed)
     results, per_query = load_tables(csv)
     row = compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="followir", n_boot=50)
     assert row["diff"] == pytest.approx(5.0)
     assert len(summarize(results, "p_mrr", per_query=per_query, n_boot=20))
+
+
+def test_runs_of_two_base_models_are_not_pooled_by_a_comparison(tmp_path):
+    """Two backbones, each with its base row and an Ins-DV run: ``ifir table`` kept them apart, but
+    ``compare`` pooled them as "2 runs of base" and "2 runs of ins-dv", the backbones' difference
+    read as run-to-run spread."""
+    from ifir_lib.core.run_folder import RunFolder
+
+    csv = tmp_path / "results.csv"
+    for backbone, off in (("minilm", 0.0), (str(tmp_path / "backbone2"), 3.0)):
+        run = RunFolder(tmp_path / f"run-{off:.0f}")
+        run.path.mkdir()
+        run.start({"mode": "ins-dv", "rng_seed": 0, "config": {"base_model": backbone}}, "abc")
+        for mode, model, shift in (("base", backbone, 0.0), ("ins-dv", str(run.path), 1.0)):
+            pq = {"p_mrr": {f"q{i}": off + shift + i for i in range(4)}}
+            r = EvalResult("v1", model, {"p_mrr": M.mean(pq["p_mrr"])}, {}, pq)
+            save_result(r, csv, model=model, mode=mode, rng_seed=0)
+    results, per_query = load_tables(csv)
+    with pytest.raises(
+        DataError, match=r"set 'v1' holds runs of 2 base models \(all-MiniLM-L6-v2, backbone2\)"
+    ):
+        compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=20)
+    one = results[results["model"].astype(str).str.contains("run-0|minilm")]  # one backbone's rows
+    row = compare_modes(one, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=20)
+    assert row["diff"] == pytest.approx(1.0)
