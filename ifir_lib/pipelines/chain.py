@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import config as C
+from ..core.errors import ConfigError
 from ..core.jsonl import write_jsonl
 from ..core.run_folder import RunFolder
 from ..curation.tables import reference_row
@@ -180,6 +181,21 @@ def best_reversal_rows(seeds: list[dict], rows: list[dict] | None) -> tuple[list
     return out, counts
 
 
+def _check_trained_from(runs, base_model: str) -> None:
+    """A ``ConfigError`` when a trained run started from another backbone than ``base_model``
+    (notebook 03 trains the preset's: gte-multilingual-base on a GPU): notebook 04's tests of each
+    run against the base model would read a backbone's difference as training's effect."""
+    from ..reporting.style import backbone_label
+
+    for run in runs:
+        started = ((run.info().get("config") or {}).get("base_model")) or base_model
+        if backbone_label(started) != backbone_label(base_model):
+            raise ConfigError(
+                f"{run.path} was trained from {started}, not from the base model {base_model!r}: set "
+                "BASE_MODEL to the runs' backbone (or train them from it)"
+            )
+
+
 def evaluate_chain(chain: Chain, base_model: str, sets, bootstrap: int = 1000) -> dict[str, list]:
     """Notebook 04's step: the base model and every trained run under ``chain.models`` on each of
     ``sets`` (FollowIR-format folders). Appends to ``chain.results`` only what it lacks (after
@@ -187,6 +203,7 @@ def evaluate_chain(chain: Chain, base_model: str, sets, bootstrap: int = 1000) -
     results in memory, ``{label: [one EvalResult per set]}`` (the embedding cache makes the
     second pass cheap; its numbers equal the table's: same bootstrap seeds)."""
     runs = RunFolder.find(chain.models, with_model=True) if chain.models.exists() else []
+    _check_trained_from(runs, base_model)
     models = {run_label(r.path): str(r.path) for r in runs}
     sets = [str(s) for s in sets]
     out = {}

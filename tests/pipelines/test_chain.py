@@ -4,6 +4,8 @@ reversal per seed that notebook 02 opens on."""
 import json
 import tempfile
 
+import pytest
+
 from ifir_lib.curation import widgets as iw
 from ifir_lib.curation.decisions import load_decisions
 from ifir_lib.pipelines.chain import Chain, best_reversal_rows, chain_folder
@@ -127,3 +129,19 @@ def test_reversals_for_training_defaults_to_the_bundled_seeds_02_opens(tmp_path,
     assert chain.reversals_for_training().path == chain.shown
     shown = load_reversals(chain.shown)
     assert len(shown) == len(bundled_seeds) and shown[bundled_seeds[3]["id"]]["reversal"] == "LLM, verified."
+
+
+def test_runs_trained_from_another_backbone_than_the_base_model_are_refused(tmp_path):
+    """Notebook 04 fixed BASE_MODEL = "minilm" while notebook 03 trains the preset's backbone
+    (gte-multilingual-base on a GPU): a backbone's difference was tested as training's effect."""
+    from ifir_lib.core.run_folder import RunFolder
+    from ifir_lib.pipelines.chain import _check_trained_from
+
+    run = RunFolder(tmp_path / "models" / "ins-dv")
+    run.path.mkdir(parents=True)
+    run.start({"mode": "ins-dv", "config": {"base_model": "Alibaba-NLP/gte-multilingual-base"}}, "abc")
+    with pytest.raises(
+        ValueError, match=r"trained from Alibaba-NLP/gte-multilingual-base, not from the base model 'minilm'"
+    ):
+        _check_trained_from([run], "minilm")
+    _check_trained_from([run], "Alibaba-NLP/gte-multilingual-base")
