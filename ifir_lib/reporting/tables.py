@@ -97,7 +97,10 @@ class Table:
 
     def cell(self, i: int, key: str) -> str | None:
         v = self.rows[i].values.get(key)
-        return None if v is None else f"{v:.{self.decimals}f}"
+        if v is None:
+            return None
+        text = f"{v:.{self.decimals}f}"
+        return text.removeprefix("-") if float(text) == 0 else text  # -0.004 -> "0.00", not "-0.00"
 
     def partial(self, i: int, key: str) -> bool:
         """Whether cell ``(i, key)`` averages fewer runs than row ``i`` counts."""

@@ -382,3 +382,11 @@ def test_two_set_names_in_one_column_are_refused_unless_one_digest(tmp_path):
         build_table(res.assign(data_sha=["abc", "def"]), source="src.csv")
     one = build_table(res.assign(data_sha=["abc", "abc"]), source="src.csv")  # one set under two names
     assert [r.mode for r in one.rows] == ["base"]
+
+
+def test_a_value_that_rounds_to_zero_has_no_minus_sign():
+    """-0.004 printed as "-0.00" ("$-$0.00" in LaTeX): a sign the number does not have."""
+    from ifir_lib.reporting.tables import Row, Table
+
+    t = Table(columns=["a"], rows=[Row("ours", "ins-dv", {"a": -0.004}), Row("ours", "base", {"a": -0.006})])
+    assert (t.cell(0, "a"), t.cell(1, "a")) == ("0.00", "-0.01")
