@@ -1254,4 +1254,18 @@ def make_all_figures(
         print(f"skipped {FIGURE_NAMES['e']}: no train_log.jsonl under {runs_dir}")
     else:
         figs[FIGURE_NAMES["e"]] = fig_loss_curves(logs)
+    _remove_skipped(out_dir, [n for n in FIGURE_NAMES.values() if n not in figs])
     return _save_many(figs, out_dir, formats)
+
+
+def _remove_skipped(out_dir: str | Path, names: Sequence[str]) -> None:
+    """Remove an earlier run's files of the figures skipped now (``<name>.*``, captions included),
+    saying which: left beside the new ones, they were listed with them (made-up example figures
+    from a notebook run before its inputs existed, or figure (c) of another table)."""
+    out_dir = Path(out_dir)
+    for name in names:
+        old = sorted(out_dir.glob(f"{name}.*")) if out_dir.is_dir() else []
+        for f in old:
+            f.unlink()
+        if old:
+            print(f"removed {len(old)} earlier file(s) of {name} from {out_dir}: this run has no input for it")

@@ -122,6 +122,24 @@ def test_make_all_figures_skips_absent_inputs_with_a_note(tmp_path, capsys):
         assert f"skipped {name}" in out
 
 
+def test_a_figure_skipped_now_leaves_no_earlier_file_behind(tmp_path, capsys):
+    """Figures drawn from made-up example inputs (notebook 05 run before 04), or figure (c) of
+    another table, stayed beside the new ones and were listed with them."""
+    ex = write_example_inputs(tmp_path / "in")
+    out = tmp_path / "out"
+    F.make_all_figures(ex["results"], out, ex["per_query"], ex["runs"], ex["synthesis"], formats=("html",))
+    assert (out / "fig_synthesis_stats.caption.txt").exists() and (out / "fig_loss_curves.html").exists()
+    F.make_all_figures(ex["results"], out, per_query_csv=tmp_path / "nope.csv", formats=("html",))
+    left = sorted(p.name for p in out.glob("fig_*"))
+    assert left == [
+        "fig_pmrr_by_config.caption.txt",
+        "fig_pmrr_by_config.html",
+        "fig_pmrr_vs_score.caption.txt",
+        "fig_pmrr_vs_score.html",
+    ]
+    assert "removed 2 earlier file(s) of fig_synthesis_stats" in capsys.readouterr().out
+
+
 def test_cli_figures(tmp_path, capsys):
     ex = write_example_inputs(tmp_path / "in")
     rc = main(
