@@ -49,7 +49,7 @@ from .results import (
     per_query_path,
     runs_to_read,
 )
-from .style import backbone_label
+from .style import backbone_labels
 from .tables import markdown_table
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,9 @@ def _check_one_backbone(read: pd.DataFrame, path: str) -> None:
     run folder is not found (``add_backbone`` warns) are not counted."""
     df = add_backbone(read)
     lost = (df["mode"].astype(str) != BASE_MODE) & (df["backbone"].astype(str) == df["model"].astype(str))
-    df = df[~lost].assign(backbone=lambda d: d["backbone"].map(backbone_label))  # as ifir table groups
+    df = df[~lost].assign(
+        backbone=lambda d: d["backbone"].map(backbone_labels(d["backbone"]))
+    )  # as ifir table
     per_set = df.groupby("dataset")["backbone"].agg(lambda b: sorted(set(map(str, b))))
     many = per_set[per_set.map(len) > 1]
     if len(many):

@@ -74,6 +74,7 @@ from .style import (
     _rank,
     axis_title,
     backbone_label,
+    backbone_labels,
     dataset_label,
     is_followir,
     metric_label,
@@ -107,10 +108,11 @@ FORMATS = ("pdf", "svg", "png", "html")  # print, print, screens, interactive (e
 
 
 def _labelled(results: pd.DataFrame, runs_dir=None) -> pd.DataFrame:
-    """``results`` with a ``backbone`` column in words (``backbone_label``): a run that recorded
-    ``'minilm'`` and one that recorded the packaged folder are one backbone, "all-MiniLM-L6-v2"."""
+    """``results`` with a ``backbone`` column in words (``backbone_labels``): a run that recorded
+    ``'minilm'`` and one that recorded the packaged folder are one backbone, "all-MiniLM-L6-v2";
+    two different backbones with one short name keep apart."""
     out = add_backbone(results, runs_dir)
-    return out.assign(backbone=out["backbone"].map(backbone_label))
+    return out.assign(backbone=out["backbone"].map(backbone_labels(out["backbone"])))
 
 
 def _paper_values(published: pd.DataFrame | None, metric: str) -> pd.DataFrame:

