@@ -263,15 +263,12 @@ def per_query_summary(
 
     Per-query scores are joined to their run's backbone and mode on ``(run_id, dataset)``, after
     the checks every reading path shares (``results.runs_to_read``: one evaluation per run and
-    set, the latest), for the runs with a value on each set the others are averaged over
-    (``_complete_runs``: a run lacking one is left out, with a warning). The mean and the percentile-bootstrap CI are stratified by dataset
+    set, the latest). The mean and the percentile-bootstrap CI are stratified by dataset
     (``stats``): the mean of per-dataset means, as the FollowIR aggregate is formed, resampling
     queries within each dataset. Returns
     ``(points[backbone, mode, dataset, query_id, value], cis[backbone, mode, mean, ci_low, ci_high, n])``.
     """
-    # the runs with a value on every set the others have (``_complete_runs``, one warning names the
-    # rest): a mode on fewer sets would be compared over other queries under one caption
-    runs = _complete_runs(results, metric, None)
+    runs = runs_to_read(add_backbone(results), frame_path(results))
     runs = runs[["run_id", "dataset", "backbone", "mode"]].astype({"dataset": str})
     runs = runs.drop_duplicates(["run_id", "dataset"])
     pq = per_query[per_query["metric"] == metric].astype({"dataset": str})
