@@ -181,18 +181,35 @@ def best_reversal_rows(seeds: list[dict], rows: list[dict] | None) -> tuple[list
     return out, counts
 
 
+def base_model_of(out: str | Path) -> str:
+    """The backbone the chain's trained runs (``OUT/models``) started from, read from their
+    records; without runs, the one notebook 03 would train (the preset's). Runs of several
+    backbones are a ``ConfigError``: notebook 04 tests every run against one base model."""
+    from ..reporting.style import backbone_identity
+    from ..training.trainer import TrainConfig
+
+    chain = Chain(Path(out))
+    runs = RunFolder.find(chain.models, with_model=True) if chain.models.exists() else []
+    bases = {str(b) for r in runs if (b := (r.info().get("config") or {}).get("base_model"))}
+    if len({backbone_identity(b) for b in bases}) > 1:
+        raise ConfigError(
+            f"{chain.models}: runs trained from {len(bases)} backbones ({', '.join(sorted(bases))})"
+        )
+    return next(iter(bases)) if bases else TrainConfig.preset().base_model
+
+
 def _check_trained_from(runs, base_model: str) -> None:
     """A ``ConfigError`` when a trained run started from another backbone than ``base_model``
-    (notebook 03 trains the preset's: gte-multilingual-base on a GPU): notebook 04's tests of each
-    run against the base model would read a backbone's difference as training's effect."""
-    from ..reporting.style import backbone_label
+    (``base_model_of`` reads it from the runs): notebook 04's tests of each run against the base
+    model would read a backbone's difference as training's effect."""
+    from ..reporting.style import backbone_identity
 
     for run in runs:
         started = ((run.info().get("config") or {}).get("base_model")) or base_model
-        if backbone_label(started) != backbone_label(base_model):
+        if backbone_identity(started) != backbone_identity(base_model):
             raise ConfigError(
                 f"{run.path} was trained from {started}, not from the base model {base_model!r}: set "
-                "BASE_MODEL to the runs' backbone (or train them from it)"
+                "BASE_MODEL to the runs' backbone (base_model_of(OUT) reads it)"
             )
 
 

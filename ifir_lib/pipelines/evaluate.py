@@ -296,19 +296,25 @@ def run_label(path: str | Path) -> str:
 def labels_of(model: str | Path, mode: str | None = None, rng_seed=None) -> tuple[str, object]:
     """``(mode, rng_seed)`` that label ``model`` in the table: the given ones, else its run
     record's (``RunFolder``), else ``('base', 0)``; an integer rng_seed as an int (``'01'`` -> 1).
-    A label that contradicts the run record is a ``ConfigError``: one trained model listed under
-    two rng_seeds or modes would count as several runs (a spread that is not one). A run folder
-    labelled ``base`` is an experiment's starting model, whatever it was trained as."""
+    An rng_seed that contradicts the run record is a ``ConfigError`` (one trained model under two
+    rng_seeds would count as two runs, a spread that is not one); another mode draws a warning (a
+    sweep's variant may be named on purpose). A run folder labelled ``base`` is an experiment's
+    starting model, whatever it was trained as."""
     info = RunFolder(model).info() if mode != C.BASE_MODE else {}  # a trained run may be a base model
-    for name, given, recorded in (
-        ("mode", mode, info.get("mode")),
-        ("rng_seed", rng_seed, info.get("rng_seed")),
-    ):
-        if given is not None and recorded is not None and _seed_label(given) != _seed_label(recorded):
-            raise ConfigError(
-                f"{model}: its run record says {name} {recorded!r}, not {given!r}; leave --{name.replace('_', '-')} "
-                "out to label it from the record (one model under two labels would count as two runs)"
-            )
+    recorded = info.get("rng_seed")
+    if rng_seed is not None and recorded is not None and _seed_label(rng_seed) != _seed_label(recorded):
+        raise ConfigError(
+            f"{model}: its run record says rng_seed {recorded!r}, not {rng_seed!r}; leave --rng-seed out "
+            "to label it from the record (one model under two rng_seeds would count as two runs)"
+        )
+    if mode and info.get("mode") and str(mode).lower() != str(info["mode"]).lower():
+        log.warning(
+            "%s: labelled %s, though its run record says %s (a variant named on purpose; otherwise "
+            "leave --mode out)",
+            model,
+            mode,
+            info["mode"],
+        )
     mode = mode or info.get("mode") or C.BASE_MODE
     return mode, _seed_label(rng_seed if rng_seed is not None else info.get("rng_seed", 0))
 

@@ -48,6 +48,7 @@ from .results import (
     mode_order,
     per_query_path,
     runs_to_read,
+    warn_once,
 )
 from .style import backbone_labels
 from .tables import markdown_table
@@ -136,25 +137,27 @@ def _index(results: pd.DataFrame, per_query: pd.DataFrame, metrics: Sequence[str
 
 
 def _check_one_backbone(read: pd.DataFrame, path: str) -> None:
-    """A ``DataError`` when a set's rows hold runs of several base models: comparisons pool each
-    mode's runs, so two base models would be "2 runs of base" and a backbone's difference a
-    run-to-run spread (``ifir table`` and the figures keep backbones apart). Trained rows whose
-    run folder is not found (``add_backbone`` warns) are not counted."""
+    """One warning when a set's rows hold trained runs of several base models: comparisons pool
+    each mode's runs, so two backbones' runs would be read as run-to-run spread (``ifir table`` and
+    the figures keep backbones apart; filter the rows to one backbone to compare it). Base rows and
+    trained rows whose run folder is not found (``add_backbone`` warns) are not counted."""
     df = add_backbone(read)
-    lost = (df["mode"].astype(str) != BASE_MODE) & (df["backbone"].astype(str) == df["model"].astype(str))
-    df = df[~lost].assign(
-        backbone=lambda d: d["backbone"].map(backbone_labels(d["backbone"]))
-    )  # as ifir table
+    trained = df["mode"].astype(str) != BASE_MODE
+    found = trained & (df["backbone"].astype(str) != df["model"].astype(str))
+    df = df[found].assign(backbone=lambda d: d["backbone"].map(backbone_labels(d["backbone"])))
     per_set = df.groupby("dataset")["backbone"].agg(lambda b: sorted(set(map(str, b))))
     many = per_set[per_set.map(len) > 1]
     if len(many):
         dataset, backbones = next(iter(many.items()))
-        raise DataError(
+        warn_once(
+            log,
+            "%s: set %r holds trained runs of %d base models (%s); a comparison pools each mode's runs "
+            "across them: compare the rows of one base model at a time (ifir table and the figures keep "
+            "them apart)",
             path,
-            None,
-            f"set {dataset!r} holds runs of {len(backbones)} base models ({', '.join(backbones[:4])}); a "
-            "comparison pools each mode's runs, so compare the rows of one base model at a time (ifir "
-            "table and the figures keep them apart)",
+            dataset,
+            len(backbones),
+            ", ".join(backbones[:4]),
         )
 
 

@@ -1270,4 +1270,6 @@ def _remove_skipped(out_dir: str | Path, names: Sequence[str]) -> None:
         for f in old:
             f.unlink()
         if old:
-            print(f"removed {len(old)} earlier file(s) of {name} from {out_dir}: this run has no input for it")
+            print(
+                f"removed {len(old)} earlier file(s) of {name} from {out_dir}: this run has no input for it"
+            )

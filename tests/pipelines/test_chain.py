@@ -131,15 +131,20 @@ def test_reversals_for_training_defaults_to_the_bundled_seeds_02_opens(tmp_path,
     assert len(shown) == len(bundled_seeds) and shown[bundled_seeds[3]["id"]]["reversal"] == "LLM, verified."
 
 
-def test_runs_trained_from_another_backbone_than_the_base_model_are_refused(tmp_path):
+def test_notebook_04_s_base_model_is_the_one_its_runs_started_from(tmp_path):
     """Notebook 04 fixed BASE_MODEL = "minilm" while notebook 03 trains the preset's backbone
     (gte-multilingual-base on a GPU): a backbone's difference was tested as training's effect."""
     from ifir_lib.core.run_folder import RunFolder
-    from ifir_lib.pipelines.chain import _check_trained_from
+    from ifir_lib.pipelines.chain import _check_trained_from, base_model_of
 
+    from ifir_lib.training.trainer import TrainConfig
+
+    assert base_model_of(tmp_path) == TrainConfig.preset().base_model  # no run yet: the preset's
     run = RunFolder(tmp_path / "models" / "ins-dv")
     run.path.mkdir(parents=True)
     run.start({"mode": "ins-dv", "config": {"base_model": "Alibaba-NLP/gte-multilingual-base"}}, "abc")
+    (run.path / "modules.json").write_text("[]")
+    assert base_model_of(tmp_path) == "Alibaba-NLP/gte-multilingual-base"
     with pytest.raises(
         ValueError, match=r"trained from Alibaba-NLP/gte-multilingual-base, not from the base model 'minilm'"
     ):

@@ -296,31 +296,30 @@ def test_one_evaluation_per_run_keeps_the_latest_whole_evaluation(caplog):
 
 
 def test_one_run_folder_under_two_spellings_is_one_run(caplog):
-    """A moved experiment collected again, a folder typed once with a trailing slash, or a run
-    folder copied or renamed and evaluated again: the same model under a second label was a
-    second run (sd 0, 4 runs of 2, a smaller p)."""
+    """A moved experiment collected again, or a folder typed once with a trailing slash: the same
+    model under a second label was a second run (sd 0, 4 runs of 2, a smaller p)."""
     df = _evals(
         ("x0", "/a/exp/models/rng0/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-01"),
         ("x1", "/b/moved/models/rng0/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-02"),  # the same run, moved
         ("y0", "runs/ins-orig", "ins-orig", 0, "v1", 2.5, "2026-01-01"),
         ("y1", "runs/ins-orig/", "ins-orig", 0, "v1", 2.5, "2026-01-01"),  # typed with a slash
-        ("z0", "runs/ins-orig-keep", "ins-orig", 0, "v1", 2.5, "2026-01-03"),  # a copy under another name
+        ("z0", "sweep/lr1/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-01"),  # a sweep's runs: other folders
+        ("z1", "sweep/lr3/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-01"),
         ("w0", "/c/models/rng0/ins-dv", "ins-dv", 0, "v1", 0.5, "2026-01-01"),  # other scores: kept
         ("v0", "/d/models/rng1/ins-dv", "ins-dv", 1, "v1", -1.25, "2026-01-01"),  # another rng_seed: kept
     )
     kept = R.runs_to_read(df)
-    assert list(kept["run_id"]) == ["x1", "z0", "w0", "v0"]
-    assert "3 evaluation(s) repeat another model label's scores" in caplog.text
+    assert list(kept["run_id"]) == ["x1", "y1", "z0", "z1", "w0", "v0"]
+    assert "2 evaluation(s) repeat another model label's scores" in caplog.text
     assert "/a/exp/models/rng0/ins-dv (as /b/moved/models/rng0/ins-dv)" in caplog.text
-    assert "runs/ins-orig (as runs/ins-orig-keep)" in caplog.text
     # judged on every metric of the table, whatever subset a reader averages: a tie on p-MRR alone
     # with MAP apart is two runs for the table, the summaries (figures) and compare alike
-    both = pd.concat([df, df.assign(metric="map_at_1000", value=[80.0, 80.5, 1, 1, 1, 1, 1])])
+    both = pd.concat([df, df.assign(metric="map_at_1000", value=[80.0, 80.5, 1, 1, 1, 1, 1, 1])])
     one_metric = both[both["metric"] == "p_mrr"]
-    assert set(R.runs_to_read(one_metric, whole=both)["run_id"]) == {"x0", "x1", "z0", "w0", "v0"}
-    assert len(R.runs_to_read(one_metric)) == 4  # judged on p-MRR alone, x0 would go
+    assert set(R.runs_to_read(one_metric, whole=both)["run_id"]) == {"x0", "x1", "y1", "z0", "z1", "w0", "v0"}
+    assert len(R.runs_to_read(one_metric)) == 6  # judged on p-MRR alone, x0 would go
     runs = S.per_run(both, "p_mrr")
-    assert len(runs[(runs["mode"] == "ins-dv") & (runs["rng_seed"].astype(str) == "0")]) == 3  # x0 stays
+    assert len(runs[(runs["mode"] == "ins-dv") & (runs["rng_seed"].astype(str) == "0")]) == 5  # x0 stays
 
 
 def test_a_run_id_that_labels_two_runs_on_one_set_is_an_error_naming_file_and_run_id():
@@ -357,7 +356,7 @@ def test_a_run_id_with_two_values_for_one_set_and_metric_is_an_error_and_repeats
 
 
 def test_one_set_name_with_two_data_digests_is_an_error_naming_the_runs_of_each():
-    df = _evals(*[(f"r{i}", f"m{i}", "base", 0, "synth", 1.0 + i, None) for i in range(3)]).assign(
+    df = _evals(*[(f"r{i}", f"m{i}", "base", 0, "synth", 1.0, None) for i in range(3)]).assign(
         data_sha=["aaaa1111", "bbbb2222", ""]  # '' = unknown: not checked
     )
     with pytest.raises(
