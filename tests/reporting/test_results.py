@@ -401,3 +401,19 @@ def test_synthesis_rows_read_the_redone_row_of_a_key(tmp_path):
     p.write_text(p.read_text() + json.dumps({"key": "c", "seed_id": "c"}) + "\n")
     with pytest.raises(DataError, match=r"o.jsonl:5: field 'status': row 'c' has no status"):
         R.load_synthesis_rows(p)
+
+
+def test_runs_of_one_mode_sharing_an_rng_seed_are_named(caplog):
+    """Two Ins-DV runs with other steps and learning rates, both rng_seed 0, were averaged as
+    replicates: a hyper-parameter's effect read as seed-to-seed spread (sd 3.71 in the probe)."""
+    df = _evals(
+        ("a", "sweep/lr1/ins-dv", "ins-dv", 0, "v1", 1.0, None),
+        ("b", "sweep/lr3/ins-dv", "ins-dv", 0, "v1", 4.0, None),
+        ("c", "runs/rng1/ins-dv", "ins-dv", 1, "v1", 2.0, None),
+    )
+    assert len(R.runs_to_read(df)) == 3  # still read: a warning, not an error
+    assert "1 group(s) of runs share an rng_seed within a mode" in caplog.text
+    assert "ins-dv rng_seed 0 on v1: sweep/lr1/ins-dv, sweep/lr3/ins-dv" in caplog.text
+    caplog.clear()
+    R.runs_to_read(df[df["run_id"] != "b"])
+    assert "share an rng_seed" not in caplog.text
