@@ -181,12 +181,12 @@ def best_reversal_rows(seeds: list[dict], rows: list[dict] | None) -> tuple[list
     return out, counts
 
 
-def base_model_of(out: str | Path) -> str:
+def base_model_of(out: str | Path) -> str | None:
     """The backbone the chain's trained runs (``OUT/models``) started from, read from their
-    records; without runs, the one notebook 03 would train (the preset's). Runs of several
-    backbones are a ``ConfigError``: notebook 04 tests every run against one base model."""
+    records; None without runs (notebook 04 then takes the preset's, as notebook 03 would train).
+    Runs of several backbones are a ``ConfigError``: notebook 04 tests every run against one base
+    model."""
     from ..reporting.style import backbone_identity
-    from ..training.trainer import TrainConfig
 
     chain = Chain(Path(out))
     runs = RunFolder.find(chain.models, with_model=True) if chain.models.exists() else []
@@ -195,7 +195,7 @@ def base_model_of(out: str | Path) -> str:
         raise ConfigError(
             f"{chain.models}: runs trained from {len(bases)} backbones ({', '.join(sorted(bases))})"
         )
-    return next(iter(bases)) if bases else TrainConfig.preset().base_model
+    return next(iter(bases), None)
 
 
 def _check_trained_from(runs, base_model: str) -> None:
