@@ -422,9 +422,9 @@ def check_followir(folder: str | Path, cap: int = 5) -> list[str]:
     corpus = _read_corpus(folder / "corpus.jsonl")
     queries = _read_queries(folder / "queries.jsonl")
     found: dict[tuple[str, str], list[str]] = {}
-    covered = {}  # file -> the queries it has a usable row for
+    covered, qrels = {}, {}  # file -> the queries it has a usable row for; file -> its judgments
     for name in ("qrels_og/test.jsonl", "qrels_changed/test.jsonl"):
-        _load_qrels(folder / name)  # malformed rows and conflicting scores raise
+        qrels[name] = _load_qrels(folder / name)  # malformed rows and conflicting scores raise
         covered[name] = _unknown_refs(folder / name, "query-id", "corpus-id", queries, corpus, found)
     covered["top_ranked.jsonl"] = _unknown_refs(
         folder / "top_ranked.jsonl", "qid", "pid", queries, corpus, found
@@ -445,14 +445,12 @@ def check_followir(folder: str | Path, cap: int = 5) -> list[str]:
         for name, qids in covered.items():
             if qid not in qids:
                 _note(found, path, n, "_id", f"query {qid!r} has no row in {name} naming a corpus document")
-    _note_changed_docs(folder, found)
+    _note_changed_docs(folder, qrels["qrels_og/test.jsonl"], qrels["qrels_changed/test.jsonl"], found)
     return _capped(found, cap)
 
 
-def _note_changed_docs(folder: Path, found: dict) -> None:
+def _note_changed_docs(folder: Path, og, changed, found: dict) -> None:
     """``check_followir``'s lines for queries judged only 0, and for ``changed_doc_gaps``."""
-    og = _load_qrels(folder / "qrels_og" / "test.jsonl")
-    changed = _load_qrels(folder / "qrels_changed" / "test.jsonl")
     top = _read_top_ranked(folder / "top_ranked.jsonl")
     path = folder / "qrels_og" / "test.jsonl"
     first_line = {}

@@ -185,32 +185,15 @@ def base_model_of(out: str | Path) -> str | None:
     """The backbone the chain's trained runs (``OUT/models``) started from, read from their
     records; None without runs (notebook 04 then takes the preset's, as notebook 03 would train).
     Runs of several backbones are a ``ConfigError``: notebook 04 tests every run against one base
-    model."""
+    model, and ``evaluate_chain`` refuses a base model that is not theirs."""
     from ..reporting.style import backbone_identity
 
-    chain = Chain(Path(out))
-    runs = RunFolder.find(chain.models, with_model=True) if chain.models.exists() else []
+    models = Chain(Path(out)).models
+    runs = RunFolder.find(models, with_model=True) if models.exists() else []
     bases = {str(b) for r in runs if (b := (r.info().get("config") or {}).get("base_model"))}
     if len({backbone_identity(b) for b in bases}) > 1:
-        raise ConfigError(
-            f"{chain.models}: runs trained from {len(bases)} backbones ({', '.join(sorted(bases))})"
-        )
+        raise ConfigError(f"{models}: runs trained from {len(bases)} backbones ({', '.join(sorted(bases))})")
     return next(iter(bases), None)
-
-
-def _check_trained_from(runs, base_model: str) -> None:
-    """A ``ConfigError`` when a trained run started from another backbone than ``base_model``
-    (``base_model_of`` reads it from the runs): notebook 04's tests of each run against the base
-    model would read a backbone's difference as training's effect."""
-    from ..reporting.style import backbone_identity
-
-    for run in runs:
-        started = ((run.info().get("config") or {}).get("base_model")) or base_model
-        if backbone_identity(started) != backbone_identity(base_model):
-            raise ConfigError(
-                f"{run.path} was trained from {started}, not from the base model {base_model!r}: set "
-                "BASE_MODEL to the runs' backbone (base_model_of(OUT) reads it)"
-            )
 
 
 def evaluate_chain(chain: Chain, base_model: str, sets, bootstrap: int = 1000) -> dict[str, list]:
@@ -218,9 +201,18 @@ def evaluate_chain(chain: Chain, base_model: str, sets, bootstrap: int = 1000) -
     ``sets`` (FollowIR-format folders). Appends to ``chain.results`` only what it lacks (after
     ``make demo``, nothing for v1), labelling runs by ``run_label``, then returns every model's
     results in memory, ``{label: [one EvalResult per set]}`` (the embedding cache makes the
-    second pass cheap; its numbers equal the table's: same bootstrap seeds)."""
+    second pass cheap; its numbers equal the table's: same bootstrap seeds). Runs trained from
+    another backbone than ``base_model`` are a ``ConfigError`` (``base_model_of``)."""
+    from ..reporting.style import backbone_identity
+
+    started = base_model_of(chain.root)
+    if started and backbone_identity(started) != backbone_identity(base_model):
+        # each run is tested against the base model: a backbone's difference would pass for training's
+        raise ConfigError(
+            f"{chain.models}: the runs were trained from {started}, not from the base model {base_model!r}; "
+            "set BASE_MODEL to their backbone (base_model_of(OUT))"
+        )
     runs = RunFolder.find(chain.models, with_model=True) if chain.models.exists() else []
-    _check_trained_from(runs, base_model)
     models = {run_label(r.path): str(r.path) for r in runs}
     sets = [str(s) for s in sets]
     out = {}

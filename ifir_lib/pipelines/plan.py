@@ -62,8 +62,8 @@ OUTPUTS += ("figures", "experiment.json")
 def input_digests(fields: dict) -> dict[str, str]:
     """``{field: sha256[:16]}`` of each input named by ``PATH_FIELDS`` in ``fields`` that exists (a
     folder: its files, in name order), and of a ``base_model`` that is a local folder (its model
-    files, ``core.models.model_files``: the folder swapped for another model is seen). The plan stores paths; this is what the files held, so a
-    file replaced between two runs of one experiment is seen. ``"bundled"`` and unset inputs are
+    files, ``core.models.model_files``). The plan stores paths; this is what the files held, so a
+    file replaced between two runs of one experiment, or a base model folder swapped, is seen. ``"bundled"`` and unset inputs are
     left out (the package's own data)."""
     out = {}
     for k in (*PATH_FIELDS, *MODEL_FIELDS):

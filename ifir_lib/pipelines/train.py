@@ -30,6 +30,7 @@ from ..training.dry_run import dry_run as estimate
 from ..training.heldout import split_heldout
 from ..training.trainer import TrainConfig, TrainResult, mode_config, train
 from ..training.trainsets import (
+    MODE_VIEWS,
     TrainSet,
     build_trainset,
     check_decisions_name_seeds,
@@ -152,16 +153,6 @@ def _training_sets(
         sources = data_sources(mode, seeds_path, reversals_path, curation_path if curation else None)
         sets[mode] = (ts.examples, {**ts.manifest(), **sources}, heldout)
     return sets
-
-
-# The views each mode's built set holds (``training.trainsets``): the first is always ``orig``.
-MODE_VIEWS = {
-    "ins-orig": {"orig"},
-    "ins-dv": {"orig", "dv"},
-    "all-orig": {"orig", "query"},
-    "all-dv": {"orig", "dv"},
-    "ins-aug": {"orig", "aug"},
-}
 
 
 def _is_built_set(path) -> bool:

@@ -64,8 +64,8 @@ def mine_negatives(
     same_query = _same_query_passages(seeds, seen)
     for row, i in progress(enumerate(todo), total=len(todo), desc="mine negatives", unit="seed"):
         s = seeds[i]
-        own = [seen[p["text"]] for p in (s["positive"], *s["instruction_negatives"])]
-        own = list(dict.fromkeys([*own, *same_query[normalized_text(s["query"])]]))  # the positive first
+        # its own passages and those of seeds with its query, the positive first
+        own = list(dict.fromkeys([seen[s["positive"]["text"]], *same_query[normalized_text(s["query"])]]))
         pos_score = sims[row, own[0]]
         near = (docs @ docs[own].T).max(axis=1) >= cfg.dup_cosine  # (n_pool,) near any own passage
         chosen = []

@@ -303,13 +303,18 @@ def normalized_text(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text.casefold()).split())
 
 
+def text_key(*texts: str) -> bytes:
+    """A 20-byte digest of ``texts`` as copies are compared (``normalized_text``), to key copies
+    by: a million seeds' keys fit in ~60 MB where the texts would take a gigabyte."""
+    blob = "\x1f".join(normalized_text(str(t)) for t in texts)
+    return hashlib.sha1(blob.encode("utf-8")).digest()
+
+
 def _content_key(seed: dict) -> bytes:
     """What makes two seeds the same seed whatever their ids: the query, instruction and positive
     text, Unicode form, case and spacing aside (``normalized_text``; a 20-byte digest: a million
     seeds' keys fit in ~60 MB)."""
-    parts = (seed["query"], seed["instruction"], seed["positive"]["text"])
-    blob = "\x1f".join(normalized_text(str(x)) for x in parts)
-    return hashlib.sha1(blob.encode("utf-8")).digest()
+    return text_key(seed["query"], seed["instruction"], seed["positive"]["text"])
 
 
 def same_seed_copies(seeds: Iterable[dict]) -> dict[str, str]:
@@ -453,9 +458,9 @@ def written_for(row: dict, seed: dict) -> bool:
     """Whether a synthesis row or reversal was written for ``seed`` as it is now: its
     ``negative_index`` is one of the seed's instruction negatives, its ``seed_sha`` (when it has
     one) is ``seed_fingerprint(seed, negative_index)`` (a v1 digest: without the other negatives),
-    and its ``negative_id`` (when it has one) is
-    that negative's id. Rows of earlier versions lack both fields: only the index is checked.
-    The one rule that synthesis (what to redo), verify, the explorer and training apply."""
+    and its ``negative_id`` (when it has one) is that negative's id. Rows of earlier versions lack
+    both fields: only the index is checked. The one rule that synthesis (what to redo), verify, the
+    explorer and training apply."""
     idx, negs = row.get("negative_index", 0), seed.get("instruction_negatives") or []
     if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < len(negs):
         return False

@@ -188,9 +188,13 @@ class LLM:
     def model(self) -> str:
         return self.backend.model
 
+    @property
+    def where(self) -> str:
+        """The server or local weights behind the model name (the backend's ``cache_where``)."""
+        return getattr(self.backend, "cache_where", "")
+
     def _key(self, messages: list[dict]) -> str:
-        where = getattr(self.backend, "cache_where", "")
-        return cache_key(self.backend.name, self.backend.model, messages, self.params, where)
+        return cache_key(self.backend.name, self.backend.model, messages, self.params, self.where)
 
     def lookup(self, messages: list[dict]) -> Completion | None:
         """The cached answer to ``messages``, or None (no request is sent)."""

@@ -35,7 +35,8 @@ writes:
 
     {"key", "seed_id", "negative_index", "negative_id", "seed_sha", "backend", "model",
      "endpoint"? (a self-hosted server or local weights), "negative" (the N* policy),
-     "negative_rng_seed"? (under ``random``), "decoding": {"temperature", "top_p", "max_tokens"} | null (the baselines),
+     "negative_rng_seed"? (under ``random``),
+     "decoding": {"temperature", "top_p", "max_tokens"} | null (the baselines),
      "status": "accepted"|"declined"|"rejected"|"failed", "reason", "reversal", "reasoning",
      "raw", "template", "template_version", "usage": {"prompt_tokens", "completion_tokens"},
      "cost_usd", "instruction_type", "attempts", "cached", "elapsed_s"}
@@ -766,8 +767,10 @@ def _row(
     c=None,
     attempts: int = 0,
     t0: float = 0.0,
+    where: str = "",
 ) -> dict:
-    """One output row (the schema in the module docstring); ``c`` is the ``Completion`` if any."""
+    """One output row (the schema in the module docstring); ``c`` is the ``Completion`` if any,
+    ``where`` the LLM's server or weights (``LLM.where``; the row's ``endpoint``)."""
     usage = {
         "prompt_tokens": c.prompt_tokens if c else 0,
         "completion_tokens": c.completion_tokens if c else 0,
@@ -781,7 +784,7 @@ def _row(
         "seed_sha": seed_fingerprint(seed, j),  # the version of the seed (and N*) it was written for
         "backend": cfg.backend,
         "model": model,
-        **row_endpoint(cfg),
+        **({"endpoint": where} if where else {}),
         "negative": cfg.negative_policy(),  # which N* the plan picked: merged shards must agree
         **({"negative_rng_seed": cfg.rng_seed} if cfg.negative_policy() == "random" else {}),
         "decoding": row_decoding(cfg),
@@ -827,7 +830,8 @@ def _cached_row(
     hit = llm.lookup(messages)
     if hit is None:
         return None
-    return _row(key, seed, j, cfg, tmpl, parse_and_validate(hit.text, seed, cfg), hit.text, hit, t0=t0)
+    parsed = parse_and_validate(hit.text, seed, cfg)
+    return _row(key, seed, j, cfg, tmpl, parsed, hit.text, hit, t0=t0, where=llm.where)
 
 
 async def _llm_row(
@@ -837,10 +841,10 @@ async def _llm_row(
     try:
         c = await llm.complete(messages)
     except RequestFailed as e:
-        return _row(
-            key, seed, j, cfg, tmpl, Parsed("failed", None, None, e.reason), None, attempts=e.attempts, t0=t0
-        )
-    return _row(key, seed, j, cfg, tmpl, parse_and_validate(c.text, seed, cfg), c.text, c, t0=t0)
+        failed = Parsed("failed", None, None, e.reason)
+        return _row(key, seed, j, cfg, tmpl, failed, None, attempts=e.attempts, t0=t0, where=llm.where)
+    parsed = parse_and_validate(c.text, seed, cfg)
+    return _row(key, seed, j, cfg, tmpl, parsed, c.text, c, t0=t0, where=llm.where)
 
 
 # ---- the loop: items -> rows appended to the output -----------------------------------------

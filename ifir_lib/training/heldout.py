@@ -26,7 +26,7 @@ from sentence_transformers.sentence_transformer.evaluation import SentenceEvalua
 
 from ..core.models import encode, format_query
 from ..seeds.forms import forms
-from ..seeds.schema import normalized_text
+from ..seeds.schema import text_key
 
 
 def _rank(seed_id: str) -> str:
@@ -60,11 +60,6 @@ def split_heldout(seeds: list[dict], n: int) -> tuple[list[dict], list[dict]]:
     return [s for s in seeds if s["id"] not in held], [s for s in seeds if s["id"] in held]
 
 
-def _digest(kind: str, *texts: str) -> bytes:
-    blob = "\x1f".join([kind, *(normalized_text(t) for t in texts)])
-    return hashlib.blake2b(blob.encode("utf-8"), digest_size=16).digest()
-
-
 def related_seeds(seeds: list[dict]) -> dict[str, str]:
     """``{seed id: its group's root id}``, grouping seeds that share a positive text, or a query
     and instruction (``normalized_text``: two exports of one seed set, a seed re-worded by one
@@ -76,11 +71,11 @@ def related_seeds(seeds: list[dict]) -> dict[str, str]:
             parent[x] = x = parent[parent[x]]
         return x
 
-    first: dict[bytes, str] = {}  # a 16-byte digest per key: a million seeds' keys in ~100 MB
+    first: dict[bytes, str] = {}  # a digest per key (``text_key``), not the texts
     for s in seeds:
         keys = (
-            _digest("positive", s["positive"]["text"]),
-            _digest("question", s["query"], s["instruction"]),
+            text_key("positive", s["positive"]["text"]),
+            text_key("question", s["query"], s["instruction"]),
         )
         for key in keys:
             other = first.setdefault(key, s["id"])

@@ -179,8 +179,8 @@ def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, **kwargs)
     A NaN/inf loss stops the run with ``NonFiniteLossError``; earlier checkpoints are kept.
     Keyword arguments: ``mode``, ``manifest``, ``loss``, ``device``, ``heldout``, ``report_to``
     (``tracking.resolve_report_to``), ``keep_checkpoints`` (default False: a finished run's
-    ``checkpoints/`` are removed once its model is saved). A second process training into the same ``out_dir`` fails
-    at once with ``OutputLocked``; an exception marks the run ``failed`` (``RunFolder.record_failure``).
+    ``checkpoints/`` are removed once its model is saved). A second process training into the
+    same ``out_dir`` fails at once with ``OutputLocked``; an exception marks the run ``failed`` (``RunFolder.record_failure``).
     Drivers call this through ``pipelines.train.train_modes``.
     """
     run = RunFolder(out_dir)
@@ -233,7 +233,7 @@ def _train(
         record = dict(mode=mode, rng_seed=cfg.rng_seed, base_model=cfg.base_model, config=cfg_dict, loss=loss)
         record.update(data=manifest or {}, heldout_seeds=len(heldout or []), world_size=world)
         run.start(record, git_commit(), resuming=resuming)
-    model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device)
+    model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device, world)
     args = _training_args(cfg, run, sampler, prompts, tracker_args, device)
     _check_distributed(args, world)
     callbacks = [JsonlLog(run.train_log, run.heldout_log), *tracker_callbacks]
@@ -253,10 +253,9 @@ def _train(
     seconds = time.time() - t0
     if world > 1:
         # each rank records what it ended with (before rank 0 sets the saved max_seq_length), so
-        # a test can check the ranks agreed
+        # a test can check the ranks agreed; then no rank still reads a checkpoint rank 0 removes
         (run.path / f"rank{rank}.fingerprint").write_text(model_fingerprint(model))
-    if world > 1:
-        trainer.accelerator.wait_for_everyone()  # no rank still reads a checkpoint rank 0 removes
+        trainer.accelerator.wait_for_everyone()
     if trainer.is_world_process_zero():
         _save_finished(trainer, model, run, cfg, result, seconds)
         if not keep_checkpoints:
@@ -356,9 +355,10 @@ def _freeze_unused_pooler(model) -> None:
             pooler.requires_grad_(False)
 
 
-def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None):
+def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, world: int = 1):
     """The model (with its stored prompts), the dataset, the loss, the batch sampler and the
-    per-column prompts: what ``SentenceTransformerTrainer`` needs beyond its arguments."""
+    per-column prompts: what ``SentenceTransformerTrainer`` needs beyond its arguments; ``world``
+    processes (``_freeze_unused_pooler`` above one)."""
     import torch
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
@@ -366,7 +366,7 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None):
 
     torch.manual_seed(cfg.rng_seed)
     model = build_model(cfg.base_model, max_seq_length=cfg.max_seq_length, pooling=cfg.pooling, device=device)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if world > 1:
         _freeze_unused_pooler(model)
     model.prompts = {QUERY_PROMPT_NAME: cfg.query_prompt, DOCUMENT_PROMPT_NAME: cfg.document_prompt}
     ds = as_train_dataset(examples, cfg.num_negatives, with_labels=loss == "relation")  # list or Dataset

@@ -664,6 +664,16 @@ def _choose(mode, ids, usable, budget, rng_seed, counts) -> tuple[list[int], int
     return (order(usable) + rest)[:n_seeds], budget
 
 
+# The views each mode's set holds (``_add_examples``): a built set read as it is is checked on them
+MODE_VIEWS = {
+    "ins-orig": {"orig"},
+    "ins-dv": {"orig", "dv"},
+    "all-orig": {"orig", "query"},
+    "all-dv": {"orig", "dv"},
+    "ins-aug": {"orig", "aug"},
+}
+
+
 def _add_examples(mode, chosen_seeds, reversals, pool, add, num_negatives, narrative_share, rng_seed) -> dict:
     """Each chosen seed's examples (its original view and the mode's second view) to ``add``;
     returns the tallies of views and instruction forms."""
