@@ -26,6 +26,7 @@ Not handled here: training into the folder (``training.trainer``), the table of 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -116,6 +117,20 @@ class RunFolder(os.PathLike):
             return json.loads(self.run_file.read_text())
         except (OSError, ValueError):
             return {}
+
+    def identity(self) -> str:
+        """16 hex characters that name this training run wherever its folder lies: a digest of
+        its record's first start, commit, mode, rng_seed, config and training-set sha256
+        (``''`` for a folder with no record or no start: a plain model). A copied or moved run
+        folder keeps it; the same folder trained again gets a new one. Results record it
+        (``run_sha``), so a copy evaluated under another path is not counted as a second run."""
+        info = self.info()
+        if not info.get("started"):
+            return ""
+        fields = {k: info.get(k) for k in ("started", "git_commit", "mode", "rng_seed", "config")}
+        fields["data"] = (info.get("data") or {}).get("sha256")
+        text = json.dumps(fields, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def read(self) -> dict:
         """The run record; a ``DataError`` naming the file when it is not valid JSON."""

@@ -127,7 +127,8 @@ def evaluate_models(
         sets = [f if engine == "mteb" else loaded[f] for f in folders]  # mteb's task records the folder
         results = _evaluate_one(str(models[label]), sets, beir, tasks_todo, engine, cache, options)
         rid = run_id or make_run_id(label, labels["mode"], labels["rng_seed"])
-        row = dict(run_id=rid, model=label, prompts=prompts, plan=plan, **labels)
+        run_sha = RunFolder(models[label]).identity()  # '' for a named model
+        row = dict(run_id=rid, model=label, prompts=prompts, plan=plan, run_sha=run_sha, **labels)
         for r in results:
             if results_csv is not None:  # each row with its set's digest ('' for a named task)
                 save_result(r, results_csv, data_sha=digests.get(r.dataset, ""), **row)

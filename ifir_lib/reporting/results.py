@@ -74,14 +74,22 @@ RESULT_COLUMNS = [
     "plan",
     "backend",
     "data_sha",
+    "run_sha",
 ]
 REQUIRED_RESULT_COLUMNS = RESULT_COLUMNS[:7]
 LEGACY_RESULT_COLUMNS = RESULT_COLUMNS[:12]  # the header before ``prompts`` and ``plan``
-# ... and before ``backend``, and before ``data_sha``
-OLDER_HEADERS = (LEGACY_RESULT_COLUMNS, RESULT_COLUMNS[:14], RESULT_COLUMNS[:15])
+# ... and before ``backend``, before ``data_sha``, and before ``run_sha``
+OLDER_HEADERS = (LEGACY_RESULT_COLUMNS, RESULT_COLUMNS[:14], RESULT_COLUMNS[:15], RESULT_COLUMNS[:16])
 # what a row without these columns means: the model's stored prompts, not from an experiment,
-# encoded by PyTorch fp32, evaluated on a set whose content is unknown ('': no digest recorded)
-RESULT_DEFAULTS = {"prompts": "model", "plan": "", "backend": "torch", "data_sha": ""}
+# encoded by PyTorch fp32, evaluated on a set whose content is unknown ('': no digest recorded),
+# by a model whose training run is unknown (a named model, or a row from before ``run_sha``)
+RESULT_DEFAULTS = {"prompts": "model", "plan": "", "backend": "torch", "data_sha": "", "run_sha": ""}
+# digests left out, with a warning, when a table written before their column takes new rows
+_DIGEST_COLUMNS = ("data_sha", "run_sha")
+_LOST_MEANS = {
+    "data_sha": "a set changed under the same name",
+    "run_sha": "a run folder copied to another path",
+}
 PER_QUERY_COLUMNS = ["run_id", "dataset", "metric", "query_id", "value"]
 _OLD_NAMES = {"config": "mode", "seed": "rng_seed"}
 # dataset names that already hold an average over the FollowIR collections
@@ -133,11 +141,13 @@ def result_rows(
     prompts: str | None = None,
     plan: str = "",
     data_sha: str = "",
+    run_sha: str = "",
 ) -> list[dict]:
     """Rows for the results table, one per metric (x100, with the 95% interval). ``prompts``
     defaults to the result's own (``EvalResult.prompts``), else ``'model'``; ``backend`` is the
     result's own (``EvalResult.backend``), else ``'torch'``; ``data_sha`` is the evaluated set's
-    content digest (``corpora.content_digest``; ``''``: unknown)."""
+    content digest (``corpora.content_digest``; ``''``: unknown); ``run_sha`` the training run's
+    identity (``RunFolder.identity``; ``''``: a named model, or unknown)."""
     prompts = prompts or getattr(result, "prompts", None) or RESULT_DEFAULTS["prompts"]
     backend = getattr(result, "backend", None) or RESULT_DEFAULTS["backend"]
     git = git or git_commit()
@@ -163,6 +173,7 @@ def result_rows(
                 "plan": plan,
                 "backend": backend,
                 "data_sha": data_sha,
+                "run_sha": run_sha,
             }
         )
     return rows
@@ -276,9 +287,9 @@ def _result_columns(path: Path, rows: list[dict]) -> list[str]:
     header = _fields(_first_line(path).removeprefix(b"\xef\xbb\xbf")) if path.is_file() else None
     if header not in OLDER_HEADERS:
         return RESULT_COLUMNS
-    # data_sha is not refused but left out, with a warning: every evaluated folder has one, so
-    # refusing it would close every older table to new rows (and a resumed demo with it)
-    absent = {c: d for c, d in RESULT_DEFAULTS.items() if c not in header and c != "data_sha"}
+    # digests are not refused but left out, with a warning: every evaluated folder has one, so
+    # refusing them would close every older table to new rows (and a resumed demo with it)
+    absent = {c: d for c, d in RESULT_DEFAULTS.items() if c not in header and c not in _DIGEST_COLUMNS}
     odd = sorted({f"{c}={r.get(c)!r}" for r in rows for c, d in absent.items() if r.get(c) not in (None, d)})
     if odd:
         raise DataError(
@@ -287,18 +298,20 @@ def _result_columns(path: Path, rows: list[dict]) -> list[str]:
             f"written before the {'/'.join(absent)} column(s), so it cannot record {', '.join(odd)}; "
             "start a new results file (another --out)",
         )
-    if "data_sha" not in header and any(r.get("data_sha") for r in rows) and path not in _WARNED_NO_DIGEST:
-        _WARNED_NO_DIGEST.add(path)
+    lost = [c for c in _DIGEST_COLUMNS if c not in header and any(r.get(c) for r in rows)]
+    if lost and (path, *lost) not in _WARNED_NO_DIGEST:
+        _WARNED_NO_DIGEST.add((path, *lost))
         log.warning(
-            "%s was written before the data_sha column: the content digests of the sets evaluated "
-            "now are not recorded in it, so a set changed under the same name cannot be told apart "
-            "there; write to a new --out to record them",
+            "%s was written before the %s column(s): what they record is left out of it, so %s "
+            "cannot be told apart there; write to a new --out to record them",
             path,
+            "/".join(lost),
+            " or ".join(_LOST_MEANS[c] for c in lost),
         )
     return header
 
 
-_WARNED_NO_DIGEST: set[Path] = set()  # older tables already warned about (once per process)
+_WARNED_NO_DIGEST: set[tuple] = set()  # (older table, columns) already warned about (once per process)
 
 
 def append_results(path: str | Path, rows: list[dict], per_query: list[dict] | None = None) -> Path:
@@ -355,14 +368,24 @@ def save_result(
     prompts: str | None = None,
     plan: str = "",
     data_sha: str = "",
+    run_sha: str = "",
 ) -> str:
     """Append one result (summary rows + per-query rows) to the table; returns the run_id used.
-    ``data_sha``: the evaluated set's content digest (``''`` for a named mteb task, or unknown).
+    ``data_sha``: the evaluated set's content digest (``''`` for a named mteb task, or unknown);
+    ``run_sha``: the trained model's run identity (``RunFolder.identity``; ``''`` for a named model).
     An integer ``rng_seed`` is written as one (``'01'`` -> ``1``), so one seed has one spelling."""
     if _is_number(rng_seed, integer=True):
         rng_seed = int(str(rng_seed).strip()) if isinstance(rng_seed, str) else int(rng_seed)
     run_id = run_id or make_run_id(model or result.model, mode, rng_seed)
-    labels = dict(model=model, mode=mode, rng_seed=rng_seed, prompts=prompts, plan=plan, data_sha=data_sha)
+    labels = dict(
+        model=model,
+        mode=mode,
+        rng_seed=rng_seed,
+        prompts=prompts,
+        plan=plan,
+        data_sha=data_sha,
+        run_sha=run_sha,
+    )
     append_results(
         path,
         result_rows(result, run_id=run_id, **labels),
@@ -391,7 +414,7 @@ def load_results(path: str | Path) -> pd.DataFrame:
         path,
         "results file not found",
         {c: str for c in ("run_id", "model", "mode", "config", "rng_seed", "seed", "dataset", "metric")}
-        | {"git_commit": str, "prompts": str, "plan": str, "backend": str, "data_sha": str},
+        | {"git_commit": str, "prompts": str, "plan": str, "backend": str, "data_sha": str, "run_sha": str},
     )
     return check_results(df, path)
 
@@ -819,21 +842,29 @@ def one_evaluation_per_run(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def same_run_under_two_labels(rows: pd.DataFrame) -> pd.MultiIndex:
-    """``(run_id, dataset)`` of the evaluations that repeat another under a second spelling of one
-    run folder: same set, mode, rng_seed and conditions, labels ending in the same two folders
-    (``rng0/ins-dv``), and the same value for every metric in ``rows`` (give it the whole table:
-    a subset of one metric could tie by chance). One run folder reached by two spellings
-    (``runs/ins-dv`` and ``runs/ins-dv/``, or an experiment collected again after it moved) was
-    counted as two runs, with an sd of 0. Two trained runs do not agree on every metric to the
-    last digit unless they are one model; a sweep's ``lr1/ins-dv`` and ``lr3/ins-dv`` end in other
-    folders and are never compared. The latest evaluation stays; one warning names the labels."""
+    """``(run_id, dataset)`` of the evaluations that repeat another of the same training run
+    under another label: same set, mode, rng_seed and conditions, and either the same ``run_sha``
+    (``RunFolder.identity``: a run folder copied or moved anywhere keeps it) or, for rows without
+    one (written before the column), labels ending in the same two folders (``rng0/ins-dv``) and
+    the same value for every metric in ``rows`` (give it the whole table: a subset of one metric
+    could tie by chance). One run folder reached by two spellings (``runs/ins-dv`` and
+    ``runs/ins-dv/``, an experiment collected again after it moved, a copy under ``backup/``)
+    was counted as two runs, with an sd of 0. Without a ``run_sha`` two trained runs count as one
+    only when they agree on every metric to the last digit; a sweep's ``lr1/ins-dv`` and
+    ``lr3/ins-dv`` end in other folders and are never compared. The latest evaluation stays; one
+    warning names the labels."""
     none = pd.MultiIndex.from_tuples([], names=["run_id", "dataset"])
     if rows.empty or "value" not in rows.columns:
         return none
     key = ["dataset", "mode", "rng_seed", *(c for c in CONDITION_COLUMNS if c in rows.columns), "_folder"]
     cells = rows[["run_id", *key[:-1], "model", "metric"]].astype(str).assign(value=rows["value"].map(repr))
     parts = cells["model"].str.rstrip("/\\").str.split(r"[/\\]+")
-    cells = _stamped(cells.assign(_folder=parts.str[-2:].str.join("/")), rows)
+    folder = "/" + parts.str[-2:].str.join("/")  # '/...': never a run_sha
+    sha = rows["run_sha"].fillna("").astype(str).str.strip() if "run_sha" in rows.columns else ""
+    if isinstance(sha, pd.Series):  # one training run, wherever its folder lies: scores need not tie
+        folder = folder.where(sha == "", sha)
+        cells = cells.assign(value=cells["value"].where(sha == "", ""))
+    cells = _stamped(cells.assign(_folder=folder), rows)
     scores = cells.sort_values(["metric", "value"]).groupby(["run_id", "dataset"], sort=False)
     evals = scores.agg({**{c: "first" for c in key[1:]}, "model": "first", "_stamp": "max", "_order": "max"})
     evals["_scores"] = scores.apply(lambda g: tuple(zip(g["metric"], g["value"])), include_groups=False)
@@ -850,8 +881,8 @@ def same_run_under_two_labels(rows: pd.DataFrame) -> pd.MultiIndex:
     ]
     warn_once(
         log,
-        "%d evaluation(s) repeat another model label's scores on every metric and are left out as the "
-        "same run under another name: %s",
+        "%d evaluation(s) repeat another model label's training run (its run_sha, or, without one, its "
+        "scores on every metric) and are left out as the same run under another name: %s",
         int(same.sum()),
         "; ".join(dict.fromkeys(said[:3])),
     )

@@ -166,6 +166,7 @@ def _example_results(rng: np.random.Generator) -> tuple[list[dict], list[dict]]:
                 "plan": "",
                 "backend": "torch",
                 "data_sha": "",  # made-up sets: no content to digest
+                "run_sha": "",  # and no run folders
             }
             for d in _EXAMPLE_DATASETS:
                 q = rng.normal(pmrr, 20, size=12).clip(-100, 100)

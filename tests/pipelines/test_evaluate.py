@@ -192,3 +192,30 @@ def test_a_label_that_contradicts_the_run_record_is_refused_or_named(tmp_path, c
     labels_of(run.path, "INS-DV")  # the record's mode in another case: no warning
     assert "though its run record says" not in caplog.text
     assert labels_of(run.path, "base", 0) == ("base", 0)  # an experiment may start from a trained run
+
+
+@pytest.mark.slow
+def test_a_run_folder_copied_under_other_folders_is_one_run(tmp_path, minilm, private_cache, caplog):
+    """A finished run copied to ``backup/run-a`` and evaluated there too was a second run (sd 0,
+    a smaller p): its label ends in other folders, and scores need not tie to the last digit
+    (another machine). Both rows carry the run's identity (``run_sha``), so the readers keep one;
+    the same folder trained again is another run."""
+    folder = _set(tmp_path / "eval")
+    run = RunFolder(tmp_path / "exp" / "models" / "ins-dv")
+    minilm.save(str(run.path))
+    run.start({"mode": "ins-dv", "rng_seed": 0, "config": {"lr": 1e-5}, "data": {"sha256": "ab"}}, "c0")
+    run.finish()
+    copy = tmp_path / "backup" / "run-a"
+    shutil.copytree(run.path, copy)
+    out = tmp_path / "r.csv"
+    evaluate_models([run.path, copy], followir=[folder], results_csv=out, bootstrap=0, style=None)
+    table = R.load_results(out)
+    assert table["run_sha"].nunique() == 1 and len(table["run_sha"].iloc[0]) == 16
+    with caplog.at_level(logging.WARNING):
+        kept = R.runs_to_read(table)
+    assert kept["model"].nunique() == 1 and "same run under another name" in caplog.text
+    assert kept["model"].iloc[0] == str(copy)  # the latest evaluation stays
+    info = run.info()
+    run.write({**info, "started": "2099-01-01T00:00:00"})  # trained again in its folder: a new run
+    assert run.identity() not in ("", table["run_sha"].iloc[0])
+    assert RunFolder(tmp_path / "eval").identity() == ""  # not a run

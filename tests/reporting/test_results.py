@@ -39,8 +39,8 @@ def test_rows_say_which_prompts_and_which_plan(tmp_path):
     r = fake_result("fir", [1.0, 2.0])
     R.save_result(r, path, run_id="a", model="m")
     R.save_result(r, path, run_id="b", model="m", prompts="benchmark", plan="3f9a0c")
-    assert R.RESULT_COLUMNS[-4:] == ["prompts", "plan", "backend", "data_sha"]
-    assert R.OLDER_HEADERS == (R.RESULT_COLUMNS[:-4], R.RESULT_COLUMNS[:-2], R.RESULT_COLUMNS[:-1])
+    assert R.RESULT_COLUMNS[-5:] == ["prompts", "plan", "backend", "data_sha", "run_sha"]
+    assert R.OLDER_HEADERS == tuple(R.RESULT_COLUMNS[:-k] for k in (5, 3, 2, 1))
     df = R.load_results(path)
     assert df[["run_id", "prompts", "plan"]].values.tolist() == [
         ["a", "model", ""],
@@ -310,7 +310,7 @@ def test_one_run_folder_under_two_spellings_is_one_run(caplog):
     )
     kept = R.runs_to_read(df)
     assert list(kept["run_id"]) == ["x1", "y1", "z0", "z1", "w0", "v0"]
-    assert "2 evaluation(s) repeat another model label's scores" in caplog.text
+    assert "2 evaluation(s) repeat another model label's training run" in caplog.text
     assert "/a/exp/models/rng0/ins-dv (as /b/moved/models/rng0/ins-dv)" in caplog.text
     # judged on every metric of the table, whatever subset a reader averages: a tie on p-MRR alone
     # with MAP apart is two runs for the table, the summaries (figures) and compare alike
@@ -417,3 +417,29 @@ def test_runs_of_one_mode_sharing_an_rng_seed_are_named(caplog):
     caplog.clear()
     R.runs_to_read(df[df["run_id"] != "b"])
     assert "share an rng_seed" not in caplog.text
+
+
+def test_run_sha_tells_copies_from_runs_that_tie(caplog):
+    """With ``run_sha`` the label's folders and a tie on every metric no longer decide: a copy
+    under other folders, scored a digit apart on another machine, is one run; two runs whose
+    labels end alike and whose scores tie on a small set stay two."""
+    df = _evals(
+        ("a0", "/exp/models/rng0/ins-dv", "ins-dv", 0, "v1", -1.25, "2026-01-01"),
+        ("a1", "/backup/copy-a", "ins-dv", 0, "v1", -1.2500001, "2026-01-02"),  # the same run, copied
+        ("b0", "/e1/models/rng0/ins-dv", "ins-dv", 0, "v1", 3.0, "2026-01-01"),
+        ("b1", "/e2/models/rng0/ins-dv", "ins-dv", 0, "v1", 3.0, "2026-01-01"),  # another run that ties
+    )
+    df["run_sha"] = ["1111222233334444", "1111222233334444", "aaaa", "bbbb"]
+    kept = R.runs_to_read(df)
+    assert list(kept["run_id"]) == ["a1", "b0", "b1"]
+    assert "/exp/models/rng0/ins-dv (as /backup/copy-a)" in caplog.text
+    # an older table without the column, read with the trailing-folder rule: b1 and b0 are one
+    assert list(R.runs_to_read(df.drop(columns="run_sha"))["run_id"]) == ["a0", "a1", "b1"]
+
+
+def test_an_older_table_takes_new_rows_without_run_sha_and_says_so(tmp_path, caplog):
+    old = tmp_path / "old.csv"
+    old.write_text(",".join(R.RESULT_COLUMNS[:16]) + "\n")
+    R.save_result(fake_result("v1", [1.0]), old, model="runs/a", mode="ins-dv", run_sha="1234abcd1234abcd")
+    assert "before the run_sha column" in caplog.text
+    assert R.load_results(old).loc[0, "run_sha"] == ""  # not recorded: unknown
