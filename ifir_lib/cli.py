@@ -139,18 +139,22 @@ def _cmd_data(a):
 
 def _validate(a):
     """``ifir data validate``: the problems, one a line, then what was checked (the rule: ``DESCRIPTIONS``)."""
+    from .evaluation.corpora import Kept
     from .pipelines.bundle import is_bundled, validate_data
 
     if bad := [x for x in a.audit if "=" not in x]:
         raise ConfigError(f"--audit {bad[0]!r}: expected KIND=FILE, e.g. reversal=my_audit.jsonl")
     audits = dict(x.split("=", 1) for x in a.audit)
-    problems = validate_data(a.seeds, a.followir, audits)
-    for p in problems:
-        print(p)
+    lines = validate_data(a.seeds, a.followir, audits)
+    problems = [p for p in lines if not isinstance(p, Kept)]
+    for p in lines:
+        print(f"note (scored as it stands): {p}" if isinstance(p, Kept) else p)
     rules = "the release's rules and audits" if is_bundled(a.seeds) else "seed schema and consistency"
     given = f", audits {', '.join(audits)}" if audits else ""
+    notes = f" and {len(lines) - len(problems)} notes" if len(lines) > len(problems) else ""
     print(
-        f"{len(problems)} problems ({a.seeds}: {rules}{given}; {a.followir or 'every bundled evaluation set'})"
+        f"{len(problems)} problems{notes} ({a.seeds}: {rules}{given}; "
+        f"{a.followir or 'every bundled evaluation set'})"
     )
     return 1 if problems else 0
 

@@ -405,6 +405,12 @@ def _followir_folder(folder: str | Path) -> Path:
     return folder
 
 
+class Kept(str):
+    """A line of ``check_followir`` about rows that are scored as they stand, as mteb scores them
+    (``changed_doc_gaps``): worth knowing, not a problem of the folder (``ifir data validate``
+    prints it as a note and does not fail on it)."""
+
+
 def check_followir(folder: str | Path, cap: int = 5) -> list[str]:
     """Every row of a FollowIR-format folder that ``load_followir`` would drop, ignore or report,
     as ``file:line: field 'f': what``; at most ``cap`` per file and field, then a count. Empty means
@@ -416,12 +422,12 @@ def check_followir(folder: str | Path, cap: int = 5) -> list[str]:
     the original one again, without a candidate in the corpus, without og or changed judgments
     (mteb drops those) or judged only 0 (dropped); and, kept but reported (``changed_doc_gaps``),
     changed documents outside the query's candidates and relevant documents unjudged under the
-    changed instruction.
+    changed instruction: these lines are ``Kept``.
     """
     folder = _followir_folder(folder)
     corpus = _read_corpus(folder / "corpus.jsonl")
     queries = _read_queries(folder / "queries.jsonl")
-    found: dict[tuple[str, str], list[str]] = {}
+    found: dict[tuple, list[str]] = {}  # (file, field, str or Kept) -> lines
     covered, qrels = {}, {}  # file -> the queries it has a usable row for; file -> its judgments
     for name in ("qrels_og/test.jsonl", "qrels_changed/test.jsonl"):
         qrels[name] = _load_qrels(folder / name)  # malformed rows and conflicting scores raise
@@ -470,24 +476,26 @@ def _note_changed_docs(folder: Path, og, changed, found: dict) -> None:
         outside, unjudged = changed_doc_gaps(docs, changed.get(qid, {}), top.get(qid, []))
         if outside:
             what = f"query {qid!r}: changed documents not among its candidates in top_ranked.jsonl"
-            _note(found, path, n, "corpus-id", f"{what} (0 in p-MRR): {_preview(outside)}")
+            _note(found, path, n, "corpus-id", Kept(f"{what} (0 in p-MRR): {_preview(outside)}"))
         if unjudged and qid in changed:
             what = f"query {qid!r}: relevant documents with no judgment in qrels_changed (count as changed)"
-            _note(found, path, n, "corpus-id", f"{what}: {_preview(unjudged)}")
+            _note(found, path, n, "corpus-id", Kept(f"{what}: {_preview(unjudged)}"))
 
 
-def _capped(found: dict[tuple[str, str], list[str]], cap: int) -> list[str]:
-    """The first ``cap`` lines per (file, field), then one line counting the rest."""
+def _capped(found: dict[tuple, list[str]], cap: int) -> list[str]:
+    """The first ``cap`` lines per (file, field, kind), then one line counting the rest."""
     out = []
-    for (where, fld), lines in found.items():
+    for (where, fld, kind), lines in found.items():
         out += lines[:cap]
         if len(lines) > cap:
-            out.append(f"{where}: field '{fld}': {len(lines) - cap} more like these")
+            out.append(kind(f"{where}: field '{fld}': {len(lines) - cap} more like these"))
     return out
 
 
 def _note(found: dict, path: Path, n: int, fld: str, what: str) -> None:
-    found.setdefault((str(path), fld), []).append(f"{path}:{n}: field '{fld}': {what}")
+    """Add a line for ``path``'s line ``n``; a ``Kept`` ``what`` makes a ``Kept`` line."""
+    kind = type(what) if isinstance(what, Kept) else str
+    found.setdefault((str(path), fld, kind), []).append(kind(f"{path}:{n}: field '{fld}': {what}"))
 
 
 def _unknown_refs(path: Path, q_key: str, d_key: str, queries, corpus, found: dict) -> set[str]:

@@ -330,6 +330,27 @@ def test_folder_rows_naming_what_it_lacks_are_listed(tmp_path, capsys, case):
     assert code == 1 and f"{fir / name}:{says}" in out.splitlines()
 
 
+def test_rows_scored_as_they_stand_are_notes_not_problems(tmp_path, capsys):
+    """A faithful export whose changed document is not among the query's candidates (mteb scores
+    it, as 0 in p-MRR) made ``ifir data validate`` exit 1 as if the folder were broken; it is a
+    note now, with exit 0, and a real problem beside it still fails."""
+    fir = _hand_written_followir(tmp_path / "fir")
+    _jsonl(
+        fir / "top_ranked.jsonl", [{"qid": "q1", "pid": d} for d in ("d1", "d3")]
+    )  # d2 changed, not pooled
+    seeds = _jsonl(tmp_path / "seeds.jsonl", [MINIMAL])
+    code, out, _ = _validate(capsys, seeds, fir)
+    lines = out.splitlines()
+    assert code == 0, out
+    assert lines[0].startswith(f"note (scored as it stands): {fir / 'qrels_og' / 'test.jsonl'}:1:")
+    assert "changed documents not among its candidates" in lines[0]
+    assert lines[-1].startswith("0 problems and 1 notes")
+    with (fir / "qrels_og" / "test.jsonl").open("a") as fh:
+        fh.write(json.dumps(_qrel("q1", "ghost", 1)) + "\n")
+    code, out, _ = _validate(capsys, seeds, fir)
+    assert code == 1 and out.splitlines()[-1].startswith("1 problems and ")
+
+
 MALFORMED = {  # rows no loader can read: one line, exit 2
     "bad JSON": ("corpus.jsonl", '{"_id": "d4", "text": ', "4: invalid JSON"),
     "a missing field": (
