@@ -29,7 +29,13 @@ import pandas as pd
 
 from ..core.errors import DataError
 from ..core.run_folder import RunFolder
-from ..reporting.results import _OLD_NAMES, REQUIRED_RESULT_COLUMNS, backbone_of, load_results
+from ..reporting.results import (
+    _OLD_NAMES,
+    REQUIRED_RESULT_COLUMNS,
+    RESULT_DEFAULTS,
+    backbone_of,
+    load_results,
+)
 
 COLUMNS = [
     "run",
@@ -132,10 +138,21 @@ def evaluated_before(timestamps: pd.Series, finished: str | None, slack_minutes:
 
 
 def _headline(res: pd.DataFrame) -> dict:
-    """``{'<dataset>:<metric>': value}`` for the headline metrics, the latest row of each."""
+    """``{'<dataset>:<metric>': value}`` for the headline metrics, the latest row of each. Rows
+    encoded by another backend than PyTorch fp32, or with the benchmark's prompts, are headlines
+    of their own (``'v1:p_mrr [onnx-int8]'``): the latest of any kind showed an int8 number
+    where the table's torch number was expected."""
     res = res[res["metric"].isin(HEADLINE_METRICS)].sort_values("timestamp", kind="stable")
-    last = res.groupby(["dataset", "metric"], sort=False)["value"].last()
-    return {f"{d}:{m}": float(v) for (d, m), v in last.items()}
+    kinds = [res[c].astype(str) for c in ("backend", "prompts")]
+    last = res.groupby(["dataset", "metric", *kinds], sort=False)["value"].last()
+    return {f"{d}:{m}{_condition(b, p)}": float(v) for (d, m, b, p), v in last.items()}
+
+
+def _condition(backend: str, prompts: str) -> str:
+    """``''`` for the default condition (torch, the model's prompts), else ``' [onnx, benchmark prompts]'``."""
+    said = [backend] * (backend != RESULT_DEFAULTS["backend"])
+    said += [f"{prompts} prompts"] * (prompts != RESULT_DEFAULTS["prompts"])
+    return f" [{', '.join(said)}]" if said else ""
 
 
 def runs_table(root: str | Path = "out", *, details: bool = True) -> pd.DataFrame:

@@ -222,3 +222,20 @@ def test_a_mode_with_the_same_examples_and_config_reuses_the_finished_run(tmp_pa
     assert "same_as" not in json.loads((tmp_path / "other" / "all-dv" / "ifir_run.json").read_text())
     train_modes(tmp_path, modes=("all-orig",), budget=12, **kw)
     assert "same_as" not in json.loads((tmp_path / "all-orig" / "ifir_run.json").read_text())
+
+
+def test_a_later_evaluation_by_another_backend_is_a_headline_of_its_own(root):
+    """The listing showed the latest row of any kind: an int8 evaluation written after the torch
+    one replaced the torch number without a word."""
+    table = root / "backends" / "results.csv"
+    run = str(root / "models" / "ins-dv")
+    save_result(_result("followir_be", 2.0, 80.0), table, model=run, mode="ins-dv", rng_seed=3)
+    int8 = _result("followir_be", 3.5, 79.0)
+    int8.backend = "onnx-int8"
+    save_result(int8, table, model=run, mode="ins-dv", rng_seed=3)
+    save_result(
+        _result("followir_be", 1.0, 70.0), table, model=run, mode="ins-dv", rng_seed=3, prompts="benchmark"
+    )
+    row = runs_table(root).set_index("run").loc["models/ins-dv"]
+    assert row["followir_be:p_mrr"] == 2.0 and row["followir_be:p_mrr [onnx-int8]"] == 3.5
+    assert row["followir_be:score [benchmark prompts]"] == 70.0
