@@ -63,10 +63,15 @@ def _words(text: str) -> list[str]:
 
 def copies_4gram(instruction: str, doc: str) -> bool:
     """True when a span of 4 consecutive words of ``instruction`` occurs in ``doc``."""
+    return copies_span(instruction, doc, 4)
+
+
+def copies_span(instruction: str, doc: str, n: int) -> bool:
+    """True when a span of ``n`` consecutive words of ``instruction`` occurs in ``doc``."""
     w = _words(instruction)
-    grams = {tuple(w[i : i + 4]) for i in range(len(w) - 3)}
+    grams = {tuple(w[i : i + n]) for i in range(len(w) - n + 1)}
     d = _words(doc)
-    return any(tuple(d[i : i + 4]) in grams for i in range(len(d) - 3))
+    return bool(grams) and any(tuple(d[i : i + n]) in grams for i in range(len(d) - n + 1))
 
 
 def capitalised_terms(text: str) -> set[str]:

@@ -139,7 +139,7 @@ class OpenAIBackend:
         """``text`` without the API key, the URL's credentials or any URL's credentials."""
         return redact(text, self._secrets)
 
-    async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int]:
+    async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int, bool]:
         import openai
 
         try:
@@ -188,7 +188,13 @@ class OpenAIBackend:
             raise _Transient("empty choices")
         text = resp.choices[0].message.content or ""
         u = resp.usage
-        return text, int(getattr(u, "prompt_tokens", 0) or 0), int(getattr(u, "completion_tokens", 0) or 0)
+        cut = resp.choices[0].finish_reason == "length"  # stopped at max_tokens, mid-answer
+        return (
+            text,
+            int(getattr(u, "prompt_tokens", 0) or 0),
+            int(getattr(u, "completion_tokens", 0) or 0),
+            cut,
+        )
 
     def _not_an_api(self, status: str) -> str:
         return self.redact(
@@ -288,7 +294,7 @@ class TransformersBackend:
     def redact(self, text: str) -> str:
         return text
 
-    def _generate(self, messages: list[dict], params: dict) -> tuple[str, int, int]:
+    def _generate(self, messages: list[dict], params: dict) -> tuple[str, int, int, bool]:
         import torch
 
         with self._lock:
@@ -308,9 +314,11 @@ class TransformersBackend:
                 out = self.lm.generate(**inputs, **kw)
             n_in = inputs["input_ids"].shape[1]
             new = out[0, n_in:]  # (n_new,)
-            return self.tokenizer.decode(new, skip_special_tokens=True), int(n_in), int(new.shape[0])
+            # stopped at max_new_tokens, not at the end of its answer
+            cut = int(new.shape[0]) >= kw["max_new_tokens"] and int(new[-1]) != self.tokenizer.eos_token_id
+            return self.tokenizer.decode(new, skip_special_tokens=True), int(n_in), int(new.shape[0]), cut
 
-    async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int]:
+    async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int, bool]:
         try:
             return await asyncio.to_thread(self._generate, messages, params)
         except BackendError:

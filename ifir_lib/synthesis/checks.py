@@ -2,7 +2,8 @@
 
 ``parse_answer`` extracts ``<answer><new_instruction>...</new_instruction></answer>`` (the
 Appendix A output format of arXiv 2604.18845); ``check_reversal`` rejects what the prompt's
-guardrails forbid (passage ids, meta-task language, a near-copy of I, too many sentences).
+guardrails forbid (passage ids, meta-task language, a near-copy of I, a span copied from a
+passage, too many sentences, no content).
 ``phrasing_style`` classifies how an instruction is worded, so data sets can be balanced by
 style (docs/method.md §4). Not handled here: whether the reversal really swaps the labels (that
 takes a reader: ``verify``, or the audit of the bundled data).
@@ -15,6 +16,8 @@ import dataclasses
 import difflib
 import re
 from dataclasses import dataclass
+
+from ..seeds.cues import copies_span
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,17 @@ _META_WORDS = (
     "relevance",
 )
 _WORDS = re.compile(r"[a-z0-9]+")
+# a decline in words: "None - nothing separates them.", "N/A", "No sound reversal exists." (the
+# prompt asks for exactly "None"; models paraphrase it). "None of ..." may open an instruction.
+_DECLINE = re.compile(
+    r"(none|n/?a)\b(?!\s+of\b).*|no\s+(sound|valid|suitable|possible|meaningful|objective|clear|good|such)\s+"
+    r"(complementary\s+|reversed\s+)?(reversal|instruction|attribute|criterion|distinction)s?\b.*",
+    re.I | re.S,
+)
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{%|%\}")  # template syntax echoed instead of filled
+MIN_WORDS = 3  # words with two letters or more: "N/A", "." and "..." say nothing
+COPY_SPAN = 12  # consecutive words shared with a passage: the bundled reversals share at most 11
+ABSTRACT_SPAN = 4  # the abstract style copies no 4-word span of N* (docs/method.md §2)
 _SENT = re.compile(
     r"(?<!\b[A-Z])(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)(?<!\bDr)(?<!\bSt)[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])"
 )
@@ -78,8 +92,10 @@ def count_sentences(text: str) -> int:
 def parse_answer(raw: str | None) -> Parsed:
     """Extract ``<answer><new_instruction>...</new_instruction></answer>`` (the last answer block).
 
-    ``'...<answer>None</answer>' -> declined``; no or malformed tags, or empty text -> rejected.
-    The text before the answer is kept as ``reasoning``.
+    ``'...<answer>None</answer>' -> declined``, and so is a decline in words (``'N/A'``, ``'None -
+    nothing separates them'``, ``'No sound reversal exists.'``); no or malformed tags, two
+    ``<new_instruction>`` blocks, or empty text -> rejected. The text before the answer is kept
+    as ``reasoning``.
     """
     raw = raw or ""
     blocks = list(_ANSWER.finditer(raw))
@@ -91,15 +107,17 @@ def parse_answer(raw: str | None) -> Parsed:
     m = blocks[-1]
     reasoning = raw[: m.start()].strip() or None
     body = m.group(1).strip()
-    if re.fullmatch(r"none\.?", body, re.I):
+    if _DECLINE.fullmatch(body):
         return Parsed("declined", None, reasoning, None)
-    inner = _NEW.search(body)
-    if inner is None:
+    inner = list(_NEW.finditer(body))
+    if not inner:
         return Parsed(
             "rejected", None, reasoning, "garbled tags: no <new_instruction>...</new_instruction> in <answer>"
         )
-    text = re.sub(r"\s+", " ", inner.group(1)).strip().strip("\"'“”").strip()
-    if re.fullmatch(r"none\.?", text, re.I):
+    if len(inner) > 1:
+        return Parsed("rejected", None, reasoning, f"{len(inner)} <new_instruction> blocks in one answer")
+    text = re.sub(r"\s+", " ", inner[0].group(1)).strip().strip("\"'“”").strip()
+    if _DECLINE.fullmatch(text):
         return Parsed("declined", None, reasoning, None)
     if not text:
         return Parsed("rejected", None, reasoning, "empty instruction")
@@ -137,13 +155,21 @@ def check_reversal(
     copy_ratio: float = 0.9,
     copy_jaccard: float = 0.8,
     check_copy: bool = True,
+    copy_span: int = COPY_SPAN,
+    target: int | None = None,
 ) -> str | None:
     """Why ``text`` is not a usable reversal of ``seed``, or None when it passes.
 
-    Rejects passage ids, meta-task language (arXiv 2604.18845 App. A guardrails), a near-copy of
-    the original instruction (difflib ratio > ``copy_ratio`` or word Jaccard > ``copy_jaccard``),
-    and more than ``max_sentences`` sentences (the prompt asks for 1-2).
+    Rejects fewer than ``MIN_WORDS`` words or echoed template syntax, passage ids, meta-task
+    language (arXiv 2604.18845 App. A guardrails), a near-copy of the original instruction
+    (difflib ratio > ``copy_ratio`` or word Jaccard > ``copy_jaccard``), a span of ``copy_span``
+    consecutive words copied from the positive or an instruction negative (word matching would
+    solve that view), and more than ``max_sentences`` sentences (the prompt asks for 1-2).
+    ``target``: the index of N*, for the abstract style, whose reversal copies no
+    ``ABSTRACT_SPAN``-word span of it.
     """
+    if why := _no_content(text):
+        return why
     low = text.lower()
     for p in [seed["positive"], *seed["instruction_negatives"], *seed.get("hard_negatives", [])]:
         if len(str(p["id"])) >= 3 and _mentions(low, str(p["id"]).lower()):
@@ -163,6 +189,8 @@ def check_reversal(
         jac = _jaccard(text, orig)
         if jac > copy_jaccard:
             return f"near-copy of the original instruction (word Jaccard {jac:.2f})"
+    if why := _copied_span(text, seed, copy_span, target):
+        return why
     # n sentences need n-1 terminators: skip the regex when there are too few to exceed the max
     n = count_sentences(text) if sum(map(text.count, ".!?")) >= max_sentences else 1
     if n > max_sentences:
@@ -170,17 +198,41 @@ def check_reversal(
     return None
 
 
-def parse_and_validate(raw: str | None, seed: dict, cfg=None, check_copy: bool = True) -> Parsed:
+def _no_content(text: str) -> str | None:
+    if _PLACEHOLDER.search(text):
+        return "template syntax instead of an instruction"
+    if len(re.findall(r"[^\W\d_]{2,}", text)) < MIN_WORDS:
+        return f"no content: fewer than {MIN_WORDS} words"
+    return None
+
+
+def _copied_span(text: str, seed: dict, span: int, target: int | None) -> str | None:
+    """A passage of ``seed`` that ``text`` copies ``span`` consecutive words of (``ABSTRACT_SPAN``
+    for N* when ``target`` is its index), named by role and id; else None."""
+    negatives = seed["instruction_negatives"]
+    if target is not None and copies_span(text, negatives[target]["text"], ABSTRACT_SPAN):
+        return f"abstract style: copies a {ABSTRACT_SPAN}-word span of N* ({negatives[target]['id']!r})"
+    for role, p in [("the positive", seed["positive"]), *(("instruction negative", n) for n in negatives)]:
+        if copies_span(text, p["text"], span):
+            return f"copies {span} consecutive words of {role} {p['id']!r}"
+    return None
+
+
+def parse_and_validate(
+    raw: str | None, seed: dict, cfg=None, check_copy: bool = True, target: int | None = None
+) -> Parsed:
     """``parse_answer`` then ``check_reversal``: an accepted answer may become rejected, with a reason.
 
-    ``cfg`` is anything with ``max_sentences``, ``copy_ratio`` and ``copy_jaccard`` (a
-    ``SynthesisConfig``); None uses ``check_reversal``'s defaults.
+    ``cfg`` is anything with ``max_sentences``, ``copy_ratio``, ``copy_jaccard`` and ``copy_span``
+    (a ``SynthesisConfig``); None uses ``check_reversal``'s defaults. ``target``: N*'s index
+    under the abstract style (``check_reversal``).
     """
     p = parse_answer(raw)
     if p.status != "accepted":
         return p
-    limits = {k: getattr(cfg, k) for k in ("max_sentences", "copy_ratio", "copy_jaccard")} if cfg else {}
-    why = check_reversal(p.reversal, seed, check_copy=check_copy, **limits)
+    names = ("max_sentences", "copy_ratio", "copy_jaccard", "copy_span")
+    limits = {k: getattr(cfg, k) for k in names if hasattr(cfg, k)} if cfg else {}
+    why = check_reversal(p.reversal, seed, check_copy=check_copy, target=target, **limits)
     return dataclasses.replace(p, status="rejected", reason=why) if why else p
 
 

@@ -42,7 +42,8 @@ class _Transient(Exception):
 
 @dataclass
 class Completion:
-    """One chat answer. ``attempts`` counts HTTP attempts (0 for a cache hit)."""
+    """One chat answer. ``attempts`` counts HTTP attempts (0 for a cache hit); ``truncated``: cut
+    at ``max_tokens``, so its last ``<answer>`` may be one the model was about to revise."""
 
     text: str
     prompt_tokens: int = 0
@@ -50,6 +51,7 @@ class Completion:
     attempts: int = 0
     cached: bool = False
     elapsed_s: float = 0.0
+    truncated: bool = False  # the answer stopped at max_tokens (finish_reason "length")
 
 
 # ---- retry policy -------------------------------------------------------------------------------
@@ -212,6 +214,7 @@ class LLM:
             attempts=0,
             cached=True,
             elapsed_s=time.monotonic() - t0,
+            truncated=bool(hit.get("truncated", False)),
         )
 
     async def complete(self, messages: list[dict]) -> Completion:
@@ -227,7 +230,7 @@ class LLM:
                 attempt += 1
                 self.stats.requests += 1
                 try:
-                    text, n_in, n_out = await self.backend(messages, self.params)
+                    text, n_in, n_out, cut = await self.backend(messages, self.params)
                     break
                 except _Transient as e:
                     reason = self.backend.redact(e.reason)
@@ -258,12 +261,15 @@ class LLM:
                     "text": text,
                     "prompt_tokens": n_in,
                     "completion_tokens": n_out,
+                    "truncated": cut,
                     "backend": self.backend.name,
                     "model": self.backend.model,
                     "created": time.time(),
                 },
             )
-        return Completion(text, n_in, n_out, attempts=attempt, cached=False, elapsed_s=time.monotonic() - t0)
+        return Completion(
+            text, n_in, n_out, attempts=attempt, cached=False, elapsed_s=time.monotonic() - t0, truncated=cut
+        )
 
     async def aclose(self):
         await self.backend.aclose()

@@ -32,6 +32,12 @@ class PromptTemplate:
     source: str
 
     @property
+    def abstract(self) -> bool:
+        """Whether this is the abstract style's prompt (its header's name), whose reversals must
+        copy no 4-word span of N* (``checks.ABSTRACT_SPAN``)."""
+        return self.name == Path(STYLE_TEMPLATES["abstract"]).stem
+
+    @property
     def full_version(self) -> str:
         """``"1.0+3fa2b1c0"``: the declared version, and the text's hash (catches silent edits)."""
         return f"{self.version}+{self.sha}"

@@ -97,7 +97,7 @@ from ..core.progress import progress
 from ..core.secrets import redact_url
 from ..seeds.schema import load_seeds, seed_fingerprint, written_for
 from .backends import OpenAIBackend, TransformersBackend, backend_where
-from .checks import Parsed, parse_and_validate
+from .checks import COPY_SPAN, Parsed, parse_and_validate
 from .llm import LLM, ResponseCache, run_sync
 from .prompts import DEFAULT_TEMPLATE, PromptTemplate, load_template, render_prompt
 from .template import TEMPLATE_BASELINE_VERSION, template_reversal
@@ -178,6 +178,7 @@ class SynthesisConfig:
     max_sentences: int = 4
     copy_ratio: float = 0.9  # difflib ratio above which I' is a near-copy of I
     copy_jaccard: float = 0.8  # word-set Jaccard above which I' is a near-copy
+    copy_span: int = COPY_SPAN  # consecutive words shared with a passage that make I' a copy of it
     use_cache: bool = True
     cache_dir: str | None = None  # None: config.cache_dir()/llm (IFIR_CACHE overrides)
     retry_failed: bool = True  # on resume, drop failed rows and try them again
@@ -830,8 +831,9 @@ def _cached_row(
     hit = llm.lookup(messages)
     if hit is None:
         return None
-    parsed = parse_and_validate(hit.text, seed, cfg)
-    return _row(key, seed, j, cfg, tmpl, parsed, hit.text, hit, t0=t0, where=llm.where)
+    return _row(
+        key, seed, j, cfg, tmpl, _parsed(hit, seed, j, cfg, tmpl), hit.text, hit, t0=t0, where=llm.where
+    )
 
 
 async def _llm_row(
@@ -843,8 +845,17 @@ async def _llm_row(
     except RequestFailed as e:
         failed = Parsed("failed", None, None, e.reason)
         return _row(key, seed, j, cfg, tmpl, failed, None, attempts=e.attempts, t0=t0, where=llm.where)
-    parsed = parse_and_validate(c.text, seed, cfg)
-    return _row(key, seed, j, cfg, tmpl, parsed, c.text, c, t0=t0, where=llm.where)
+    return _row(key, seed, j, cfg, tmpl, _parsed(c, seed, j, cfg, tmpl), c.text, c, t0=t0, where=llm.where)
+
+
+def _parsed(c, seed: dict, j: int, cfg, tmpl: PromptTemplate) -> Parsed:
+    """The checked answer of ``c``; an answer cut at ``max_tokens`` is rejected whatever it holds
+    (its last whole ``<answer>`` may be one the model was revising when it was cut)."""
+    parsed = parse_and_validate(c.text, seed, cfg, target=j if tmpl.abstract else None)
+    if not c.truncated:
+        return parsed
+    why = f"truncated: the answer reached max_tokens ({cfg.max_tokens}); raise --max-tokens"
+    return Parsed("rejected", None, parsed.reasoning, why)
 
 
 # ---- the loop: items -> rows appended to the output -----------------------------------------
@@ -1163,7 +1174,8 @@ def merge_shards(
     The shards must have been written under one identity (``output_identity``, from each shard's
     sidecar, or its rows' when it has none): else a ``ConfigError`` names two shards and the
     options that differ, before anything is written. Duplicates keep the first non-failed row; two
-    different accepted reversals for one key are counted as ``conflicts``. With ``seeds``,
+    different accepted reversals for one key, or two statuses (accepted in one shard, rejected or
+    declined in another), are counted as ``conflicts``. With ``seeds``,
     completeness is checked against the keys the seeds imply (the policy ``negative`` defaults to
     ``all`` when keys carry ``#``, else the seeds' own ``reference`` negative); a key whose rows
     were all written for another version of its seed (``schema.written_for``: a shard made from
@@ -1207,7 +1219,8 @@ def merge_shards(
 
 
 def _merge_rows(paths, on_conflict: str) -> tuple[dict, int, int]:
-    """``({(key, seed_sha): row}, duplicates, conflicts)`` over the shards, first non-failed row kept."""
+    """``({(key, seed_sha): row}, duplicates, conflicts)`` over the shards, first non-failed row
+    kept; a conflict is two rows that disagree in what training reads (``_disagree``)."""
     best: dict[tuple, dict] = {}
     origin: dict[tuple, str] = {}
     dups = conflicts = 0
@@ -1220,19 +1233,28 @@ def _merge_rows(paths, on_conflict: str) -> tuple[dict, int, int]:
             dups += 1
             old = best[v]
             if old.get("status") == "failed" and r.get("status") != "failed":
-                best[v] = r
-            elif old.get("status") == r.get("status") == "accepted" and old.get("reversal") != r.get(
-                "reversal"
-            ):
+                best[v], origin[v] = r, str(p)
+            elif why := _disagree(old, r):
                 conflicts += 1
                 if on_conflict == "error":
                     raise DataError(
-                        p,
-                        None,
-                        f"key {v[0]!r} has another accepted reversal in {origin[v]}; nothing was written",
-                        "reversal",
+                        p, None, f"key {v[0]!r} {why} in {origin[v]}; nothing was written", "reversal"
                     )
     return best, dups, conflicts
+
+
+def _disagree(old: dict, new: dict) -> str | None:
+    """How two rows of one key and seed version disagree in what training reads (a failed row
+    does not count): another accepted reversal, or another status (accepted in one shard and
+    rejected or declined in the other: which one the merge kept decided whether the seed trains)."""
+    a, b = old.get("status"), new.get("status")
+    if "failed" in (a, b):
+        return None
+    if a == b == "accepted" and old.get("reversal") != new.get("reversal"):
+        return "has another accepted reversal"
+    if a != b:
+        return f"is {b} here and {a}"
+    return None
 
 
 def _sans_endpoint(ident: dict) -> dict:

@@ -43,8 +43,10 @@ VERIFY_COLUMNS = (
     "verify_flip",
     "verify_margin_og",
     "verify_margin_rev",
+    "verify_embedder",  # which embedder gave the flip verdict (a rerun may use another)
     "verify_judge",
     "verify_judge_reason",
+    "verify_judge_model",  # which LLM gave the judge's verdict
 )
 
 
@@ -208,9 +210,17 @@ def verify(
             [n for _, _, _, n in pairs],
             batch_size,
         )
+        name = (
+            embedder
+            if isinstance(embedder, str)
+            else getattr(model, "name_or_path", None) or type(model).__name__
+        )
         for (i, _, _, _), (og, rev) in zip(pairs, margins):
             out[i].update(
-                verify_margin_og=round(og, 6), verify_margin_rev=round(rev, 6), verify_flip=og > 0 and rev > 0
+                verify_margin_og=round(og, 6),
+                verify_margin_rev=round(rev, 6),
+                verify_flip=og > 0 and rev > 0,
+                verify_embedder=str(name),
             )
     if judge is not None and pairs:
         if judge.backend not in ("openai", "transformers"):
@@ -220,7 +230,7 @@ def verify(
         llm = build_llm(judge)
         verdicts = run_sync(_judge_all(llm, out, pairs, load_template(judge_template)))
         for (i, _, _, _), (ok, why) in zip(pairs, verdicts):
-            out[i].update(verify_judge=ok, verify_judge_reason=why)
+            out[i].update(verify_judge=ok, verify_judge_reason=why, verify_judge_model=judge.model)
     return out
 
 
@@ -232,11 +242,14 @@ class VerifySummary:
     flips: int
     judged: int
     judge_yes: int
+    flip_checked: int | None = None  # rows with a flip verdict; None: the flip check did not run
 
     def format(self) -> str:
         s = f"verify -> {self.out}: {self.checked} of {self.rows} rows accepted and checked"
-        if self.checked:
-            s += f"; retriever flip {self.flips}/{self.checked}"
+        if self.flip_checked is None:
+            s += "; retriever flip not run (--no-embedder)"
+        elif self.flip_checked:
+            s += f"; retriever flip {self.flips}/{self.flip_checked}"
         if self.judged:
             s += f"; judge yes {self.judge_yes}/{self.judged}"
         return s
@@ -278,13 +291,16 @@ def verify_file(
     checked = [
         r for r in rows if r.get("verify_flip") is not None or r.get("verify_judge_reason") is not None
     ]
+    # verdicts kept from an earlier run are not this run's: counted only for the checks that ran
+    ran_flip, ran_judge = kwargs.get("embedder", "minilm") is not None, kwargs.get("judge") is not None
     return VerifySummary(
         str(target),
         len(rows),
         len(checked),
-        sum(1 for r in rows if r.get("verify_flip")),
-        sum(1 for r in rows if r.get("verify_judge") is not None),
-        sum(1 for r in rows if r.get("verify_judge")),
+        sum(1 for r in rows if r.get("verify_flip")) if ran_flip else 0,
+        sum(1 for r in rows if r.get("verify_judge") is not None) if ran_judge else 0,
+        sum(1 for r in rows if r.get("verify_judge")) if ran_judge else 0,
+        sum(1 for r in rows if r.get("verify_flip") is not None) if ran_flip else None,
     )
 
 

@@ -129,8 +129,14 @@ class FakeOpenAIServer:
             text = "No attribute separates these documents cleanly.\n<answer>None</answer>"
         elif fault == "garbled":
             text = "<answer><new_instruction>Only recent reports</answer>"
+        elif fault == "truncated":  # a revision cut at max_tokens, after an answer it abandons
+            text = (
+                "<answer><new_instruction>Only prescription drugs.</new_instruction></answer>\n"
+                "Wait, that keeps the positive in. Revised:\n<answer><new_instruction>Only preventive"
+            )
         else:
             text = default_reversal(prompt)
+        finish = "length" if fault == "truncated" else "stop"
         return web.json_response(
             {
                 "id": f"chatcmpl-{self.requests}",
@@ -138,7 +144,7 @@ class FakeOpenAIServer:
                 "created": 0,
                 "model": body.get("model"),
                 "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                    {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
                 ],
                 "usage": {
                     "prompt_tokens": len(prompt) // 4,

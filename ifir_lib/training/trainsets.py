@@ -127,7 +127,8 @@ def load_reversals(path: str | Path, counts: dict | None = None) -> dict[str, di
     seed and which N* the reversal was written for (None in rows written before they existed).
     With several accepted rows per seed (``--negative all``, or a row redone after its seed was
     edited) the first is the entry and the later ones are in its ``"later"`` list;
-    ``build_trainset`` takes the first one written for the current seed (``match_reversals``).
+    ``build_trainset`` takes the one with the lowest N* index written for the current seed
+    (``match_reversals``). A ``reversal`` that is not a string is a ``DataError``.
     ``seed_id`` must be a string and ``negative_index`` a whole number >= 0, else a ``DataError``.
     """
     out, counts = _Reversals(), counts if counts is not None else {}
@@ -144,6 +145,10 @@ def load_reversals(path: str | Path, counts: dict | None = None) -> dict[str, di
             continue
         if not row.get("reversal"):
             raise DataError(path, n, "accepted row without a reversal", "reversal")
+        if not isinstance(row["reversal"], str):
+            raise DataError(
+                path, n, f"must be a string (an instruction), got {row['reversal']!r:.80}", "reversal"
+            )
         rev = _reversal_entry(path, n, row)
         first = out.setdefault(row["seed_id"], rev)
         if first is not rev:
@@ -189,9 +194,12 @@ class MatchedReversals(_Reversals):
 
 
 def match_reversals(seeds, reversals: dict[str, dict], seeds_name: str = "the seeds") -> MatchedReversals:
-    """The reversals usable with ``seeds`` now: for each seed the first accepted entry (the entry,
-    then its ``"later"`` ones) whose ``seed_sha`` equals ``seed_fingerprint(seed, negative_index)``
-    and whose ``negative_id`` is the id of that instruction negative. A missing ``seed_sha`` or
+    """The reversals usable with ``seeds`` now: for each seed the accepted entry with the lowest
+    ``negative_index`` (the first in file order on a tie; rows arrive in the order the LLM answers,
+    so file order would change between two identical runs) whose ``seed_sha`` equals
+    ``seed_fingerprint(seed, negative_index)``, whose ``negative_id`` is the id of that instruction
+    negative, and whose text is not the seed's instruction (``normalized_text``: counted as
+    ``reversals_copy_of_instruction`` and named in a warning). A missing ``seed_sha`` or
     ``negative_id`` (rows of earlier versions, reversals built in Python) is not checked: only
     that the index is one of the seed's negatives. Seeds whose every entry fails are *stale* (the
     seed was edited, its negatives reordered, or the rows belong to another seed file with the
@@ -206,21 +214,34 @@ def match_reversals(seeds, reversals: dict[str, dict], seeds_name: str = "the se
     known = set(ids)
     out = MatchedReversals()
     out.source = getattr(reversals, "source", None) or "the reversals given"
-    stale = []
+    stale, copies = [], []
     for seed in _seeds_named(seeds, ids, arrow, reversals):
-        rev = next((r for r in _entries(reversals[seed["id"]]) if _written_for(seed, r)), None)
-        if rev is None:
+        current = [r for r in _entries(reversals[seed["id"]]) if _written_for(seed, r)]
+        usable = [
+            r for r in current if normalized_text(str(r["reversal"])) != normalized_text(seed["instruction"])
+        ]
+        if not current:
             stale.append(seed["id"])
-        else:
+        elif not usable:
+            copies.append(f"{seed['id']} ({_where(current[0])})")
+        else:  # the lowest N* index, whatever order the rows arrived in (the first one on a tie)
+            rev = min(usable, key=lambda r: r.get("negative_index", 0))
             out[seed["id"]] = {k: v for k, v in rev.items() if k != "later"}
+    if copies:
+        log.warning(
+            "%d reversal(s) in %s are the seed's own instruction (case, spacing and quotes aside), so both "
+            "views would hold one query with swapped labels: not trained, e.g. %s",
+            len(copies),
+            out.source,
+            "; ".join(copies[:3]),
+        )
     unmatched = [sid for sid in reversals if sid not in known]
 
     def rows(sids) -> int:  # accepted rows, several per seed with --negative all
         return sum(len(_entries(reversals[sid])) for sid in sids)
 
-    out.counts = {
-        k: v for k, v in (("reversals_stale", len(stale)), ("reversals_unmatched", rows(unmatched))) if v
-    }
+    named = (("reversals_stale", len(stale)), ("reversals_unmatched", rows(unmatched)))
+    out.counts = {k: v for k, v in (*named, ("reversals_copy_of_instruction", len(copies))) if v}
     if stale:
         log.warning(
             "the reversals in %s of %d seeds in %s were written for an earlier version of the seed (its "
@@ -241,6 +262,11 @@ def match_reversals(seeds, reversals: dict[str, dict], seeds_name: str = "the se
             ", ".join(unmatched[:5]),
         )
     return out
+
+
+def _where(rev: dict) -> str:
+    """``file:line`` of an entry read from a file, else ``'given in Python'``."""
+    return f"{rev['file']}:{rev['line']}" if rev.get("file") else "given in Python"
 
 
 def _entries(rev: dict) -> list[dict]:

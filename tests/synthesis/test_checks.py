@@ -36,6 +36,27 @@ from ifir_lib.testing.inputs import make_seed
             None,
         ),
         (None, "rejected", None, "missing <answer> tag"),
+        # declines in words (the prompt asks for exactly "None"; models paraphrase it)
+        (
+            "<answer><new_instruction>No sound reversal exists.</new_instruction></answer>",
+            "declined",
+            None,
+            None,
+        ),
+        ("<answer>None - no objective attribute separates them.</answer>", "declined", None, None),
+        ("<answer><new_instruction>N/A</new_instruction></answer>", "declined", None, None),
+        (
+            "<answer><new_instruction>None of the pricing notes; dosage advice only.</new_instruction></answer>",
+            "accepted",
+            "None of the pricing notes; dosage advice only.",
+            None,
+        ),
+        (
+            "<answer><new_instruction>Only Spain.</new_instruction><new_instruction>Only Chile.</new_instruction></answer>",
+            "rejected",
+            None,
+            "2 <new_instruction> blocks",
+        ),
     ],
 )
 def test_parse_answer(raw, status, reversal, reason):
@@ -69,6 +90,9 @@ SEED = make_seed(0)  # instruction "Only consider studies conducted in Germany."
         ("Only consider studies conducted in Germany.", "near-copy"),
         ("Only consider the studies conducted in Germany!", "near-copy"),
         ("Use Spain. Skip Germany. Skip Chile. Skip Japan. Skip Kenya.", "too long: 5 sentences"),
+        (".", "no content"),  # what '...' and 'N/A'-like answers trained as before
+        ("Spain!", "no content"),
+        ("{{ new_instruction }}", "template syntax"),
     ],
 )
 def test_check_reversal_rejects(text, why):
@@ -95,3 +119,42 @@ def test_count_sentences():
         rc.count_sentences("Use UK data. Skip blogs (e.g. Medium). U.S. reports are fine! Why? Because.") == 5
     )
     assert rc.count_sentences("One sentence only") == 1
+
+
+LONG = make_seed(1)
+LONG["instruction_negatives"][0]["text"] = (
+    "Migraine prevention is offered to adults with headaches on four or more days a month. First-line "
+    "options include the beta-blocker propranolol, the anticonvulsant topiramate and the antidepressant "
+    "amitriptyline, each started at a low dose and raised slowly."
+)
+
+
+@pytest.mark.parametrize(
+    "text, target, why",
+    [
+        # a sentence of N* as the instruction: the reversed view is solved by word matching
+        (
+            "Relevant: first-line options include the beta-blocker propranolol, the anticonvulsant topiramate "
+            "and the antidepressant amitriptyline.",
+            None,
+            "copies 12 consecutive words of instruction negative 'neg-0001-0'",
+        ),
+        ("Only preventive drugs such as the beta-blocker propranolol, at a low dose.", 0, "abstract style"),
+    ],
+)
+def test_a_reversal_copied_from_a_passage_is_rejected(text, target, why):
+    assert rc.check_reversal(text, LONG, target=target).startswith(why)
+    if target is not None:  # the same text is fine for the reference style
+        assert rc.check_reversal(text, LONG) is None
+
+
+def test_the_bundled_reversals_pass_the_checks(bundled_seeds):
+    """The reviewed reversals (reference, abstract against its N*) pass every check: the limits
+    (``COPY_SPAN``, ``MIN_WORDS``, the decline phrases) reject none of them."""
+    for s in bundled_seeds:
+        j = s["reference_negative_index"]
+        assert rc.check_reversal(s["reference_reversal"], s) is None, s["id"]
+        if s.get("abstract_reversal"):
+            assert rc.check_reversal(s["abstract_reversal"], s, target=j) is None, s["id"]
+        answer = f"<answer><new_instruction>{s['reference_reversal']}</new_instruction></answer>"
+        assert rc.parse_answer(answer).status == "accepted"

@@ -245,3 +245,21 @@ def test_merge_refuses_shards_of_other_options_and_writes_a_sidecar(tmp_path):
         ConfigError, match=r"m.jsonl holds rows written with other options \(backend 'template'"
     ):
         sio.synthesize([make_seed(i) for i in range(6)], m, backend="reference", progress=False)
+
+
+def test_shards_that_disagree_on_a_key_s_status_are_a_conflict(tmp_path):
+    """One shard accepted a key, another rejected it: the first path on the command line decided
+    whether the seed trains, and the merge counted no conflict, so ``--on-conflict error`` (the
+    CLI's) never refused. A failed row still gives way to any other."""
+    a, b, c = (tmp_path / f"{n}.jsonl" for n in "abc")
+    a.write_text(json.dumps(_row("seed-0000", status="rejected")) + "\n")
+    b.write_text(json.dumps(_row("seed-0000")) + "\n")
+    c.write_text(json.dumps(_row("seed-0000", status="failed")) + "\n")
+    m = sio.merge_shards([a, b], tmp_path / "m.jsonl")
+    assert (m.duplicates, m.conflicts) == (1, 1)
+    with pytest.raises(
+        DataError, match=rf"{b}: field 'reversal': key 'seed-0000' is accepted here and rejected in {a}"
+    ):
+        sio.merge_shards([a, b], tmp_path / "m2.jsonl", on_conflict="error")
+    m = sio.merge_shards([c, b], tmp_path / "m3.jsonl", on_conflict="error")
+    assert m.conflicts == 0 and sio.load_synthesis(tmp_path / "m3.jsonl")[0]["status"] == "accepted"

@@ -418,3 +418,19 @@ def test_edited_seed_is_refused_then_redone_and_appended(server, tmp_path):
     assert len(out.read_text().splitlines()) == 4
     # training takes the row written for the seed as it is now
     assert match_reversals(edited, load_reversals(out))["seed-0000"]["reversal"] == new["reversal"]
+
+
+def test_an_answer_cut_at_max_tokens_is_rejected_even_from_the_cache(server, tmp_path):
+    """``finish_reason: length`` was dropped: an answer cut mid-revision was accepted with the
+    reversal the model had just abandoned, and the cache kept it for every rerun."""
+    seeds = [make_seed(i) for i in range(2)]
+    server.rules = {seeds[0]["query"]: "truncated"}
+    syn.synthesize(seeds, tmp_path / "a.jsonl", cfg(server))
+    by = {r["key"]: r for r in sio.load_synthesis(tmp_path / "a.jsonl")}
+    assert (by["seed-0000"]["status"], by["seed-0000"]["reversal"]) == ("rejected", None)
+    assert by["seed-0000"]["reason"].startswith("truncated: the answer reached max_tokens (2048)")
+    assert by["seed-0001"]["status"] == "accepted"
+    server.rules, server.requests = {}, 0
+    syn.synthesize(seeds, tmp_path / "b.jsonl", cfg(server))  # the same prompts: from the cache
+    again = {r["key"]: r for r in sio.load_synthesis(tmp_path / "b.jsonl")}
+    assert server.requests == 0 and again["seed-0000"]["reason"].startswith("truncated")

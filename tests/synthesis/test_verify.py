@@ -69,9 +69,10 @@ def test_verify_file_rewrites_atomically(minilm, tmp_path):
     p = tmp_path / "rows.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
     s = verify_file(p, [SEED], embedder=minilm)
-    assert (s.rows, s.checked, s.flips) == (3, 2, 1)
+    assert (s.rows, s.checked, s.flips, s.flip_checked) == (3, 2, 1, 2)
     rows = sio.load_synthesis(p)
     assert [r["verify_flip"] for r in rows] == [True, False, None]
+    assert rows[0]["verify_embedder"] and rows[2]["verify_embedder"] is None  # which embedder said so
     # no temp file left; the lock file (core.locks) stays behind, empty
     assert sorted(x.name for x in tmp_path.iterdir()) == ["rows.jsonl", "rows.jsonl.lock"]
 
@@ -135,8 +136,17 @@ def test_verify_cli_with_judge(server, tmp_path, capsys):
             server.url,
         ]
     )
-    assert rc == 0 and "judge yes" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    yes = judge_order("py#0") + judge_order("py#1")  # the fake judge: A=yes, B=no
+    assert rc == 0 and f"judge yes {yes}/2" in out
+    # no flip check ran: it said "retriever flip 0/2", read as "no reversal flips"
+    assert "retriever flip not run (--no-embedder)" in out and "flip 0/" not in out
     assert Path(rows).read_text().count("verify_") == 0  # --out given: the input is untouched
+    assert {
+        r["verify_judge_model"]
+        for r in sio.load_synthesis(tmp_path / "v.jsonl")
+        if r["verify_judge"] is not None
+    } == {DEFAULT_MODEL}
     assert [r["verify_judge"] is not None for r in sio.load_synthesis(tmp_path / "v.jsonl")] == [
         True,
         True,

@@ -458,3 +458,35 @@ def test_malformed_reversal_rows_name_file_line_and_field(tmp_path):
     rows[2].update(negative_index=2, negative_id="neg-0002-2")
     ts = build_trainset("ins-dv", seeds, load_reversals(_write_rows(path, rows)), num_negatives=3)
     assert ts.counts["reversals_stale"] == 1 and ts.counts["seeds_used"] == 2
+
+
+def test_under_negative_all_the_lowest_n_star_trains_whatever_the_file_order(tmp_path):
+    """Rows are appended as the LLM answers arrive: the first accepted row per seed, the one
+    trained, changed between two identical runs and again after a merge re-sorted the file."""
+    seeds = [make_seed(i) for i in range(3)]
+    rows = [_syn_row(s, j) for s in seeds for j in (1, 0)]  # N* 1 answered before N* 0
+    shuffled = _write_rows(tmp_path / "a.jsonl", rows)
+    in_order = _write_rows(tmp_path / "b.jsonl", [_syn_row(s, j) for s in seeds for j in (0, 1)])
+    sets = [build_trainset("ins-dv", seeds, load_reversals(p), num_negatives=3) for p in (shuffled, in_order)]
+    assert sets[0].examples == sets[1].examples
+    dv = {e["id"]: e for e in sets[0].examples}["seed-0000::dv"]
+    assert dv["positive"] == seeds[0]["instruction_negatives"][0]
+
+
+def test_a_reversal_that_is_the_instruction_is_not_trained(tmp_path, caplog):
+    """The reference backend and hand-made files pass no check: a reversal equal to I (case and
+    spacing aside) made two examples of one query with swapped labels. A non-string reversal
+    failed late, in training, naming no file."""
+    seeds = [make_seed(i) for i in range(3)]
+    rows = [_syn_row(s) for s in seeds]
+    rows[1]["reversal"] = "  " + seeds[1]["instruction"].upper() + " "
+    path = _write_rows(tmp_path / "syn.jsonl", rows)
+    with caplog.at_level("WARNING", logger="ifir_lib.training.trainsets"):
+        ts = build_trainset("ins-dv", seeds, load_reversals(path), num_negatives=3)
+    assert ts.counts["reversals_copy_of_instruction"] == 1
+    assert {e["group"] for e in ts.examples} == {"seed-0000", "seed-0002"}
+    assert f"seed-0001 ({path}:2)" in caplog.text and "the seed's own instruction" in caplog.text
+    rows[1]["reversal"] = {"instruction": "Only Kenya."}
+    path = _write_rows(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(DataError, match=f"{path}:2: field 'reversal': must be a string"):
+        load_reversals(path)
