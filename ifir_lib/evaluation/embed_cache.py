@@ -5,7 +5,7 @@ is the sha256 of ``kind + "\\0" + text`` (kind is ``"query"`` or ``"document"``,
 prompt applies); the fingerprint (``models.model_fingerprint``) covers weights, prompts, max
 length and each module's configuration (pooling, lower-casing, tokenizer), so a fine-tuned model,
 or a copy pooled differently, never reads another model's vectors, and a backend other than
-PyTorch's adds its name (``cache_fingerprint``: ``<fp>-onnx-int8``), so int8 vectors never stand
+PyTorch's adds its name (``cache_fingerprint``: ``<fp>-onnx-int8-v3``), so int8 vectors never stand
 in for fp32 ones. Each encode call that
 produces new vectors writes one shard (vectors first, keys last, each via an atomic rename), so
 concurrent runs and interrupted runs never leave a half-written entry that would be read.
@@ -26,9 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from ..core.config import cache_dir
+from ..core.errors import DataError
 from ..core.locks import shared_append
 from ..core.models import encode, model_fingerprint, prompt_name
 from ..core.progress import progress
+from .onnx_backend import EXPORT_VERSION, ONNX_BACKENDS
+from .openvino_backend import OPENVINO_BACKENDS
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +42,12 @@ def text_key(text: str, kind: str) -> str:
 
 
 def cache_fingerprint(fingerprint: str, backend: str = "torch") -> str:
-    """The cache folder's name: ``cache_fingerprint('ab12', 'onnx-int8') -> 'ab12-onnx-int8'``;
-    PyTorch's vectors keep the bare fingerprint (``cache_fingerprint('ab12') -> 'ab12'``)."""
+    """The cache folder's name: ``cache_fingerprint('ab12', 'onnx-int8') -> 'ab12-onnx-int8-v3'``;
+    PyTorch's vectors keep the bare fingerprint (``cache_fingerprint('ab12') -> 'ab12'``). An
+    exported backend's name carries the export recipe (``onnx_backend.EXPORT_VERSION``): vectors
+    an older recipe computed are not read after an upgrade that replaced it."""
+    if backend in (*ONNX_BACKENDS, *OPENVINO_BACKENDS):
+        return f"{fingerprint}-{backend}-v{EXPORT_VERSION}"
     return fingerprint if backend == "torch" else f"{fingerprint}-{backend}"
 
 
@@ -72,6 +79,13 @@ class EmbeddingCache:
         if len(keys) != len(vecs):
             log.warning("embedding cache: skipping shard %s (keys/vectors length mismatch)", kpath)
             return
+        if self._shards and vecs.shape[1:] != self._shards[0].shape[1:]:
+            raise DataError(
+                kpath,
+                None,
+                f"vectors of width {vecs.shape[1:]} beside shards of width {self._shards[0].shape[1:]} in "
+                "one model's cache: two models shared its fingerprint; delete the folder",
+            )
         n = len(self._shards)
         self._shards.append(vecs)
         for row, k in enumerate(keys.tolist()):

@@ -297,6 +297,7 @@ class OnnxEncoder:
 
     prompts = property(lambda self: self.model.prompts)
     default_prompt_name = property(lambda self: getattr(self.model, "default_prompt_name", None))
+    truncate_dim = property(lambda self: getattr(self.model, "truncate_dim", None))
     tokenizer = property(lambda self: self.model.tokenizer)
     max_seq_length = property(lambda self: self.model.max_seq_length)
 
@@ -337,18 +338,21 @@ class OnnxEncoder:
         normalize_embeddings: bool = False,
         show_progress_bar: bool = False,
         convert_to_numpy: bool = True,
+        truncate_dim: int | None = None,
         **_ignored,
     ) -> np.ndarray:
         """``SentenceTransformer.encode`` for a list of texts: (n, dim) float32 numpy, longest first
-        in batches (as sentence-transformers sorts). ``encode(['a'], normalize_embeddings=True)``."""
+        in batches (as sentence-transformers sorts), cut to ``truncate_dim`` (else the model's)
+        before normalising, as sentence-transformers does. ``encode(['a'], normalize_embeddings=True)``."""
         prompt = self._prompt(prompt, prompt_name)
+        dim = truncate_dim or self.truncate_dim
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.empty((len(texts), 0), dtype=np.float32)
         for start in progress(
             range(0, len(texts), batch_size), disable=not show_progress_bar, desc="Batches"
         ):
             idx = order[start : start + batch_size]
-            vecs = self._embed([texts[i] for i in idx], prompt).numpy()
+            vecs = self._embed([texts[i] for i in idx], prompt).numpy()[:, :dim]
             if normalize_embeddings:
                 vecs = vecs / np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
             if out.shape[1] == 0:

@@ -24,3 +24,17 @@ def test_a_folder_trained_again_is_loaded_again(tmp_path, minilm):
     before, after = (m.encode(["solar panels in the UK"], normalize_embeddings=True) for m in (first, again))
     assert np.allclose(after, retrained.encode(["solar panels in the UK"], normalize_embeddings=True))
     assert not np.allclose(before, after)
+
+
+def test_a_cached_model_a_caller_changed_is_loaded_again(tmp_path, minilm, caplog):
+    """A notebook that set ``max_seq_length = 16`` on the model ``load_model`` returned changed what
+    a later evaluation of the same name scored (p-MRR -5.03 -> 0.00 under the label ``minilm``)."""
+    folder = tmp_path / "m"
+    minilm.save(str(folder))
+    first = load_model(str(folder), device="cpu")
+    first.max_seq_length = 16
+    with caplog.at_level("WARNING"):
+        again = load_model(str(folder), device="cpu")
+    assert again is not first and again.max_seq_length == minilm.max_seq_length
+    assert "max_seq_length changed since" in caplog.text
+    assert load_model(str(folder), device="cpu") is again  # unchanged since: cached

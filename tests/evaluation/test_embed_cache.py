@@ -112,3 +112,14 @@ def test_a_copy_pooled_otherwise_keys_its_own_vectors(tmp_path):
     assert model_fingerprint(a) == model_fingerprint(again)
     va, vb = (encode_cached(m, texts, "query") for m in (a, b))
     assert np.allclose(vb, encode(b, texts, "query"), atol=1e-5) and not np.allclose(va, vb, atol=1e-2)
+
+
+def test_shards_of_two_widths_in_one_folder_are_an_error():
+    """Two models that shared a fingerprint wrote 384- and 32-wide vectors into one folder; the
+    reader took whichever it found first."""
+    from ifir_lib.core.errors import DataError
+
+    EmbeddingCache("fpw").put(["a" * 32], np.ones((1, 4), dtype=np.float32))
+    EmbeddingCache("fpw").put(["b" * 32], np.ones((1, 2), dtype=np.float32))
+    with pytest.raises(DataError, match="beside shards of width"):
+        EmbeddingCache("fpw").get(["a" * 32])

@@ -93,7 +93,11 @@ def test_cache_keys_differ_by_backend(minilm, fir, onnx_cache):
     for backend in ("torch", "onnx-int8"):
         evaluate_followir(minilm, fir, bootstrap=0, backend=backend)
     fp = model_fingerprint(minilm)
-    assert cache_fingerprint(fp) == fp and cache_fingerprint(fp, "onnx-int8") == f"{fp}-onnx-int8"
+    # an exported backend's vectors carry the export recipe: an older one's are not read
+    assert (
+        cache_fingerprint(fp) == fp
+        and cache_fingerprint(fp, "onnx-int8") == f"{fp}-onnx-int8-v{O.EXPORT_VERSION}"
+    )
     stores = {b: EmbeddingCache(cache_fingerprint(fp, b)) for b in ("torch", "onnx-int8")}
     texts = [format_document(d) for d in load_followir(fir).corpus.values()]
     keys = [text_key(t, "document") for t in texts]
@@ -181,3 +185,17 @@ def test_export_is_traced_with_eager_attention_and_the_model_keeps_its_own(minil
     assert not old.exists() and other.exists()  # ... nor kept; another model's export stays
     for p in (other, path):
         p.unlink()
+
+
+def test_a_truncated_model_keys_its_own_vectors_and_onnx_truncates_it(minilm, texts, tmp_path):
+    """``truncate_dim`` was in no cache key: a model saved with ``truncate_dim=32`` and plain MiniLM
+    shared one cache folder, so whichever ran second read the other's vectors (the packaged
+    baseline then scored p-MRR -3.31 for -5.03), and ONNX ignored it."""
+    fp = model_fingerprint(minilm)
+    cut = copy.copy(minilm)
+    cut.truncate_dim = 32
+    assert model_fingerprint(cut) != fp and model_fingerprint(minilm) == fp  # plain: unchanged
+    ref = encode(cut, texts, "document")
+    got = encode(encoder_for(cut, "onnx"), texts, "document")
+    assert ref.shape == got.shape == (len(texts), 32)
+    assert (got * ref).sum(1).min() > 1 - 1e-4
