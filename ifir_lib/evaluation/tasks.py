@@ -25,7 +25,9 @@ The file, in reading order:
 With a data directory (``--data-dir DIR`` or ``IFIR_DATA_DIR=DIR``), a repo ``owner/name`` found at
 ``DIR/owner/name`` (what ``hf download owner/name --repo-type dataset --local-dir DIR/owner/name``
 writes) is read from there instead: only the path given to ``load_dataset`` changes, the task's
-loader and scoring do not.
+loader and scoring do not. A local copy's loads go through a ``datasets`` cache keyed by its
+files (``local_datasets_cache``), and its rows record a digest of what was loaded
+(``loaded_digest``, the results' ``data_sha``).
 
 **Offline checks.** ``missing_datasets(tasks)`` lists, one line per dataset repo, what is neither
 a local copy nor in the cache while offline (or with the hub unreachable), with the command that
@@ -39,10 +41,14 @@ its WISE / SICR metrics (the paper reports p-MRR only) and its other four dimens
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import json
 import logging
 import os
 import socket
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -121,7 +127,7 @@ def get_paper_task(name: str, root: str | Path | None = None):
         return task
     # mteb's own class, only the location changes
     md = task.metadata.model_copy(update={"dataset": {**task.metadata.dataset, "path": path}}, deep=True)
-    return task_instance(type(task), type(task).__name__, md)
+    return local_task_instance(type(task), type(task).__name__, md)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,6 +162,97 @@ def instruction_task_metadata(
         type="InstructionRetrieval",
         main_score=main_score,
     )
+
+
+def local_paths(task) -> list[Path]:
+    """The local copies a task reads (its dataset path, and MAIR's documents), [] for hub repos."""
+    paths = [task.metadata.dataset.get("path"), getattr(task, "docs_path", None)]
+    return [Path(p) for p in paths if p and Path(p).is_dir()]
+
+
+def _files_key(paths: Sequence[Path]) -> str:
+    """A digest of the files under ``paths`` (relative name, size, modification time; hidden
+    folders such as ``.cache`` left out): it changes when a copy is edited, downloaded again or
+    another copy is read."""
+    h = hashlib.sha256()
+    for root in paths:
+        h.update(str(root.resolve()).encode())
+        for f in sorted(root.rglob("*")):
+            rel = f.relative_to(root)
+            if f.is_file() and not any(part.startswith(".") for part in rel.parts):
+                st = f.stat()
+                h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def local_datasets_cache(paths: Sequence[Path]):
+    """``datasets``' cache, for the loads inside, in a folder keyed by the local copies' files.
+
+    ``datasets`` keys a local folder that declares ``configs:`` in its README by the folder's
+    name and those configs only: an edited copy, a copy downloaded again (InfoSearch Length
+    follows ``main``) or another copy of one repo was served from the first copy's cache, without
+    a word. Nothing changes for hub repos (``paths`` empty)."""
+    if not paths:
+        yield
+        return
+    import datasets.config as dc
+
+    before = dc.HF_DATASETS_CACHE
+    dc.HF_DATASETS_CACHE = Path(before) / "ifir-local" / _files_key(paths)
+    try:
+        yield
+    finally:
+        dc.HF_DATASETS_CACHE = before
+
+
+def _in_local_cache(method):
+    """``method`` of a task (``load_data``, ``task_specific_scores``: mteb's FollowIR tasks read
+    their qrel diff there) run under ``local_datasets_cache`` of the task's local copies."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with local_datasets_cache(local_paths(self)):
+            return method(self, *args, **kwargs)
+
+    return run
+
+
+def local_task_instance(base: type, class_name: str, metadata, **attrs):
+    """``task_instance`` for a task that reads hub repos, or local copies of them: its loads run
+    under ``local_datasets_cache``."""
+    wrapped = {
+        m: _in_local_cache(getattr(base, m))
+        for m in ("load_data", "task_specific_scores")
+        if hasattr(base, m)
+    }
+    return task_instance(base, class_name, metadata, **wrapped, **attrs)
+
+
+def loaded_digest(task) -> str:
+    """``''`` for a task read from the hub; for one read from a local copy (``--data-dir``), 16
+    hex characters of what it loaded (``task.dataset``, loaded here if not yet): the results'
+    ``data_sha``, so two copies of one benchmark are not pooled as one set."""
+    if not local_paths(task):
+        return ""
+    task.load_data()
+    h = hashlib.sha256()
+    _feed(h, task.dataset)
+    return h.hexdigest()[:16]
+
+
+def _feed(h, obj) -> None:
+    if isinstance(obj, Mapping):
+        for k in sorted(obj, key=str):
+            h.update(f"\0{k}\1".encode())
+            _feed(h, obj[k])
+    elif hasattr(obj, "column_names"):  # a datasets.Dataset: its columns, by name
+        for c in sorted(obj.column_names):
+            h.update(f"\2{c}\3".encode() + json.dumps(obj[c], sort_keys=True, default=str).encode())
+    elif isinstance(obj, (list, tuple)):
+        h.update(json.dumps(list(obj), sort_keys=True, default=str).encode())
+    else:
+        h.update(repr(obj).encode())
 
 
 def task_instance(base: type, class_name: str, metadata, **attrs):
@@ -311,7 +408,7 @@ def infosearch_task(name: str, path: str | None = None):
     md = instruction_task_metadata(
         "Robust04InstructionRetrieval", name=name, description=about, main_score="p-MRR", **where
     )
-    return task_instance(_infosearch_task_class(), f"InfoSearch_{name}", md)
+    return local_task_instance(_infosearch_task_class(), f"InfoSearch_{name}", md)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,7 +512,7 @@ def mair_task(name: str, queries_path: str | None = None, docs_path: str | None 
     )
     md = instruction_task_metadata("SciFact", name=name, description=about, main_score="ndcg_at_10", **where)
     attrs = {"docs_path": str(docs_path or MAIR_DOCS), "mair_config": config}
-    return task_instance(_mair_task_class(), f"MAIR_{config}", md, **attrs)
+    return local_task_instance(_mair_task_class(), f"MAIR_{config}", md, **attrs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ again and readers take the later rows (``results.one_evaluation_per_run``). Not 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -51,9 +52,9 @@ from ..core.models import load_model
 from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
 from ..evaluation.backends import check_backend
-from ..evaluation.corpora import content_digest, load_beir, load_followir
+from ..evaluation.corpora import FOLLOWIR_TASKS, content_digest, load_beir, load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
-from ..evaluation.tasks import PROMPT_CHOICES
+from ..evaluation.tasks import PROMPT_CHOICES, loaded_digest
 from ..reporting.results import check_outputs, load_results, make_run_id, save_result
 from .registry import evaluated_before
 
@@ -146,7 +147,7 @@ def _check_sets(followir, beir, tasks, data_dir) -> tuple[list, list[Path], list
     mteb_glue.check_available(named)  # one line per missing dataset
     followir, beir = _unique_sets(followir, beir, [t.metadata.name for t in named])
     loaded = {f: load_followir(f) for f in followir}  # bad data fails before any model loads, too
-    digests = _digests(loaded, beir)
+    digests = _digests(loaded, beir) | _task_digests(named)
     _check_bundled_names(loaded, beir, digests)
     return named, followir, beir, loaded, digests
 
@@ -199,9 +200,19 @@ def _unique_sets(followir, beir, task_names) -> tuple[list[Path], list[Path]]:
 def _digests(loaded: dict, beir: Sequence[Path]) -> dict[str, str]:
     """``{set name: data_sha}`` of every folder (``corpora.content_digest`` of its loaded content;
     a BEIR folder is read here once more, so its bad data too fails before any model loads).
-    A named mteb task has none: its rows record ``''``."""
+    A named mteb task has one only when read from a local copy (``_task_digests``)."""
     out = {Path(f).name: content_digest(data) for f, data in loaded.items()}
     return out | {Path(f).name: content_digest(load_beir(f)) for f in beir}
+
+
+def _task_digests(named: Sequence) -> dict[str, str]:
+    """``{task name: data_sha}`` of the named tasks read from a local copy (``--data-dir``;
+    ``tasks.loaded_digest``), and of the FollowIR aggregate when its three tasks all are. A task
+    read from the hub has none (its revision is pinned, or the hub's)."""
+    out = {t.metadata.name: sha for t in named if (sha := loaded_digest(t))}
+    if all(name in out for name in FOLLOWIR_TASKS):
+        out["followir"] = hashlib.sha256("".join(out[n] for n in FOLLOWIR_TASKS).encode()).hexdigest()[:16]
+    return out
 
 
 BUNDLED = {Path(p).name: (v, Path(p)) for v, p in C.EVAL_SETS.items()}  # folder name -> (v1, its folder)

@@ -346,3 +346,51 @@ def test_skip_done_skips_named_tasks_already_in_the_table(bow_model, data_root, 
     assert first["bow"] and rows > 0
     again = evaluate_models({"bow": str(bow_model)}, **kw)
     assert again == {} and len(load_results(out)) == rows
+
+
+def _edit_changed_qrel(repo_dir, query, doc, score):
+    path = repo_dir / "qrels_changed" / "test.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    rows = [{**r, "score": score} if (r["query-id"], r["corpus-id"]) == (query, doc) else r for r in rows]
+    write_jsonl(path, rows)
+
+
+def _changed_relevant(root, name="InfoSearchLength"):
+    task = mteb_glue.get_task(name, root)
+    task.load_data()
+    return task.dataset["default"]["test"]["relevant_docs"]["q1-changed"]
+
+
+def test_an_edited_or_other_local_copy_is_read_as_it_is_now(data_root, tmp_path):
+    """``datasets`` keyed a local copy by its folder name and README configs: an edited copy, or
+    another copy of the same repo, was served from the first one's cache without a word."""
+    import shutil
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(data_root, a)
+    shutil.copytree(data_root, b)
+    _edit_changed_qrel(b / "jianqunZ/Length-v1", "q1", "d1", 0.0)
+    assert _changed_relevant(a)["d1"] == 1 and _changed_relevant(b)["d1"] == 0  # another copy
+    time.sleep(0.01)
+    _edit_changed_qrel(a / "jianqunZ/Length-v1", "q1", "d1", 0.0)
+    assert _changed_relevant(a)["d1"] == 0  # the same copy, edited
+
+
+def test_two_copies_of_a_named_task_are_not_pooled_as_one_set(bow_model, data_root, tmp_path):
+    """Named tasks recorded no data_sha: scores on two different copies of one benchmark sat in
+    one table as one set, and skip_done kept the first copy's."""
+    import shutil
+
+    from ifir_lib.core.errors import ConfigError
+
+    other = tmp_path / "other"
+    shutil.copytree(data_root, other)
+    _edit_changed_qrel(other / "jianqunZ/Length-v1", "q1", "d1", 0.0)
+    out = tmp_path / "results.csv"
+    kw = dict(tasks=["InfoSearchLength"], results_csv=out, bootstrap=0, style=None)
+    evaluate_models({"bow": str(bow_model)}, data_dir=str(data_root), **kw)
+    (sha,) = set(load_results(out)["data_sha"])
+    assert len(sha) == 16
+    with pytest.raises(ConfigError, match="'InfoSearchLength' is already there with other content"):
+        evaluate_models({"bow": str(bow_model)}, data_dir=str(other), **kw)
+    assert paper_tasks.loaded_digest(mteb_glue.get_task("InfoSearchLength", data_root)) == sha  # stable
