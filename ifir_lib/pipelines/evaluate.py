@@ -55,7 +55,8 @@ from ..evaluation.backends import check_backend
 from ..evaluation.corpora import FOLLOWIR_TASKS, content_digest, load_beir, load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
 from ..evaluation.tasks import PROMPT_CHOICES, loaded_digest
-from ..reporting.results import check_outputs, load_results, make_run_id, save_result
+from ..reporting.results import AGGREGATE_DATASETS, check_outputs, load_results, make_run_id, save_result
+from ..reporting.tables import norm_name
 from .registry import evaluated_before
 
 ENGINES = ("ours", "mteb")
@@ -218,11 +219,29 @@ def _task_digests(named: Sequence) -> dict[str, str]:
 BUNDLED = {Path(p).name: (v, Path(p)) for v, p in C.EVAL_SETS.items()}  # folder name -> (v1, its folder)
 
 
+def _reserved() -> dict[str, str]:
+    """``{normalised name: what it names}`` of the sets only a named task may write: the paper's
+    columns (``tables.COLUMNS``), FollowIR's three tasks and the aggregate names that summaries
+    read as an average over sets (``results.AGGREGATE_DATASETS``)."""
+    out = {
+        norm_name(n): f"the {n!r} set of the paper's tables"
+        for n in [*FOLLOWIR_TASKS, *mteb_glue.PAPER_TASKS]
+    }
+    out |= {norm_name(n): f"{n!r}, which summaries read as an average over sets" for n in AGGREGATE_DATASETS}
+    return {k: v for k, v in out.items() if k not in {norm_name(b) for b in BUNDLED}}
+
+
 def _check_bundled_names(loaded: dict, beir: Sequence[Path], digests: dict[str, str]) -> None:
     """A folder named like a bundled set (``followir_mini``, ``followir_v2``) whose content is
-    not the bundled set's is a ``ConfigError``: its rows would land in that set's columns."""
+    not the bundled set's is a ``ConfigError``: its rows would land in that set's columns. So is
+    a folder named like one of the paper's sets or an aggregate (``followir``,
+    ``InfoSearchLength``, ``mean``; case and punctuation aside): its rows would fill the paper's
+    columns, beside the paper's numbers, or stand for every set in the summaries."""
+    reserved = _reserved()
     for folder in [*loaded, *beir]:
         name = Path(folder).name
+        if (what := reserved.get(norm_name(name))) is not None:
+            raise ConfigError(f"{folder}: a folder named {name!r} would be read as {what}; rename the folder")
         if name not in BUNDLED:
             continue
         version, home = BUNDLED[name]

@@ -62,17 +62,17 @@ PARTIAL = "†"  # marks a cell that averages fewer runs than its row's ``runs``
 log = logging.getLogger(__name__)
 
 
-def _norm(name) -> str:
+def norm_name(name) -> str:
     """``'MAIR-IFEval' -> 'mairifeval'``, ``'p-MRR' -> 'pmrr'``: case and punctuation blind."""
     return re.sub(r"[^a-z0-9]", "", str(name).lower())
 
 
-_LOOKUP = {(_norm(d), _norm(m)): key for key, (_, _, ds, m) in COLUMNS.items() for d in ds}
+_LOOKUP = {(norm_name(d), norm_name(m)): key for key, (_, _, ds, m) in COLUMNS.items() for d in ds}
 
 
 def column_of(dataset: str, metric: str) -> str | None:
     """``column_of('MAIR-IFEval', 'ndcg_at_10') -> 'mair_ifeval_ndcg_at_10'``; None if not a column."""
-    return _LOOKUP.get((_norm(dataset), _norm(metric)))
+    return _LOOKUP.get((norm_name(dataset), norm_name(metric)))
 
 
 @dataclass
@@ -140,8 +140,9 @@ def _check_one_set_per_column(df: pd.DataFrame, source: str) -> None:
 
 def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
     """The rows of ``results`` that map to a column, with ``backbone`` (in words) and ``column``,
-    read as every reading path reads them (``results.runs_to_read``). Empty values are named in
-    one warning; no row mapping to a column, or none with a value, is a ``DataError``."""
+    read as every reading path reads them (``results.runs_to_read``). Sets with no column and
+    empty values are named in one warning each; no row mapping to a column, or none with a value,
+    is a ``DataError``."""
     df = add_backbone(results, runs_dir)
     # the backbone in words: 'minilm' and the packaged folder are one block, "all-MiniLM-L6-v2"
     df = df.assign(backbone=df["backbone"].map(backbone_labels(df["backbone"])))  # two backbones, two labels
@@ -150,6 +151,15 @@ def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
         have = sorted({f"{d}/{m}" for d, m in zip(results["dataset"], results["metric"])})
         raise DataError(
             source, None, f"no row maps to a table column (tables.COLUMNS); it has {', '.join(have[:12])}"
+        )
+    mapped = set(df.loc[df["column"].notna(), "dataset"].astype(str))
+    if other := sorted(set(df["dataset"].astype(str)) - mapped):
+        log.warning(
+            "%d set(s) of %s have no column in the paper's table and are left out of it: %s (ifir compare "
+            "and ifir figures read every set)",
+            len(other),
+            source,
+            ", ".join(other[:6]) + (", ..." if len(other) > 6 else ""),
         )
     df = runs_to_read(df[df["column"].notna()], source, whole=df)
     _check_one_set_per_column(df, source)

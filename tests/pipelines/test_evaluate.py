@@ -219,3 +219,15 @@ def test_a_run_folder_copied_under_other_folders_is_one_run(tmp_path, minilm, pr
     run.write({**info, "started": "2099-01-01T00:00:00"})  # trained again in its folder: a new run
     assert run.identity() not in ("", table["run_sha"].iloc[0])
     assert RunFolder(tmp_path / "eval").identity() == ""  # not a run
+
+
+@pytest.mark.parametrize("name", ["followir", "InfoSearch-Length", "mair_ifeval", "Mean"])
+def test_a_folder_named_like_a_paper_set_or_an_aggregate_is_refused(tmp_path, name):
+    """A copy of v1 saved as ``followir/`` or ``InfoSearchLength/`` filled the paper's columns
+    beside the paper's numbers (its MAP@1000 shown as 'FollowIR Score'), and one named ``mean``
+    stood for every set in the summaries."""
+    folder = _set(tmp_path / name)
+    with pytest.raises(ConfigError, match=f"a folder named '{name}' would be read as .*rename the folder"):
+        _run(followir=[folder])
+    with pytest.raises(DataError, match="no-such-model"):  # a free name gets as far as the model
+        _run(followir=[_set(tmp_path / "mybench")])

@@ -413,3 +413,12 @@ def test_two_backbones_with_one_short_name_keep_two_labels():
     assert len(set(labels.values())) == len(names) - 1
     assert labels["expA/checkpoint-final"] == "expA/checkpoint-final"
     assert labels["/models/minilm/my-own-backbone"] == "my-own-backbone"
+
+
+def test_a_set_without_a_column_is_named_not_dropped_in_silence(tmp_path, caplog):
+    """A researcher's own set evaluated beside v1 was simply absent from ``ifir table``."""
+    runs = [("d0", "runs/dv0", "ins-dv", 0, "followir_mini", 2.0, None, "torch")]
+    runs += [("d0", "runs/dv0", "ins-dv", 0, "mybench", 5.0, None, "torch")]
+    table = build_table(load_results(_write_runs(tmp_path / "r.csv", runs)).assign(backbone="b"))
+    assert table.columns == ["v1_p_mrr"]
+    assert "1 set(s) of" in caplog.text and "left out of it: mybench" in caplog.text
