@@ -93,7 +93,7 @@ class ExperimentConfig:
     primary_a: str = "ins-dv"
     primary_b: str = "ins-orig"
     primary_metric: str = "p_mrr"
-    primary_set: str = ""  # an --eval item; "" = the first
+    primary_set: str = ""  # an --eval item or a set it evaluates; "" = the first item's first set
     baseline: str = "ins-dv"  # the family: the baseline against every other mode, on every set
     tested_metrics: tuple[str, ...] = ("p_mrr", "map_at_1000")
     correction: str = "holm"
@@ -111,8 +111,12 @@ class ExperimentConfig:
                 raise ConfigError(
                     f"primary comparison: {side!r} is not a planned mode ({', '.join(modes)}, base)"
                 )
-        if self.primary_set and self.primary_set not in self.eval:
-            raise ConfigError(f"primary_set {self.primary_set!r} is not one of --eval {list(self.eval)}")
+        sets = [x for item in self.eval for x in (item, *P.sets_of(item))]
+        if self.primary_set and self.primary_set not in sets:
+            raise ConfigError(
+                f"primary_set {self.primary_set!r} is not one of --eval {list(self.eval)} nor a set they "
+                f"evaluate ({', '.join(dict.fromkeys(sets))})"
+            )
         if not self.rng_seeds:
             raise ConfigError("rng_seeds must name at least one random seed")
         if not self.eval:

@@ -25,7 +25,7 @@ import pandas as pd
 from ..core.run_folder import RunFolder
 from ..reporting.comparisons import compare_modes, comparison_table, load_tables, mode_table
 from ..reporting.tables import markdown_table
-from .plan import dataset_of
+from .plan import sets_of
 
 SHOWN_METRICS = ("p_mrr", "map_at_1000", "ndcg_at_5")
 HELDOUT_PARTS = ("orig_acc", "rev_acc", "query_acc")
@@ -52,6 +52,13 @@ def _mode_lines(modes: pd.DataFrame) -> list[str]:
         "",
         markdown_table(wide.reset_index()),
     ]
+
+
+def primary_set_of(cfg) -> str:
+    """The results' ``dataset`` of the plan's primary comparison: ``primary_set`` (an ``--eval``
+    item, or a set one evaluates), else the first item's first set (``paper``: ``followir``,
+    the paper's headline aggregate; a folder: its name)."""
+    return sets_of(cfg.primary_set or cfg.eval[0])[0]
 
 
 def _primary_lines(row: dict, cfg) -> list[str]:
@@ -152,7 +159,7 @@ def write_report(out: Path, cfg, plan_hash: str, runs: dict, missing: list[str],
         else pd.DataFrame()
     )
     tests.to_csv(out / "comparisons.csv", index=False)
-    primary_set = dataset_of(cfg.primary_set or cfg.eval[0])
+    primary_set = primary_set_of(cfg)
     lines = [f"# Experiment {plan_hash}", "", f"Plan: `{out / 'experiment.toml'}` (hash {plan_hash}).", ""]
     if {cfg.primary_a, cfg.primary_b} <= present and primary_set in set(results["dataset"]):
         row = compare_modes(
@@ -167,11 +174,12 @@ def write_report(out: Path, cfg, plan_hash: str, runs: dict, missing: list[str],
         )
         lines += _primary_lines(dict(row), cfg)
     else:
-        lines += [
-            "## Primary comparison",
-            "",
-            f"not available yet ({primary_set}: a side has no finished run)",
-        ]
+        why = (
+            "a side has no finished run"
+            if primary_set in set(results["dataset"])
+            else "no rows of this set yet"
+        )
+        lines += ["## Primary comparison", "", f"not available yet ({primary_set}: {why})"]
     lines += ["", *_mode_lines(modes), "", "## The family of tests", ""]
     lines += [
         f"{cfg.baseline} minus each other mode; two-stage 95% interval; run-level permutation p-value, "

@@ -12,7 +12,7 @@ and nothing is touched; ``set_aside`` moves the old experiment's outputs under
 
 The file is TOML in sections (``SECTIONS``) for the reader; reading flattens it back to one
 mapping of fields. A field left out of the file (an unset option, ``None``) takes its default.
-``eval_targets`` and ``dataset_of`` read the plan's evaluation items.
+``eval_targets``, ``dataset_of`` and ``sets_of`` read the plan's evaluation items.
 Not handled here: what the fields mean and their defaults (``experiment.ExperimentConfig``).
 """
 
@@ -30,6 +30,8 @@ from ..core import config as C
 from ..core.errors import ConfigError, DataError
 from ..core.locks import shared_append
 from ..core.models import model_files
+from ..evaluation.corpora import FOLLOWIR_TASKS
+from ..evaluation.mteb_glue import expand_task_names
 
 PLAN_FILE = "experiment.toml"
 SUPERSEDED = "superseded"
@@ -257,6 +259,16 @@ def eval_targets(items) -> tuple[list[Path], list[str]]:
         else:
             tasks.append(item)
     return folders, tasks
+
+
+def sets_of(item: str) -> list[str]:
+    """The results' ``dataset`` names an ``--eval`` item writes: a folder's name, or the tasks a
+    name expands to, FollowIR's aggregate first when it holds all three (``sets_of('paper') ->
+    ['followir', 'Robust04InstructionRetrieval', ..., 'MAIR-InstructIR']``)."""
+    if item in C.EVAL_SETS or Path(item).is_dir():
+        return [dataset_of(item)]
+    names = expand_task_names([item])
+    return ["followir", *names] if set(FOLLOWIR_TASKS) <= set(names) else names
 
 
 def dataset_of(item: str) -> str:

@@ -360,3 +360,18 @@ def test_runs_trained_under_several_commits_are_named(tmp_path, capsys):
         "trained under 2 commits (aaa: rng0/ins-dv, rng0/ins-orig; bbb: rng1/ins-dv)"
         in capsys.readouterr().err
     )
+
+
+def test_the_paper_evaluation_has_a_primary_set_and_any_set_it_evaluates_may_be_named():
+    """``--eval paper`` (the paper preset's default) looked its primary set up as the dataset
+    ``paper``, which no row has: the report said "a side has no finished run" after every run
+    finished, and naming ``followir`` was refused as not an --eval item."""
+    from ifir_lib.pipelines.experiment_report import primary_set_of
+
+    cfg = ExperimentConfig.preset("smoke", eval=("paper",))
+    assert primary_set_of(cfg) == "followir"  # the paper's headline aggregate
+    for name in ("followir", "InfoSearchLength"):
+        assert primary_set_of(dataclasses.replace(cfg, primary_set=name)) == name
+    with pytest.raises(ConfigError, match="nor a set they evaluate"):
+        dataclasses.replace(cfg, primary_set="followir_mini")
+    assert primary_set_of(ExperimentConfig.preset("smoke", eval=("v1",))) == "followir_mini"
