@@ -18,7 +18,7 @@ line raises ``DataError`` naming file, line and field, and so do data that no ch
 could score rightly: an ``_id`` given twice in corpus.jsonl or queries.jsonl, a document with
 neither text nor title, a (query, document) pair judged twice with different scores, a score
 that is not a whole finite number (``"1"`` and ``1.0`` read as 1; 0.5 is refused, not cut to 0).
-BEIR folders (``load_beir``) go through the same row checks (``_checked_rows``, ``_judgments``).
+BEIR folders (``load_beir``) go through the same row checks (``_checked_rows``, ``judgments``).
 ``check_followir`` (``ifir data validate``) names, by file, line and field, every row the loader
 would drop or ignore, instead of counting them.
 ``content_digest`` names a loaded set's content in 16 hex characters (the results' ``data_sha``).
@@ -112,7 +112,7 @@ def _score(value, path: Path, n: int) -> int:
     return int(x)
 
 
-def _judgments(rows: Iterable[tuple[int, str, str, object]], path: Path) -> Qrels:
+def judgments(rows: Iterable[tuple[int, str, str, object]], path: Path) -> Qrels:
     """Qrels from ``(line, query-id, corpus-id, score)`` rows of ``path`` (FollowIR and BEIR alike):
     each score checked by ``_score``; a pair judged twice with different scores is a ``DataError``
     naming both lines (the same score twice is one judgment)."""
@@ -133,14 +133,14 @@ def _judgments(rows: Iterable[tuple[int, str, str, object]], path: Path) -> Qrel
 
 
 def _load_qrels(path: Path) -> Qrels:
-    """A qrels JSONL file (``query-id``, ``corpus-id``, ``score`` per row), checked by ``_judgments``."""
+    """A qrels JSONL file (``query-id``, ``corpus-id``, ``score`` per row), checked by ``judgments``."""
 
     def rows():
         for n, row in read_jsonl(path):
             _need(row, ("query-id", "corpus-id", "score"), path, n)
             yield n, str(row["query-id"]), str(row["corpus-id"]), row["score"]
 
-    return _judgments(rows(), path)
+    return judgments(rows(), path)
 
 
 def _checked_rows(path: Path, strings: tuple[str, ...], optional: tuple[str, ...] = ()):
@@ -601,7 +601,7 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict
         )
     tsv, jsl = folder / "qrels" / f"{split}.tsv", folder / "qrels" / f"{split}.jsonl"
     if tsv.exists():
-        qrels = _judgments(_tsv_rows(tsv), tsv)
+        qrels = judgments(_tsv_rows(tsv), tsv)
     elif jsl.exists():
         qrels = _load_qrels(jsl)
     else:

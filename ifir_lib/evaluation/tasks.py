@@ -55,7 +55,7 @@ from urllib.parse import urlparse
 
 from ..core.errors import ConfigError, DataError, DatasetUnavailable
 from ..core.models import plain_prompt
-from .corpora import FOLLOWIR_TASKS, Qrels
+from .corpora import FOLLOWIR_TASKS, Qrels, judgments
 
 log = logging.getLogger(__name__)
 
@@ -326,17 +326,45 @@ def _load(path: str, config: str, revision: str):
     return next(iter(ds.values()))
 
 
-def _qrels(path: str, config: str, revision: str) -> dict[str, dict[str, float]]:
-    from datasets import Features, Value, load_dataset
+def _qrels(path: str, config: str, revision: str) -> Qrels:
+    """One qrels config's ``test`` split, checked as a FollowIR folder's qrels are
+    (``corpora.judgments``: a fractional or non-numeric grade, or a pair judged twice with
+    different grades, is a ``DataError`` naming the repo, config and row)."""
+    from datasets import load_dataset
 
     ds = load_dataset(path, config, revision=revision)["test"]
-    ds = ds.cast(
-        Features({"query-id": Value("string"), "corpus-id": Value("string"), "score": Value("float")})
+    rows = zip(ds["query-id"], ds["corpus-id"], ds["score"])
+    return judgments(
+        ((n, str(q), str(d), v) for n, (q, d, v) in enumerate(rows, 1)), f"{path} [{config}, row]"
     )
-    out: dict[str, dict[str, float]] = {}
-    for r in ds:
-        out.setdefault(r["query-id"], {})[r["corpus-id"]] = float(r["score"])
-    return out
+
+
+def unique_ids(ids, contents, where: str, what: str = "id") -> None:
+    """A ``DataError`` naming ``where`` and the row when an id repeats with other content (the
+    later row silently replaced the earlier one); an exact repeat is harmless."""
+    seen: dict[str, tuple[int, object]] = {}
+    for n, (i, content) in enumerate(zip(ids, contents), 1):
+        key = str(i)
+        if key in seen and seen[key][1] != content:
+            raise DataError(
+                where, n, f"duplicate {what} {key!r} (first on row {seen[key][0]}) with other content", what
+            )
+        seen.setdefault(key, (n, content))
+
+
+def warn_unknown_documents(qrels: Qrels, corpus_ids, where: str) -> None:
+    """One warning counting judgments that name no document of the corpus (kept, as the
+    benchmark's own scorer keeps them: a relevant one lowers recall-based scores)."""
+    known = set(map(str, corpus_ids))
+    lost = sorted({(q, d) for q, docs in qrels.items() for d in docs if d not in known})
+    if lost:
+        log.warning(
+            "%s: %d judgment(s) name documents not in the corpus, e.g. query %r document %r (kept, as "
+            "the benchmark scores them)",
+            where,
+            len(lost),
+            *lost[0],
+        )
 
 
 @functools.cache
@@ -356,7 +384,11 @@ def _infosearch_task_class():
             path, rev = self.metadata.dataset["path"], self.metadata.dataset["revision"]
             corpus = _load(path, "corpus", rev).cast_column("_id", Value("string"))
             queries = _load(path, "queries", rev).cast_column("_id", Value("string"))
+            unique_ids(corpus["_id"], zip(corpus["title"], corpus["text"]), f"{path} [corpus, row]")
+            unique_ids(queries["_id"], queries, f"{path} [queries, row]")
             og, changed = _qrels(path, "qrels_og", rev), _qrels(path, "qrels_changed", rev)
+            for name, qr in (("qrels_og", og), ("qrels_changed", changed)):
+                warn_unknown_documents(qr, corpus["_id"], f"{path} [{name}]")
             # as InfoSearch: queries without qrels are dropped
             cols, qrels = og_changed_queries({q["_id"]: q for q in queries if q["_id"] in og}, og, changed)
             self.qrel_diff = {q: d for q, d in negatives(og, changed).items() if d}
@@ -420,11 +452,19 @@ def docs_split(split: str) -> str:
     return "docs" if split == "queries" else split.replace("_queries", "_docs")
 
 
-def mair_split_data(queries, docs) -> tuple[dict, dict, dict[str, dict[str, int]], dict | None]:
+MAIR_SPLIT_SEP = "::"  # not '/': a '/' in a query id marks an aggregate's '<dataset>/<qid>' (stats.strata_of)
+
+
+def mair_split_data(
+    queries, docs, where: str = "MAIR"
+) -> tuple[dict, dict, dict[str, dict[str, int]], dict | None]:
     """``(corpus, queries, qrels, top_ranked)`` from MAIR's query and document DatasetDicts.
 
     With one split, ids stay as they are and every query sees the whole pool (``top_ranked`` None).
-    With several, ids become ``<split>/<id>`` and each query's candidates are its split's pool.
+    With several, ids become ``<split>::<id>`` and each query's candidates are its split's pool.
+    Checked as the FollowIR readers check (``where`` names the data in errors): a document or
+    query id repeated with other content, and a fractional or conflicting label, are a
+    ``DataError``; labels naming no document of the split's pool draw one warning.
     """
     many = len(queries) > 1
     corpus, qs, qrels, top = {}, {}, {}, {}
@@ -432,15 +472,19 @@ def mair_split_data(queries, docs) -> tuple[dict, dict, dict[str, dict[str, int]
         pool = docs[docs_split(split)]
 
         def key(i, split=split):
-            return f"{split}/{i}" if many else str(i)
+            return f"{split}{MAIR_SPLIT_SEP}{i}" if many else str(i)
 
+        unique_ids(pool["id"], pool["doc"], f"{where} [{docs_split(split)}, row]")
+        unique_ids(rows["qid"], rows, f"{where} [{split}, row]", "qid")
         ids = [key(i) for i in pool["id"]]
         corpus.update(zip(ids, pool["doc"]))
-        for r in rows:
+        for n, r in enumerate(rows, 1):
             qid = key(r["qid"])
             qs[qid] = r["instruction"] + r["query"]  # sentence-transformers: prompt + text
-            qrels[qid] = {key(lab["id"]): int(lab["score"]) for lab in r["labels"]}
+            labels = ((n, qid, key(lab["id"]), lab["score"]) for lab in r["labels"])
+            qrels[qid] = judgments(labels, f"{where} [{split}, row]").get(qid, {})
             top[qid] = ids
+        warn_unknown_documents({q: qrels[q] for q in map(key, rows["qid"])}, ids, f"{where} [{split}]")
     return corpus, qs, qrels, top if many else None
 
 
@@ -463,7 +507,8 @@ def _mair_task_class():
             rev = self.metadata.dataset["revision"]
             queries = load_dataset(self.metadata.dataset["path"], self.mair_config, revision=rev)
             docs = load_dataset(self.docs_path, self.mair_config, revision=rev)
-            corpus, qs, qrels, top = mair_split_data(queries, docs)
+            where = f"{self.metadata.dataset['path']} + {self.docs_path} ({self.mair_config})"
+            corpus, qs, qrels, top = mair_split_data(queries, docs, where)
             self.dataset = default_test_split(
                 Dataset.from_dict({"id": list(corpus), "text": list(corpus.values())}),
                 Dataset.from_dict({"id": list(qs), "text": list(qs.values())}),

@@ -229,9 +229,74 @@ def test_mair_split_data_keeps_pools_apart_and_joins_like_mair():
     }
     d = {s: Dataset.from_list([{"id": "0", "doc": s}]) for s in ("a_docs", "b_docs")}
     corpus, qs, qrels, top = mair_split_data(q, d)
-    assert qs == {"a_queries/7": "Do X. y", "b_queries/7": "Do X. y"}  # prompt + query, as encode(prompt=...)
-    assert qrels["b_queries/7"] == {"b_queries/0": 2} and top["a_queries/7"] == ["a_queries/0"]
-    assert corpus == {"a_queries/0": "a_docs", "b_queries/0": "b_docs"}
+    # '::', not '/': a '/' in a query id marks an aggregate's '<dataset>/<qid>' to the readers
+    assert qs == {
+        "a_queries::7": "Do X. y",
+        "b_queries::7": "Do X. y",
+    }  # prompt + query, as encode(prompt=...)
+    assert qrels["b_queries::7"] == {"b_queries::0": 2} and top["a_queries::7"] == ["a_queries::0"]
+    assert corpus == {"a_queries::0": "a_docs", "b_queries::0": "b_docs"}
+
+
+def _mair(queries, docs):
+    from datasets import Dataset
+
+    return {"queries": Dataset.from_list(queries)}, {"docs": Dataset.from_list(docs)}
+
+
+Q7 = {"qid": "7", "instruction": "Do X. ", "query": "y", "labels": [{"id": "0", "score": 1}]}
+DOC0 = {"id": "0", "doc": "apple"}
+
+
+@pytest.mark.parametrize(
+    "queries, docs, says",
+    [
+        ([Q7], [DOC0, {"id": "0", "doc": "banana"}], r"\[docs, row\]:2: field 'id': duplicate id '0'"),
+        ([Q7, {**Q7, "query": "z"}], [DOC0], r"\[queries, row\]:2: field 'qid': duplicate qid '7'"),
+        ([{**Q7, "labels": [{"id": "0", "score": 0.5}]}], [DOC0], "not a whole number: 0.5"),
+        (
+            [{**Q7, "labels": [{"id": "0", "score": 1}, {"id": "0", "score": 0}]}],
+            [DOC0],
+            "0 conflicts with 1",
+        ),
+    ],
+)
+def test_mair_rows_are_checked_as_a_folder_s_are(queries, docs, says):
+    """A repeated document or query id kept the last row, a 0.5 grade became 0 and a pair judged
+    twice kept the last grade, without a word (the FollowIR and BEIR readers refuse each)."""
+    from ifir_lib.core.errors import DataError
+
+    with pytest.raises(DataError, match=says):
+        mair_split_data(*_mair(queries, docs), "MAIR-Bench/MAIR-Queries")
+
+
+def test_infosearch_rows_are_checked_and_unknown_documents_named(data_root, tmp_path, caplog):
+    import shutil
+
+    from ifir_lib.core.errors import DataError
+
+    root = tmp_path / "copy"
+    shutil.copytree(data_root, root)
+    repo = root / "jianqunZ/Length-v1"
+    path = repo / "qrels_og" / "test.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    write_jsonl(path, [*rows, {"query-id": "q1", "corpus-id": "zz-missing", "score": 1.0}])
+    with caplog.at_level("WARNING"):
+        _changed_relevant(root)
+    assert (
+        "1 judgment(s) name documents not in the corpus, e.g. query 'q1' document 'zz-missing'" in caplog.text
+    )
+    write_jsonl(path, [*rows, {**rows[0], "score": 0.5}])
+    with pytest.raises(
+        DataError, match=r"Length-v1 \[qrels_og, row\]:\d+: field 'score': not a whole number"
+    ):
+        _changed_relevant(root)
+    write_jsonl(path, rows)
+    corpus = repo / "corpus.jsonl"
+    docs = [json.loads(x) for x in corpus.read_text().splitlines()]
+    write_jsonl(corpus, [*docs, {**docs[0], "text": "another text"}])
+    with pytest.raises(DataError, match="duplicate id 'd1'"):
+        _changed_relevant(root)
 
 
 def test_paper_expands_to_the_six_columns():
