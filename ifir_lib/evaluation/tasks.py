@@ -246,9 +246,9 @@ def _feed(h, obj) -> None:
         for k in sorted(obj, key=str):
             h.update(f"\0{k}\1".encode())
             _feed(h, obj[k])
-    elif hasattr(obj, "column_names"):  # a datasets.Dataset: its columns, by name
-        for c in sorted(obj.column_names):
-            h.update(f"\2{c}\3".encode() + json.dumps(obj[c], sort_keys=True, default=str).encode())
+    elif hasattr(obj, "column_names"):  # a datasets.Dataset: every value of its columns, by name
+        for c in sorted(obj.column_names):  # (``obj[c]`` is a lazy Column whose str shows 5 values)
+            h.update(f"\2{c}\3".encode() + json.dumps(list(obj[c]), sort_keys=True, default=str).encode())
     elif isinstance(obj, (list, tuple)):
         h.update(json.dumps(list(obj), sort_keys=True, default=str).encode())
     else:

@@ -71,7 +71,7 @@ _WORDS = re.compile(r"[a-z0-9]+")
 # a decline in words: "None - nothing separates them.", "N/A", "No sound reversal exists." (the
 # prompt asks for exactly "None"; models paraphrase it). "None of ..." may open an instruction.
 _DECLINE = re.compile(
-    r"(none|n/?a)\b(?!\s+of\b).*|no\s+(sound|valid|suitable|possible|meaningful|objective|clear|good|such)\s+"
+    r"none\b(?!\s+of\b).*|n/a\b.*|na\W*|no\s+(sound|valid|suitable|possible|meaningful|objective|clear|good|such)\s+"
     r"(complementary\s+|reversed\s+)?(reversal|instruction|attribute|criterion|distinction)s?\b.*",
     re.I | re.S,
 )

@@ -459,3 +459,8 @@ def test_two_copies_of_a_named_task_are_not_pooled_as_one_set(bow_model, data_ro
     with pytest.raises(ConfigError, match="'InfoSearchLength' is already there with other content"):
         evaluate_models({"bow": str(bow_model)}, data_dir=str(other), **kw)
     assert paper_tasks.loaded_digest(mteb_glue.get_task("InfoSearchLength", data_root)) == sha  # stable
+    corpus = other / "jianqunZ/Length-v1" / "corpus.jsonl"  # its last document edited: another digest
+    docs = [json.loads(x) for x in corpus.read_text().splitlines()]
+    write_jsonl(corpus, [*docs[:-1], {**docs[-1], "text": docs[-1]["text"] + " edited"}])
+    _edit_changed_qrel(other / "jianqunZ/Length-v1", "q1", "d1", 1.0)  # the qrels as data_root's
+    assert len(docs) > 5 and paper_tasks.loaded_digest(mteb_glue.get_task("InfoSearchLength", other)) != sha

@@ -46,6 +46,12 @@ from ifir_lib.testing.inputs import make_seed
         ("<answer>None - no objective attribute separates them.</answer>", "declined", None, None),
         ("<answer><new_instruction>N/A</new_instruction></answer>", "declined", None, None),
         (
+            "<answer><new_instruction>Na+ channels in neurons only.</new_instruction></answer>",
+            "accepted",
+            "Na+ channels in neurons only.",
+            None,
+        ),
+        (
             "<answer><new_instruction>None of the pricing notes; dosage advice only.</new_instruction></answer>",
             "accepted",
             "None of the pricing notes; dosage advice only.",
