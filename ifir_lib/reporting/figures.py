@@ -54,6 +54,7 @@ from .results import (
     load_synthesis_rows,
     load_train_logs,
     mode_order,
+    warn_once,
     warnings_once,
 )
 from .style import (
@@ -698,6 +699,25 @@ def _without_aggregates(per_query: pd.DataFrame) -> pd.DataFrame:
     return per_query[~agg] if (~agg).any() else per_query
 
 
+def _sets_every_mode_has(points: pd.DataFrame) -> list[str] | None:
+    """The sets every (backbone, mode) has per-query values on, when some have fewer (else
+    None): a mode averaged over the sets its runs have stood beside one averaged over others,
+    as if they were one measurement. One warning names the sets left out; with no set common to
+    all, nothing is left out (the caption names every set)."""
+    cells = points.groupby(["backbone", "mode"], sort=False)["dataset"].agg(lambda d: set(d.astype(str)))
+    every = set.intersection(*cells)
+    left = set.union(*cells) - every
+    if not left or not every:
+        return None
+    warn_once(
+        log,
+        "figure (c) leaves out set(s) %s: not every mode has per-query values there, and each mode's "
+        "box is read over the same sets",
+        ", ".join(sorted(left)),
+    )
+    return sorted(every)
+
+
 def _per_query_caption(points: pd.DataFrame, metric: str, n_boot: int, backbones: list[str]) -> str:
     sets = list(dict.fromkeys(points["dataset"].astype(str)))
     name = metric_label(metric, sets)
@@ -720,9 +740,14 @@ def fig_per_query(
     with the mean and its percentile-bootstrap 95% CI (black diamond and whiskers), both
     stratified by dataset (``per_query_summary``). Each backbone's column shows its own modes."""
     results = _labelled(results)
-    points, cis = per_query_summary(_without_aggregates(per_query), results, metric, n_boot, seed)
+    per_query = _without_aggregates(per_query)
+    points, cis = per_query_summary(per_query, results, metric, n_boot, seed)
     if points.empty:
         raise ValueError(f"no per-query {metric} values match a run in the results table")
+    if common := _sets_every_mode_has(points):
+        points, cis = per_query_summary(
+            per_query[per_query["dataset"].astype(str).isin(common)], results, metric, n_boot, seed
+        )
     backbones = list(dict.fromkeys(points["backbone"]))
     fig = make_subplots(
         rows=1,

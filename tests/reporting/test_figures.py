@@ -216,3 +216,19 @@ def test_mode_axis_pads_few_modes_and_error_bars_are_asymmetric():
     bars = F._error_bars([2.0], [0.5], "#0072B2", width=5)
     assert bars["array"] == [2.0] and bars["arrayminus"] == [0.5] and not bars["symmetric"]
     assert (bars["color"], bars["thickness"], bars["width"]) == ("#0072B2", 1.5, 5)
+
+
+def test_per_query_figure_reads_every_mode_over_the_same_sets(tmp_path, caplog):
+    """A mode whose runs lack a set was averaged over the sets it has, beside modes averaged over
+    more: the boxes and diamonds compared different measurements, under one caption."""
+    ex = write_example_inputs(tmp_path)
+    res, pq = R.load_results(ex["results"]), R.load_per_query(ex["per_query"])
+    sets = list(dict.fromkeys(pq["dataset"]))
+    dv = set(res.loc[res["mode"] == "ins-dv", "run_id"])
+    lacking = pq[~(pq["run_id"].isin(dv) & (pq["dataset"] == sets[1]))]  # ins-dv lacks the second set
+    with caplog.at_level("WARNING"):
+        fig = F.fig_per_query(lacking, res, n_boot=50)
+    assert f"figure (c) leaves out set(s) {sets[1]}" in caplog.text
+    boxes = [t for t in fig.data if t.type == "box"]
+    full = F.fig_per_query(pq[pq["dataset"] != sets[1]], res, n_boot=50)
+    assert [list(t.y) for t in boxes] == [list(t.y) for t in full.data if t.type == "box"]
