@@ -229,15 +229,21 @@ def _and(words: Sequence[str]) -> str:
 
 
 def _runs_words(summaries: Sequence[pd.DataFrame]) -> str:
-    """How many runs each mode's mean averages: ``'2 runs per mode'``, or per mode when they differ."""
-    runs: dict[str, int] = {}
+    """How many runs each mode's mean averages: ``'2 runs per mode'``, or per mode when they
+    differ, as a range when they differ between panels (``'Ins-DV 2-3 (by panel)'``: the largest
+    alone overstated the panels with fewer)."""
+    runs: dict[str, set[int]] = {}
     for sm in summaries:
         for mode, n in zip(sm["mode"], sm["n_runs"]):
-            runs[mode] = max(runs.get(mode, 0), int(n))
-    if len(set(runs.values())) == 1:
-        n = next(iter(runs.values()))
+            runs.setdefault(mode, set()).add(int(n))
+    if len({frozenset(v) for v in runs.values()}) == 1 and len(next(iter(runs.values()))) == 1:
+        n = next(iter(next(iter(runs.values()))))
         return f"{n} run{'s' if n > 1 else ''} per mode"
-    return "runs per mode: " + ", ".join(f"{mode_label(m)} {runs[m]}" for m in mode_order(runs))
+
+    def count(ns: set[int]) -> str:
+        return str(min(ns)) if len(ns) == 1 else f"{min(ns)}-{max(ns)} (by panel)"
+
+    return "runs per mode: " + ", ".join(f"{mode_label(m)} {count(runs[m])}" for m in mode_order(runs))
 
 
 def _interval_words(parts: Sequence[tuple[str, pd.DataFrame]]) -> str:

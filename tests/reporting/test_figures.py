@@ -232,3 +232,12 @@ def test_per_query_figure_reads_every_mode_over_the_same_sets(tmp_path, caplog):
     boxes = [t for t in fig.data if t.type == "box"]
     full = F.fig_per_query(pq[pq["dataset"] != sets[1]], res, n_boot=50)
     assert [list(t.y) for t in boxes] == [list(t.y) for t in full.data if t.type == "box"]
+
+
+def test_run_counts_that_differ_between_panels_are_a_range():
+    """The caption gave each mode its largest run count over the panels: a panel of 2 runs read
+    as one of 3."""
+    a = pd.DataFrame({"mode": ["ins-dv", "ins-orig"], "n_runs": [3, 3]})
+    b = pd.DataFrame({"mode": ["ins-dv", "ins-orig"], "n_runs": [2, 3]})
+    assert F._runs_words([a, a]) == "3 runs per mode"
+    assert F._runs_words([a, b]) == "runs per mode: Ins-orig 3, Ins-DV 2-3 (by panel)"
