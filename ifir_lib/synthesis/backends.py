@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ..core.errors import BackendError, RequestFailed
+from ..core.errors import BackendError, ConfigError, RequestFailed
 from ..core.secrets import RedactingFilter, redact, redact_url, url_secrets
 from .llm import _Transient, cache_key, retry_after_seconds
 
@@ -75,7 +75,14 @@ def _split_query(url: str) -> tuple[str, dict]:
     parts = urlsplit(url)
     if not parts.query:
         return url, {}
-    return urlunsplit(parts._replace(query="")), dict(parse_qsl(parts.query, keep_blank_values=True))
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    names = [k for k, _ in pairs]
+    if twice := sorted({k for k in names if names.count(k) > 1}):
+        raise ConfigError(
+            f"--base-url: query parameter(s) {', '.join(map(repr, twice))} given twice; the OpenAI client "
+            "sends each parameter once (the last would win without a word): keep one"
+        )
+    return urlunsplit(parts._replace(query="")), dict(pairs)
 
 
 class OpenAIBackend:

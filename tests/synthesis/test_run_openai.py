@@ -434,3 +434,15 @@ def test_an_answer_cut_at_max_tokens_is_rejected_even_from_the_cache(server, tmp
     syn.synthesize(seeds, tmp_path / "b.jsonl", cfg(server))  # the same prompts: from the cache
     again = {r["key"]: r for r in sio.load_synthesis(tmp_path / "b.jsonl")}
     assert server.requests == 0 and again["seed-0000"]["reason"].startswith("truncated")
+
+
+def test_a_gateway_parameter_given_twice_is_refused(server, tmp_path, capsys):
+    """The query went to the client as a dict: a parameter given twice kept its last value."""
+    write_seeds(tmp_path / "seeds.jsonl", 2)
+    secret = "SUBKEY-6666666"
+    url = f"{server.url}?subscription-key={secret}&api-version=2024-06-01&api-version=2023-01-01"
+    out = tmp_path / "o.jsonl"
+    assert cli.main(_synth_args(tmp_path, DEFAULT_MODEL, url, out, "--no-progress")) == 2
+    err = capsys.readouterr().err
+    assert "query parameter(s) 'api-version' given twice" in err and secret not in err
+    assert server.requests == 0
