@@ -60,6 +60,7 @@ from .arrow import (
     SEEDS_SCHEMA,
     ArrowSeeds,
 )
+from .schema import query_holds_instruction
 
 log = logging.getLogger(__name__)
 
@@ -345,6 +346,24 @@ def _check_nonempty(arr: pa.Array, source, first_row: int, rows: np.ndarray, fie
         raise DataError(source, first_row + int(rows[i]) + 1, what, field)
 
 
+def _check_bare(query: pa.Array, instruction: pa.Array, source, first_row: int, rows, only_q) -> None:
+    """A seed query that still ends with its instruction (an ``only_query`` exported with the
+    instruction, or a fallback ``query`` equal to it) is a ``DataError`` naming the source row:
+    training appends the instruction, so it would be read twice (``schema.query_holds_instruction``,
+    the check a JSONL seed gets)."""
+    given = pc.greater(pc.utf8_length(only_q), 0).to_numpy(zero_copy_only=False)
+    for i, (q, ins) in enumerate(zip(query.to_pylist(), instruction.to_pylist())):
+        if query_holds_instruction(q, ins):
+            field = "only_query" if given[i] else "query"
+            raise DataError(
+                source,
+                first_row + int(rows[i]) + 1,
+                "ends with the row's only_instruction: training reads query + ' ' + instruction, so it "
+                "would read the instruction twice; give the bare query",
+                field,
+            )
+
+
 def _lens(t: pa.Table, name: str) -> np.ndarray:
     """The length of list column ``name`` in each row (0 where null or absent)."""
     if name not in t.column_names:
@@ -474,6 +493,7 @@ def map_promptriever(
     }
     for name, arr in cols.items():
         _check_nonempty(arr, source, first_row, rows, name, "must be a non-empty string")
+    _check_bare(cols["query"], instruction, source, first_row, rows, only_q)
     cols["instruction_type"] = pa.array(["unknown"] * n, pa.string())
     cols["domain"] = pa.array(["msmarco"] * n, pa.string())
     cols["reference_reversal"] = pa.nulls(n, pa.string())

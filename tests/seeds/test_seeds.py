@@ -311,3 +311,16 @@ def test_seed_fingerprint_reads_only_passage_ids_and_texts():
     assert seed_fingerprint(extra, 0) == seed_fingerprint(seed, 0)
     extra["positive"]["text"] += " (edited)"
     assert seed_fingerprint(extra, 0) != seed_fingerprint(seed, 0)
+
+
+def test_an_only_query_that_holds_its_instruction_is_named_on_both_paths(tmp_path):
+    """The Arrow path checked a query holding its instruction only where it fell back to
+    ``query``: an ``only_query`` exported with the instruction trained it twice."""
+    f = tmp_path / "rows.jsonl"
+    bad = _prow("2", only_query="query 2 only organic  advice.")  # re-cased and re-spaced
+    f.write_text(json.dumps(_prow("1")) + "\n" + json.dumps(bad) + "\n")
+    for load in (load_promptriever, lambda src: promptriever_to_arrow(src, tmp_path / "a")):
+        with pytest.raises(
+            DataError, match=r"rows.jsonl:2: field 'only_query': ends with the row's only_instruction"
+        ):
+            load(f)
