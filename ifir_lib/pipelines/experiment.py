@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 import sys
 import time
@@ -53,6 +54,8 @@ from .experiment_report import write_report
 from .train import train_modes
 
 LAUNCHERS = ("plain", "torchrun", "accelerate")
+# the metric names the evaluation writes (ours and mteb's), checked when planned, not at --collect
+_METRIC = re.compile(r"p_mrr|score|(ndcg|map|mrr|recall|precision|naucs?[a-z_]*)_at_\d+|main_score")
 
 
 BUNDLED = "bundled"
@@ -119,6 +122,16 @@ class ExperimentConfig:
             )
         if not self.rng_seeds:
             raise ConfigError("rng_seeds must name at least one random seed")
+        for what, items in (("rng_seeds", self.rng_seeds), ("modes and extra_modes", modes)):
+            if twice := sorted({str(x) for x in items if list(items).count(x) > 1}):
+                raise ConfigError(f"{what}: {', '.join(twice)} given twice (two jobs would train one folder)")
+        for m in (self.primary_metric, *self.tested_metrics):
+            if not _METRIC.fullmatch(str(m)):
+                raise ConfigError(
+                    f"metric {m!r} is not one the evaluation writes (p_mrr, score, map_at_1000, ndcg_at_10, ...)"
+                )
+        if self.correction != "holm":
+            raise ConfigError(f"correction {self.correction!r}: the family is corrected by 'holm'")
         if not self.eval:
             raise ConfigError("eval: name at least one evaluation set")
         if self.eval_backend is not None:
@@ -274,7 +287,8 @@ def run_commands(out: str | Path, cfg: ExperimentConfig, launcher: str = "plain"
         raise ConfigError(f"unknown launcher {launcher!r}; choose from {', '.join(LAUNCHERS)}")
     prefix = {
         "plain": ["ifir"],
-        "torchrun": ["torchrun", f"--nproc-per-node={launch.get('nproc') or 1}", "-m", "ifir_lib"],
+        # '--' ends torchrun's options: its parser read '--run' as an abbreviation of '--run-path'
+        "torchrun": ["torchrun", f"--nproc-per-node={launch.get('nproc') or 1}", "-m", "--", "ifir_lib"],
         "accelerate": [
             "accelerate",
             "launch",
@@ -325,6 +339,35 @@ def _warn_commits(runs: dict) -> None:
             "them changed how training sets are built, they are not replicates of one condition",
             file=sys.stderr,
         )
+    if blind := sorted(c for c in by_commit if c in ("None", "unknown", "") or c.endswith("+dirty")):
+        print(
+            f"warning: runs trained under commit {', '.join(blind)} (no git checkout, or uncommitted "
+            "changes): code changed between --run jobs cannot be seen; commit before training",
+            file=sys.stderr,
+        )
+
+
+def _check_runs_are_replicates(runs: dict) -> None:
+    """A ``ConfigError`` when runs of one mode were trained under other settings than each other
+    (their recorded ``config`` less ``rng_seed``, and ``world_size``: the global batch is
+    ``batch_size`` x processes): the tables would pool them as replicates of one condition (a
+    learning rate edited between two ``--run`` jobs; a scheduler array whose nodes have other GPU
+    counts). Fields one record lacks (written by an older version) are not compared."""
+    by_mode: dict[str, list[tuple[str, dict]]] = {}
+    for (s, m), path in sorted(runs.items()):
+        info = RunFolder(path).info()
+        settings = {k: v for k, v in (info.get("config") or {}).items() if k != "rng_seed"}
+        settings["world_size"] = info.get("world_size", 1)
+        by_mode.setdefault(m, []).append((run_name(s, m), settings))
+    for mode, ((first, a), *others) in by_mode.items():
+        for name, b in others:
+            if diff := sorted(k for k in a.keys() & b.keys() if a[k] != b[k]):
+                said = ", ".join(f"{k} {a[k]!r} vs {b[k]!r}" for k in diff[:4])
+                raise ConfigError(
+                    f"runs {first} and {name} of {mode} were trained under other settings ({said}); they are "
+                    "not replicates of one condition. Train the odd one again under the plan's settings "
+                    "(delete its folder and rerun its --run), or start anew with --new-experiment"
+                )
 
 
 NOW = "the files now"
@@ -364,6 +407,7 @@ def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None
     _check_runs_agree_on_inputs(out, cfg, now=P.input_digests({k: getattr(cfg, k) for k in P.MODEL_FIELDS}))
     if missing:
         print(f"not finished yet (left out): {', '.join(missing)}", file=sys.stderr)
+    _check_runs_are_replicates(runs)
     _warn_commits(runs)
     results_csv = out / "results.csv"
     followir, tasks = P.eval_targets(cfg.eval)

@@ -3,7 +3,8 @@
 In the order a reader needs it:
 
 1. the plan's primary comparison (say Ins-DV minus Ins-orig, p-MRR, on one set), at each run's
-   fixed final step: the difference, its two-stage 95% interval (runs resampled within each
+   fixed final step (a plan with ``keep_best`` compares the held-out picks, and says so): the
+   difference, its two-stage 95% interval (runs resampled within each
    mode, queries within the set; ``reporting.comparisons``) and the run-level test's p-value
    with the smallest p-value the design can reach;
 2. every mode's mean over runs with the run-level sd and the two-stage interval (``modes.csv``);
@@ -18,10 +19,12 @@ Not handled here: the statistics (``reporting.comparisons``), running anything (
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from ..core.config import BASE_MODE
 from ..core.run_folder import RunFolder
 from ..reporting.comparisons import compare_modes, comparison_table, load_tables, mode_table
 from ..reporting.tables import markdown_table
@@ -54,6 +57,23 @@ def _mode_lines(modes: pd.DataFrame) -> list[str]:
     ]
 
 
+def _finished_only(results: pd.DataFrame, runs: dict) -> pd.DataFrame:
+    """The base rows and those of the runs finished now (``runs``: their folders, the labels
+    ``collect`` evaluates them under). A run deleted, failed or training again since an earlier
+    collect was named as left out while its old rows stayed in every mean, interval and test;
+    one warning names such rows."""
+    labels = {str(p) for p in runs.values()}
+    keep = (results["mode"] == BASE_MODE) | results["model"].astype(str).isin(labels)
+    if gone := sorted(set(results.loc[~keep, "model"].astype(str))):
+        print(
+            f"warning: {len(gone)} model(s) in results.csv are no finished run of this experiment now "
+            f"(deleted, failed, training again or moved) and are left out of the tables: {', '.join(gone[:3])}"
+            + (", ..." if len(gone) > 3 else ""),
+            file=sys.stderr,
+        )
+    return results[keep]
+
+
 def primary_set_of(cfg) -> str:
     """The results' ``dataset`` of the plan's primary comparison: ``primary_set`` (an ``--eval``
     item, or a set one evaluates), else the first item's first set (``paper``: ``followir``,
@@ -61,13 +81,34 @@ def primary_set_of(cfg) -> str:
     return sets_of(cfg.primary_set or cfg.eval[0])[0]
 
 
-def _primary_lines(row: dict, cfg) -> list[str]:
+def _picked(runs: dict) -> list[str]:
+    """The runs whose saved model is not their final step (``keep_best``: the held-out pick)."""
+    out = []
+    for (rng_seed, mode), path in sorted(runs.items()):
+        info = RunFolder(path).info()
+        if info.get("saved_step", info.get("steps")) != info.get("steps"):
+            out.append(f"rng{rng_seed}/{mode}")
+    return out
+
+
+def _which_step(runs: dict) -> str:
+    """How the compared models were chosen, from the runs' records (a plan may set keep_best)."""
+    picked = _picked(runs)
+    if not picked:
+        return "each run's fixed final step"
+    return (
+        f"each run's saved model, which for {len(picked)} of {len(runs)} runs ({', '.join(picked[:3])}"
+        f"{', ...' if len(picked) > 3 else ''}) is the held-out pick (keep_best), not the fixed final step"
+    )
+
+
+def _primary_lines(row: dict, cfg, runs: dict) -> list[str]:
     p = "n/a" if pd.isna(row["p_run"]) else f"{row['p_run']:.3f}"
     return [
         "## Primary comparison (planned before the runs)",
         "",
         f"{cfg.primary_a} minus {cfg.primary_b}, {cfg.primary_metric}, on {row['dataset']}, "
-        "each run's fixed final step:",
+        f"{_which_step(runs)}:",
         "",
         f"- difference {row['diff']:+.2f}, 95% two-stage interval [{row['ci_low']:.2f}, {row['ci_high']:.2f}]",
         f"- runs: {row['runs_a']} of {cfg.primary_a} (sd {row['sd_a']:.2f}), "
@@ -127,7 +168,12 @@ def _heldout_lines(runs: dict, heldout_base: dict | None) -> list[str]:
         "Pairwise accuracies in % on seeds kept out of training, at the last logged evaluation: "
         "orig_acc (P+ first under q + I), rev_acc (N* first under q + I', the reference reversal: "
         "Ins-DV's own training distribution), query_acc (topical ranking under the bare query). "
-        "pick_step is where a held-out pick would have stopped; the models above are the final steps.",
+        "pick_step is where a held-out pick would have stopped; "
+        + (
+            "the models above are the final steps."
+            if not _picked(runs)
+            else "the models above are each run's saved_step (keep_best: the held-out pick)."
+        ),
         "",
         markdown_table(table) if len(table) else "(no held-out evaluations logged)",
     ]
@@ -141,6 +187,7 @@ def write_report(out: Path, cfg, plan_hash: str, runs: dict, missing: list[str],
     """Write ``modes.csv``, ``comparisons.csv`` and ``summary.md`` from ``OUT/results.csv``."""
     results, per_query = load_tables(out / "results.csv")
     results = results[results["plan"] == plan_hash] if "plan" in results else results
+    results = _finished_only(results, runs)
     modes = mode_table(results, per_query, metrics=SHOWN_METRICS, n_boot=cfg.n_boot, rng_seed=0)
     modes.to_csv(out / "modes.csv", index=False)
     present = set(results["mode"])
@@ -172,7 +219,7 @@ def write_report(out: Path, cfg, plan_hash: str, runs: dict, missing: list[str],
             n_boot=cfg.n_boot,
             rng_seed=0,
         )
-        lines += _primary_lines(dict(row), cfg)
+        lines += _primary_lines(dict(row), cfg, runs)
     else:
         why = (
             "a side has no finished run"

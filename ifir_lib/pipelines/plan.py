@@ -163,12 +163,24 @@ def changes(old: dict, new: dict) -> list[str]:
 
 
 def absolute_paths(fields: dict) -> dict:
-    """``fields`` with each input path (``PATH_FIELDS``) made absolute from the current folder:
-    ``{"seeds": "my.jsonl"} -> {"seeds": "/home/me/proj/my.jsonl"}``; ``"bundled"`` and unset stay."""
-    return {
+    """``fields`` with each input path (``PATH_FIELDS``, and ``eval`` items that are folders) made
+    absolute from the current folder: ``{"seeds": "my.jsonl"} -> {"seeds": "/home/me/proj/my.jsonl"}``;
+    ``"bundled"``, ``v1``/``v2``, task names and unset stay."""
+    out = {
         k: os.path.abspath(v) if k in PATH_FIELDS and isinstance(v, str) and v != "bundled" else v
         for k, v in fields.items()
     }
+    if isinstance(out.get("eval"), (list, tuple)):  # --eval folders too: a printed --run job starts anywhere
+        out["eval"] = type(out["eval"])(_absolute_folder(x) for x in out["eval"])
+    return out
+
+
+def _absolute_folder(item):
+    """An ``--eval`` item that is a folder here (not ``v1``/``v2``), absolute; any other as given.
+    Its name, the results' ``dataset``, does not change (``dataset_of``)."""
+    if isinstance(item, str) and item not in C.EVAL_SETS and Path(item).is_dir():
+        return os.path.abspath(item)
+    return item
 
 
 def _stored_spelling(old: dict, new: dict) -> dict:
@@ -183,6 +195,12 @@ def _stored_spelling(old: dict, new: dict) -> dict:
         and old[k] != new[k]
         and os.path.abspath(old[k]) == os.path.abspath(new[k])
     }
+    a, b = old.get("eval"), new.get("eval")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and a != b:
+        if all(
+            x == y or (Path(x).is_dir() and os.path.abspath(x) == os.path.abspath(y)) for x, y in zip(a, b)
+        ):
+            same["eval"] = a  # a plan stored with relative --eval folders keeps its hash
     return {**new, **same}
 
 

@@ -119,8 +119,18 @@ class TrainConfig:
     def preset(cls, name: str | None = None, **overrides) -> TrainConfig:
         """``paper`` (the defaults), ``cpu`` (the demo on a laptop CPU: the PyPI MiniLM, short
         sequences) or ``smoke`` (a few steps, for tests and CI); None: ``default_preset()``.
-        ``overrides`` change fields (None values are ignored)."""
+        ``overrides`` change fields (None values are ignored). ``epochs`` given without
+        ``max_steps`` sets the length (``max_steps`` 0: the preset's step count would win over it,
+        as Hugging Face's Trainer lets ``max_steps`` win, and a plan saying 3 epochs trained 2);
+        both given, with ``max_steps`` > 0, is a ``ConfigError``."""
         name = check_preset(name or default_preset(), "training")
+        epochs, steps = overrides.get("epochs"), overrides.get("max_steps")
+        if epochs is not None and steps is not None and steps > 0:
+            raise ConfigError(
+                f"epochs {epochs} and max_steps {steps} both given: max_steps would win; give one of them"
+            )
+        if epochs is not None and steps is None:
+            overrides = {**overrides, "max_steps": 0}
         return cls(**TRAIN_PRESETS[name]).replace(**overrides)
 
 
@@ -451,7 +461,7 @@ def _resume_point(run: RunFolder, rank: int) -> str | None:
     With no checkpoint (a run killed before its first) training starts again at step 0, so every
     log line an earlier start wrote is dropped (TensorBoard purges its events the same way:
     ``tracking.TensorBoardLog``)."""
-    ckpts = run.checkpoints()
+    ckpts = _complete_checkpoints(run, rank)
     if not ckpts:
         if rank == 0 and run.last_step() is not None:
             log.warning("%s: no checkpoint to resume from; training starts again at step 0", run.path)
@@ -462,6 +472,24 @@ def _resume_point(run: RunFolder, rank: int) -> str | None:
         run.trim_logs(int(ckpts[-1].name.split("-")[1]))
     log.warning("resuming %s from %s", run.path, ckpts[-1])
     return str(ckpts[-1])
+
+
+def _complete_checkpoints(run: RunFolder, rank: int) -> list:
+    """The run's checkpoints that were written to the end (``trainer_state.json`` comes last): one
+    cut by a kill while it was saved made every rerun fail on its missing files. Rank 0 moves a
+    cut one aside (``checkpoints/.cut-checkpoint-N``), with a warning; the run resumes from the
+    one before."""
+    ckpts = run.checkpoints()
+    whole = [c for c in ckpts if (c / "trainer_state.json").is_file()]
+    for cut in (c for c in ckpts if c not in whole):
+        if rank == 0:
+            aside = cut.with_name(f".cut-{cut.name}")
+            shutil.rmtree(aside, ignore_errors=True)
+            cut.rename(aside)
+            log.warning(
+                "%s: %s was cut while it was saved (no trainer_state.json); moved to %s", run.path, cut, aside
+            )
+    return whole
 
 
 def _fit(trainer, run: RunFolder, resume: str | None, rank: int):

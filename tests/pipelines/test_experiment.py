@@ -68,9 +68,19 @@ def test_planned_runs_and_their_commands(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert shlex.split(run_commands("exp", cfg)[0])[3] == str(tmp_path / "exp")  # absolute, for any folder
     torch = run_commands(tmp_path, cfg, "torchrun", nproc=8)[0]
-    assert torch.startswith("torchrun --nproc-per-node=8 -m ifir_lib experiment")
+    assert torch.startswith("torchrun --nproc-per-node=8 -m -- ifir_lib experiment")
     acc = run_commands(tmp_path, cfg, "accelerate", launch_config="launch/accelerate_ddp_8gpu.yaml")[0]
     assert "--config_file launch/accelerate_ddp_8gpu.yaml -m ifir_lib experiment" in acc
+    # each launcher's own parser takes the printed command (torchrun read --run as --run-path)
+    from accelerate.commands.launch import launch_command_parser
+    from torch.distributed.run import get_args_parser
+
+    for parser, cmd in ((get_args_parser(), torch), (launch_command_parser(), acc)):
+        args = parser.parse_args(shlex.split(cmd)[2 if cmd.startswith("accelerate") else 1 :])
+        assert (args.training_script, args.training_script_args[-2:]) == (
+            "ifir_lib",
+            ["--run", "rng3/ins-orig"],
+        )
     with pytest.raises(ConfigError, match="needs --launch-config"):
         run_commands(tmp_path, cfg, "accelerate")
 
@@ -241,6 +251,16 @@ def test_user_inputs_local_run_equals_printed_runs_then_collect(tmp_path, privat
     assert len(load_results(local / "results.csv")) == rows
     assert main([*args, "--out", str(local), "--budget", "8"]) == 2
     assert len(load_results(local / "results.csv")) == rows
+    # a run deleted after a collect was named as left out while its old rows stayed in every number
+    import shutil
+
+    capsys.readouterr()
+    shutil.rmtree(local / "models" / "rng1" / "ins-dv")
+    assert main(["experiment", "--out", str(local), "--collect"]) == 0
+    err = capsys.readouterr().err
+    assert "rng1/ins-dv" in err and "no finished run of this experiment now" in err
+    modes = pd.read_csv(local / "modes.csv")
+    assert set(modes.loc[modes["mode"] == "ins-dv", "runs"]) == {1}
 
 
 def test_runs_trained_on_inputs_that_changed_are_never_pooled(tmp_path):
@@ -375,3 +395,82 @@ def test_the_paper_evaluation_has_a_primary_set_and_any_set_it_evaluates_may_be_
     with pytest.raises(ConfigError, match="nor a set they evaluate"):
         dataclasses.replace(cfg, primary_set="followir_mini")
     assert primary_set_of(ExperimentConfig.preset("smoke", eval=("v1",))) == "followir_mini"
+
+
+def test_eval_folders_enter_the_plan_absolute_and_older_relative_plans_keep_their_hash(tmp_path, monkeypatch):
+    """``--eval sets/myset`` was stored as given: a printed --run job started in another folder
+    failed with 'no such folder' (the docs say the commands run from anywhere)."""
+    write_followir(synthetic_followir(2, 10, 5), tmp_path / "sets" / "myset")
+    monkeypatch.chdir(tmp_path)
+    fields = P.absolute_paths({"eval": ["sets/myset", "v2", "InfoSearchLength"]})
+    assert fields["eval"] == [str(tmp_path / "sets" / "myset"), "v2", "InfoSearchLength"]
+    cfg = ExperimentConfig.preset("smoke", eval=("sets/myset",))
+    old = _normal_plan = P._normal(cfg.plan())  # a plan stored before: the folder relative
+    P.write_plan(tmp_path / "exp", old)
+    again = P._normal(dataclasses.replace(cfg, eval=(str(tmp_path / "sets" / "myset"),)).plan())
+    assert P.write_plan(tmp_path / "exp", again) == P.plan_hash(_normal_plan)  # the same plan
+
+
+def _run_record(path, mode, config=None, world_size=1, commit="aaa", **fields):
+    run = RunFolder(path)
+    run.path.mkdir(parents=True, exist_ok=True)
+    run.start(
+        {
+            "mode": mode,
+            "config": {"learning_rate": 5e-5, "rng_seed": 0, **(config or {})},
+            "world_size": world_size,
+        },
+        commit,
+    )
+    if fields:
+        run.update(**fields)
+    return run.path
+
+
+def test_runs_of_one_mode_under_other_settings_are_not_pooled(tmp_path, capsys):
+    """A learning rate edited between two --run jobs, or a node with other GPU counts (another
+    global batch): --collect pooled them as replicates; the commit check is blind to a checkout
+    with uncommitted changes."""
+    runs = {
+        (0, "ins-dv"): _run_record(tmp_path / "rng0/ins-dv", "ins-dv"),
+        (1, "ins-dv"): _run_record(tmp_path / "rng1/ins-dv", "ins-dv", {"rng_seed": 1}),
+        (0, "ins-orig"): _run_record(tmp_path / "rng0/ins-orig", "ins-orig", {"learning_rate": 1e-4}),
+    }
+    E._check_runs_are_replicates(runs)  # other rng_seeds, and another mode's settings: fine
+    runs[(1, "ins-dv")] = _run_record(tmp_path / "rng1b/ins-dv", "ins-dv", {"learning_rate": 5e-4})
+    with pytest.raises(
+        ConfigError, match=r"rng0/ins-dv and rng1/ins-dv of ins-dv .*learning_rate 5e-05 vs 0.0005"
+    ):
+        E._check_runs_are_replicates(runs)
+    runs[(1, "ins-dv")] = _run_record(tmp_path / "rng1c/ins-dv", "ins-dv", world_size=2)
+    with pytest.raises(ConfigError, match="world_size 1 vs 2"):
+        E._check_runs_are_replicates(runs)
+    E._warn_commits({(0, "ins-dv"): _run_record(tmp_path / "dirty", "ins-dv", commit="abc+dirty")})
+    assert "under commit abc+dirty (no git checkout, or uncommitted changes)" in capsys.readouterr().err
+
+
+def test_the_report_says_which_step_each_model_is(tmp_path):
+    """A plan with keep_best saved the held-out pick, and the report still said "fixed final step"."""
+    from ifir_lib.pipelines.experiment_report import _which_step
+
+    final = {(0, "ins-dv"): _run_record(tmp_path / "a", "ins-dv", steps=4, saved_step=4)}
+    assert _which_step(final) == "each run's fixed final step"
+    picked = {**final, (1, "ins-dv"): _run_record(tmp_path / "b", "ins-dv", steps=4, saved_step=2)}
+    assert "for 1 of 2 runs (rng1/ins-dv) is the held-out pick (keep_best)" in _which_step(picked)
+
+
+def test_a_plan_s_epochs_set_the_length_and_duplicates_or_typos_are_refused_when_planned():
+    """epochs was stored and hashed but the preset's max_steps won (3 epochs trained 2); duplicate
+    rng_seeds printed two jobs for one folder; a mistyped metric failed only at --collect."""
+    assert TrainConfig.preset("smoke", epochs=3.0).max_steps == 0
+    assert TrainConfig.preset("smoke", epochs=3.0, max_steps=0).epochs == 3.0
+    with pytest.raises(ConfigError, match="both given"):
+        TrainConfig.preset("smoke", epochs=3.0, max_steps=4)
+    with pytest.raises(ConfigError, match="rng_seeds: 0 given twice"):
+        ExperimentConfig.preset("smoke", rng_seeds=(0, 0))
+    with pytest.raises(ConfigError, match="ins-dv given twice"):
+        ExperimentConfig.preset("smoke", extra_modes=("ins-dv",))
+    with pytest.raises(ConfigError, match="metric 'pmrr'"):
+        ExperimentConfig.preset("smoke", primary_metric="pmrr")
+    with pytest.raises(ConfigError, match="correction 'bonferoni'"):
+        ExperimentConfig.preset("smoke", correction="bonferoni")

@@ -315,3 +315,22 @@ def test_a_finished_run_drops_its_checkpoints_unless_asked_to_keep_them(tmp_path
     assert RunFolder(dropped.run_dir).info()["checkpoints"] == "removed when the run finished"
     assert [p.name for p in RunFolder(kept.run_dir).checkpoints()] == ["checkpoint-1", "checkpoint-2"]
     assert train(ts.examples, tmp_path / "a", cfg, mode="ins-dv", manifest=ts.manifest()).seconds == 0.0
+
+
+def test_a_checkpoint_cut_while_it_was_saved_is_set_aside_and_the_one_before_resumed(tmp_path, caplog):
+    """A kill during a checkpoint's save left ``checkpoint-4`` without ``trainer_state.json``:
+    every rerun failed on it with a FileNotFoundError instead of resuming from ``checkpoint-2``."""
+    from ifir_lib.training.trainer import _resume_point
+
+    run = RunFolder(tmp_path / "run")
+    for step, whole in ((2, True), (4, False)):
+        ckpt = run.checkpoints_dir / f"checkpoint-{step}"
+        ckpt.mkdir(parents=True)
+        (ckpt / "model.safetensors").write_bytes(b"w")
+        if whole:
+            (ckpt / "trainer_state.json").write_text("{}")
+    with caplog.at_level("WARNING"):
+        assert _resume_point(run, rank=0) == str(run.checkpoints_dir / "checkpoint-2")
+    assert [c.name for c in run.checkpoints()] == ["checkpoint-2"]
+    assert (run.checkpoints_dir / ".cut-checkpoint-4" / "model.safetensors").exists()
+    assert "checkpoint-4 was cut while it was saved" in caplog.text
