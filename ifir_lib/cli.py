@@ -868,7 +868,12 @@ def _add_experiment(sub):
         default=None,
         help="the encoder of --collect's evaluation (default torch; as ifir evaluate --backend)",
     )
-    p.add_argument("--primary", default=None, help="the primary comparison: A,B[,METRIC[,SET]]")
+    p.add_argument(
+        "--primary",
+        default=None,
+        help="the primary comparison: A,B[,METRIC[,SET]]; SET: an --eval item or a set it evaluates "
+        "(default: the first item's first set; paper: followir)",
+    )
     _experiment_training_flags(p)
     how = p.add_mutually_exclusive_group()
     how.add_argument("--print-runs", action="store_true", help="print one command per training run, and stop")

@@ -238,8 +238,9 @@ def model_fingerprint(model, *, modules: bool = True) -> str:
     ``default_prompt_name`` (when set) and (``modules``) each module's configuration
     (``module_settings``): equal fingerprints mean equal embeddings.
 
-    ``modules=False`` leaves the configuration out (the ONNX export key: only the transformer's
-    weights enter the exported graph; pooling and the rest run in PyTorch)."""
+    ``modules=False`` leaves the configuration and ``truncate_dim``/``default_prompt_name`` out
+    (the ONNX export key: only the transformer's weights enter the exported graph; pooling,
+    truncation and the rest run in PyTorch)."""
     import torch
 
     h = hashlib.sha256()
@@ -251,7 +252,7 @@ def model_fingerprint(model, *, modules: bool = True) -> str:
         h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
     h.update(repr(sorted((getattr(model, "prompts", None) or {}).items())).encode())
     h.update(str(model.max_seq_length).encode())
-    for name in _OUTPUT_SETTINGS:  # hashed only when set: a plain model keeps its fingerprint
+    for name in _OUTPUT_SETTINGS if modules else ():  # when set only: a plain model keeps its fingerprint
         if (value := getattr(model, name, None)) is not None:
             h.update(f"{name}={value!r}".encode())
     if modules:

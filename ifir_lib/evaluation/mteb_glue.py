@@ -44,6 +44,8 @@ from .tasks import (
     check_available,
     default_test_split,
     get_paper_task,
+    local_datasets_cache,
+    local_paths,
     og_changed_queries,
     prompts_for,
     task_family,
@@ -260,7 +262,8 @@ def _qrel_diff_of(task) -> dict[str, list[str]]:
     from datasets import load_dataset  # the same call mteb's FollowIR tasks make (cached by then)
 
     md = task.metadata.dataset
-    ds = load_dataset(md["path"], "qrel_diff", split="qrel_diff", revision=md["revision"])
+    with local_datasets_cache(local_paths(task)):  # a local copy's own cache, as its other loads
+        ds = load_dataset(md["path"], "qrel_diff", split="qrel_diff", revision=md["revision"])
     return {row["query-id"]: row["corpus-ids"] for row in ds}
 
 

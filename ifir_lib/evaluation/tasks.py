@@ -26,8 +26,9 @@ With a data directory (``--data-dir DIR`` or ``IFIR_DATA_DIR=DIR``), a repo ``ow
 ``DIR/owner/name`` (what ``hf download owner/name --repo-type dataset --local-dir DIR/owner/name``
 writes) is read from there instead: only the path given to ``load_dataset`` changes, the task's
 loader and scoring do not. A local copy's loads go through a ``datasets`` cache keyed by its
-files (``local_datasets_cache``), and its rows record a digest of what was loaded
-(``loaded_digest``, the results' ``data_sha``).
+files (``local_datasets_cache``), and its rows record a digest of the files it reads
+(``copy_digest``, the results' ``data_sha``). A task read from the hub records none: InfoSearch
+Length and MAIR follow ``main``, so two hub reads months apart are not told apart.
 
 **Offline checks.** ``missing_datasets(tasks)`` lists, one line per dataset repo, what is neither
 a local copy nor in the cache while offline (or with the hub unreachable), with the command that
@@ -44,11 +45,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import logging
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -229,30 +229,35 @@ def local_task_instance(base: type, class_name: str, metadata, **attrs):
     return task_instance(base, class_name, metadata, **wrapped, **attrs)
 
 
-def loaded_digest(task) -> str:
+def copy_digest(task) -> str:
     """``''`` for a task read from the hub; for one read from a local copy (``--data-dir``), 16
-    hex characters of what it loaded (``task.dataset``, loaded here if not yet): the results'
-    ``data_sha``, so two copies of one benchmark are not pooled as one set."""
-    if not local_paths(task):
+    hex characters of the bytes of the files it reads (``_task_files``): the results'
+    ``data_sha``, so two copies of one benchmark, or a copy edited between two runs, are not
+    pooled as one set. Nothing is loaded: a GB of files hashes in seconds."""
+    files = _task_files(task)
+    if not files:
         return ""
-    task.load_data()
     h = hashlib.sha256()
-    _feed(h, task.dataset)
+    for root, f in files:
+        h.update(f"{f.relative_to(root)}\0".encode())
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()[:16]
 
 
-def _feed(h, obj) -> None:
-    if isinstance(obj, Mapping):
-        for k in sorted(obj, key=str):
-            h.update(f"\0{k}\1".encode())
-            _feed(h, obj[k])
-    elif hasattr(obj, "column_names"):  # a datasets.Dataset: every value of its columns, by name
-        for c in sorted(obj.column_names):  # (``obj[c]`` is a lazy Column whose str shows 5 values)
-            h.update(f"\2{c}\3".encode() + json.dumps(list(obj[c]), sort_keys=True, default=str).encode())
-    elif isinstance(obj, (list, tuple)):
-        h.update(json.dumps(list(obj), sort_keys=True, default=str).encode())
-    else:
-        h.update(repr(obj).encode())
+def _task_files(task) -> list[tuple[Path, Path]]:
+    """``(copy, file)`` for the files a local task reads, in name order: a MAIR task's own config
+    folders (``<copy>/<config>/``: the other tasks' configs do not change its data), else every
+    file of the copy but hidden ones (``.cache``)."""
+    out = []
+    for root in local_paths(task):
+        config = getattr(task, "mair_config", None)
+        base = root / config if config and (root / config).is_dir() else root
+        for f in sorted(base.rglob("*")):
+            if f.is_file() and not any(p.startswith(".") for p in f.relative_to(root).parts):
+                out.append((root, f))
+    return out
 
 
 def task_instance(base: type, class_name: str, metadata, **attrs):
@@ -342,9 +347,9 @@ def _qrels(path: str, config: str, revision: str) -> Qrels:
 def unique_ids(ids, contents, where: str, what: str = "id") -> None:
     """A ``DataError`` naming ``where`` and the row when an id repeats with other content (the
     later row silently replaced the earlier one); an exact repeat is harmless."""
-    seen: dict[str, tuple[int, object]] = {}
+    seen: dict[str, tuple[int, bytes]] = {}  # id -> (first row, a digest of its content: not the text)
     for n, (i, content) in enumerate(zip(ids, contents), 1):
-        key = str(i)
+        key, content = str(i), hashlib.blake2b(repr(content).encode(), digest_size=12).digest()
         if key in seen and seen[key][1] != content:
             raise DataError(
                 where, n, f"duplicate {what} {key!r} (first on row {seen[key][0]}) with other content", what

@@ -142,7 +142,8 @@ def validate_data(
     followir_dir: str | Path | None = None,
     audits: dict[str, str | Path] | None = None,
 ) -> list[str]:
-    """``ifir data validate``: the problems of a seed file and evaluation folders (empty: valid).
+    """``ifir data validate``: the problems of a seed file and evaluation folders, and notes
+    (``corpora.Kept``: rows scored as they stand, not problems); valid when every line is a note.
 
     The rule: the bundled seed file (``is_bundled``) is held to the release's checks
     (``validate_bundle``), its four audit files included. Any other seed file, a user's own, gets

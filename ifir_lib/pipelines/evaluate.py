@@ -54,7 +54,7 @@ from ..evaluation import mteb_glue
 from ..evaluation.backends import check_backend
 from ..evaluation.corpora import FOLLOWIR_TASKS, content_digest, load_beir, load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
-from ..evaluation.tasks import PROMPT_CHOICES, loaded_digest
+from ..evaluation.tasks import PROMPT_CHOICES, copy_digest
 from ..reporting.results import AGGREGATE_DATASETS, check_outputs, load_results, make_run_id, save_result
 from ..reporting.tables import norm_name
 from .registry import evaluated_before
@@ -208,9 +208,9 @@ def _digests(loaded: dict, beir: Sequence[Path]) -> dict[str, str]:
 
 def _task_digests(named: Sequence) -> dict[str, str]:
     """``{task name: data_sha}`` of the named tasks read from a local copy (``--data-dir``;
-    ``tasks.loaded_digest``), and of the FollowIR aggregate when its three tasks all are. A task
-    read from the hub has none (its revision is pinned, or the hub's)."""
-    out = {t.metadata.name: sha for t in named if (sha := loaded_digest(t))}
+    ``tasks.copy_digest``), and of the FollowIR aggregate when its three tasks all are. A task
+    read from the hub has none (its revision is pinned, or the hub's ``main``: not checked)."""
+    out = {t.metadata.name: sha for t in named if (sha := copy_digest(t))}
     if all(name in out for name in FOLLOWIR_TASKS):
         out["followir"] = hashlib.sha256("".join(out[n] for n in FOLLOWIR_TASKS).encode()).hexdigest()[:16]
     return out

@@ -705,23 +705,28 @@ def _without_aggregates(per_query: pd.DataFrame) -> pd.DataFrame:
     return per_query[~agg] if (~agg).any() else per_query
 
 
-def _sets_every_mode_has(points: pd.DataFrame) -> list[str] | None:
-    """The sets every (backbone, mode) has per-query values on, when some have fewer (else
-    None): a mode averaged over the sets its runs have stood beside one averaged over others,
-    as if they were one measurement. One warning names the sets left out; with no set common to
-    all, nothing is left out (the caption names every set)."""
-    cells = points.groupby(["backbone", "mode"], sort=False)["dataset"].agg(lambda d: set(d.astype(str)))
-    every = set.intersection(*cells)
-    left = set.union(*cells) - every
-    if not left or not every:
-        return None
-    warn_once(
-        log,
-        "figure (c) leaves out set(s) %s: not every mode has per-query values there, and each mode's "
-        "box is read over the same sets",
-        ", ".join(sorted(left)),
-    )
-    return sorted(every)
+def _sets_every_mode_has(points: pd.DataFrame) -> dict[str, set[str]]:
+    """``{backbone: the sets every one of its modes has per-query values on}`` for the backbones
+    where some mode has fewer (empty: none): a mode averaged over the sets its runs have stood
+    beside one averaged over others, as if they were one measurement. One warning names the sets
+    left out; a backbone with no set common to all its modes is left as it is (the caption names
+    every set)."""
+    out, said = {}, []
+    for backbone, part in points.groupby("backbone", sort=False):
+        cells = part.groupby("mode", sort=False)["dataset"].agg(lambda d: set(d.astype(str)))
+        every = set.intersection(*cells)
+        if left := set.union(*cells) - every:
+            if every:
+                out[str(backbone)] = every
+                said.append(f"{', '.join(sorted(left))} ({backbone})")
+    if said:
+        warn_once(
+            log,
+            "figure (c) leaves out set(s) %s: not every mode has per-query values there, and each mode's "
+            "box is read over the same sets",
+            "; ".join(said),
+        )
+    return out
 
 
 def _per_query_caption(points: pd.DataFrame, metric: str, n_boot: int, backbones: list[str]) -> str:
@@ -750,10 +755,11 @@ def fig_per_query(
     points, cis = per_query_summary(per_query, results, metric, n_boot, seed)
     if points.empty:
         raise ValueError(f"no per-query {metric} values match a run in the results table")
-    if common := _sets_every_mode_has(points):
-        points, cis = per_query_summary(
-            per_query[per_query["dataset"].astype(str).isin(common)], results, metric, n_boot, seed
-        )
+    if common := _sets_every_mode_has(points):  # backbone -> its sets, where a mode lacks some
+        runs = results[["run_id", "backbone"]].astype(str).drop_duplicates("run_id")
+        backbone = per_query["run_id"].astype(str).map(dict(zip(runs["run_id"], runs["backbone"])))
+        keep = [b not in common or d in common[b] for b, d in zip(backbone, per_query["dataset"].astype(str))]
+        points, cis = per_query_summary(per_query[keep], results, metric, n_boot, seed)
     backbones = list(dict.fromkeys(points["backbone"]))
     fig = make_subplots(
         rows=1,

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..core.errors import DataError
+from ..evaluation.corpora import FOLLOWIR_TASKS
 from .results import add_backbone, frame_path, load_published, mode_order, runs_to_read
 from .style import backbone_labels, mode_label
 
@@ -153,6 +154,8 @@ def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
             source, None, f"no row maps to a table column (tables.COLUMNS); it has {', '.join(have[:12])}"
         )
     mapped = set(df.loc[df["column"].notna(), "dataset"].astype(str))
+    if "followir" in mapped:  # the aggregate's column stands for its three collections
+        mapped |= set(FOLLOWIR_TASKS)
     if other := sorted(set(df["dataset"].astype(str)) - mapped):
         log.warning(
             "%d set(s) of %s have no column in the paper's table and are left out of it: %s (ifir compare "

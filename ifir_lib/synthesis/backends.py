@@ -322,8 +322,15 @@ class TransformersBackend:
             n_in = inputs["input_ids"].shape[1]
             new = out[0, n_in:]  # (n_new,)
             # stopped at max_new_tokens, not at the end of its answer
-            cut = int(new.shape[0]) >= kw["max_new_tokens"] and int(new[-1]) != self.tokenizer.eos_token_id
+            cut = int(new.shape[0]) >= kw["max_new_tokens"] and int(new[-1]) not in self._stop_ids()
             return self.tokenizer.decode(new, skip_special_tokens=True), int(n_in), int(new.shape[0]), cut
+
+    def _stop_ids(self) -> set[int]:
+        """The tokens generation stops at: the tokenizer's EOS and the generation config's (an int
+        or a list: Llama-3's ``<|eot_id|>``, Qwen's ``<|im_end|>``)."""
+        ids = getattr(getattr(self.lm, "generation_config", None), "eos_token_id", None)
+        ids = [ids] if isinstance(ids, int) else list(ids or [])
+        return {int(i) for i in (*ids, self.tokenizer.eos_token_id) if i is not None}
 
     async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int, bool]:
         try:

@@ -71,12 +71,12 @@ _WORDS = re.compile(r"[a-z0-9]+")
 # a decline in words: "None - nothing separates them.", "N/A", "No sound reversal exists." (the
 # prompt asks for exactly "None"; models paraphrase it). "None of ..." may open an instruction.
 _DECLINE = re.compile(
-    r"none\b(?!\s+of\b).*|n/a\b.*|na\W*|no\s+(sound|valid|suitable|possible|meaningful|objective|clear|good|such)\s+"
-    r"(complementary\s+|reversed\s+)?(reversal|instruction|attribute|criterion|distinction)s?\b.*",
+    r"(none|n/?a)(\s*[-–—:;,.!]\s*.*)?|no\s+(sound|valid|suitable|possible|meaningful|objective|clear|good|such)\s+"
+    r"(complementary\s+|reversed\s+|new\s+)?(reversal|instruction)s?\b.*",
     re.I | re.S,
-)
+)  # "None other than ...", "N/A values must ..." are instructions: nothing may follow but punctuation
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{%|%\}")  # template syntax echoed instead of filled
-MIN_WORDS = 3  # words with two letters or more: "N/A", "." and "..." say nothing
+MIN_WORDS = 2  # words (runs of letters, or CJK characters): ".", "..." and "Spain!" say nothing
 COPY_SPAN = 12  # consecutive words shared with a passage: the bundled reversals share at most 11
 ABSTRACT_SPAN = 4  # the abstract style copies no 4-word span of N* (docs/method.md §2)
 _SENT = re.compile(
@@ -201,9 +201,17 @@ def check_reversal(
 def _no_content(text: str) -> str | None:
     if _PLACEHOLDER.search(text):
         return "template syntax instead of an instruction"
-    if len(re.findall(r"[^\W\d_]{2,}", text)) < MIN_WORDS:
+    if len(re.findall(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]|[^\W\d_]+", text)) < MIN_WORDS:
         return f"no content: fewer than {MIN_WORDS} words"
     return None
+
+
+def unusable(text: str) -> str | None:
+    """Why a stored reversal cannot train whatever checks accepted it (a row written before these
+    rules, or a hand-made file): a decline in words, no content, template syntax; else None."""
+    if _DECLINE.fullmatch(text.strip()):
+        return "a decline in words"
+    return _no_content(text)
 
 
 def _copied_span(text: str, seed: dict, span: int, target: int | None) -> str | None:

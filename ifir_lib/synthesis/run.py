@@ -1252,7 +1252,7 @@ def _disagree(old: dict, new: dict) -> str | None:
         return None
     if a == b == "accepted" and old.get("reversal") != new.get("reversal"):
         return "has another accepted reversal"
-    if a != b:
+    if (a == "accepted") != (b == "accepted"):  # rejected vs declined: neither trains
         return f"is {b} here and {a}"
     return None
 

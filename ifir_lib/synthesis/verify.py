@@ -119,6 +119,14 @@ def flip_margins(
     return [(float(a), float(b)) for a, b in zip(og_pos - og_neg, rev_neg - rev_pos)]
 
 
+def _model_name(model) -> str:
+    """A model object's weights (its transformer's ``name_or_path``: a folder or hub name), else its class."""
+    try:
+        return str(model[0].auto_model.config._name_or_path) or type(model).__name__
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return type(model).__name__
+
+
 # ---- LLM judge --------------------------------------------------------------------------------------
 _YN = re.compile(r"<answer>\s*<a>\s*(yes|no)\s*</a>\s*<b>\s*(yes|no)\s*</b>\s*</answer>", re.I | re.S)
 
@@ -210,11 +218,7 @@ def verify(
             [n for _, _, _, n in pairs],
             batch_size,
         )
-        name = (
-            embedder
-            if isinstance(embedder, str)
-            else getattr(model, "name_or_path", None) or type(model).__name__
-        )
+        name = embedder if isinstance(embedder, str) else _model_name(model)
         for (i, _, _, _), (og, rev) in zip(pairs, margins):
             out[i].update(
                 verify_margin_og=round(og, 6),

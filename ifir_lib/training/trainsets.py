@@ -67,6 +67,7 @@ from ..seeds.schema import (
     passage_text_clashes,
     written_for,
 )
+from ..synthesis.checks import unusable
 from ..synthesis.template import template_reversal
 
 log = logging.getLogger(__name__)
@@ -214,19 +215,32 @@ def match_reversals(seeds, reversals: dict[str, dict], seeds_name: str = "the se
     known = set(ids)
     out = MatchedReversals()
     out.source = getattr(reversals, "source", None) or "the reversals given"
-    stale, copies = [], []
+    stale, copies, unfit = [], [], []
     for seed in _seeds_named(seeds, ids, arrow, reversals):
         current = [r for r in _entries(reversals[seed["id"]]) if _written_for(seed, r)]
-        usable = [
-            r for r in current if normalized_text(str(r["reversal"])) != normalized_text(seed["instruction"])
-        ]
+        fit = [r for r in current if not unusable(str(r["reversal"]))]
+        instruction = normalized_text(seed["instruction"])
+        usable = [r for r in fit if normalized_text(str(r["reversal"])) != instruction]
         if not current:
             stale.append(seed["id"])
+        elif not fit:
+            r = current[0]
+            unfit.append(
+                f"{seed['id']} ({_where(r)}: {unusable(str(r['reversal']))}, {str(r['reversal'])[:30]!r})"
+            )
         elif not usable:
             copies.append(f"{seed['id']} ({_where(current[0])})")
         else:  # the lowest N* index, whatever order the rows arrived in (the first one on a tie)
             rev = min(usable, key=lambda r: r.get("negative_index", 0))
             out[seed["id"]] = {k: v for k, v in rev.items() if k != "later"}
+    if unfit:
+        log.warning(
+            "%d accepted reversal(s) in %s fail today's checks (written before them, or by hand): not "
+            "trained, e.g. %s",
+            len(unfit),
+            out.source,
+            "; ".join(unfit[:3]),
+        )
     if copies:
         log.warning(
             "%d reversal(s) in %s are the seed's own instruction (case, spacing and quotes aside), so both "
@@ -241,7 +255,8 @@ def match_reversals(seeds, reversals: dict[str, dict], seeds_name: str = "the se
         return sum(len(_entries(reversals[sid])) for sid in sids)
 
     named = (("reversals_stale", len(stale)), ("reversals_unmatched", rows(unmatched)))
-    out.counts = {k: v for k, v in (*named, ("reversals_copy_of_instruction", len(copies))) if v}
+    named += (("reversals_copy_of_instruction", len(copies)), ("reversals_failing_checks", len(unfit)))
+    out.counts = {k: v for k, v in named if v}
     if stale:
         log.warning(
             "the reversals in %s of %d seeds in %s were written for an earlier version of the seed (its "

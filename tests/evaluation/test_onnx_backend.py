@@ -195,6 +195,7 @@ def test_a_truncated_model_keys_its_own_vectors_and_onnx_truncates_it(minilm, te
     cut = copy.copy(minilm)
     cut.truncate_dim = 32
     assert model_fingerprint(cut) != fp and model_fingerprint(minilm) == fp  # plain: unchanged
+    assert O.export_key(cut) == O.export_key(minilm)  # one graph: truncation runs after it
     ref = encode(cut, texts, "document")
     got = encode(encoder_for(cut, "onnx"), texts, "document")
     assert ref.shape == got.shape == (len(texts), 32)

@@ -458,9 +458,31 @@ def test_two_copies_of_a_named_task_are_not_pooled_as_one_set(bow_model, data_ro
     assert len(sha) == 16
     with pytest.raises(ConfigError, match="'InfoSearchLength' is already there with other content"):
         evaluate_models({"bow": str(bow_model)}, data_dir=str(other), **kw)
-    assert paper_tasks.loaded_digest(mteb_glue.get_task("InfoSearchLength", data_root)) == sha  # stable
+    assert paper_tasks.copy_digest(mteb_glue.get_task("InfoSearchLength", data_root)) == sha  # stable
     corpus = other / "jianqunZ/Length-v1" / "corpus.jsonl"  # its last document edited: another digest
     docs = [json.loads(x) for x in corpus.read_text().splitlines()]
     write_jsonl(corpus, [*docs[:-1], {**docs[-1], "text": docs[-1]["text"] + " edited"}])
     _edit_changed_qrel(other / "jianqunZ/Length-v1", "q1", "d1", 1.0)  # the qrels as data_root's
-    assert len(docs) > 5 and paper_tasks.loaded_digest(mteb_glue.get_task("InfoSearchLength", other)) != sha
+    assert len(docs) > 5 and paper_tasks.copy_digest(mteb_glue.get_task("InfoSearchLength", other)) != sha
+
+
+def test_a_followir_copy_s_qrel_diff_is_its_own_and_part_of_its_digest(data_root, tmp_path):
+    """The per-query p-MRR's qrel diff was loaded outside the copy's own cache: a second copy, or
+    an edited one, was scored with the first copy's diff; and the digest left the diff out."""
+    import shutil
+
+    from datasets import Dataset, Features, Sequence, Value
+
+    name = "Robust04InstructionRetrieval"
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(data_root / f"mteb/{name}", a / f"mteb/{name}")
+    shutil.copytree(a, b)
+    diff = {"query-id": ["q1", "q2"], "corpus-ids": [["d1"], ["e1"]]}
+    features = Features({"query-id": Value("string"), "corpus-ids": Sequence(Value("string"))})
+    Dataset.from_dict(diff, features=features).to_parquet(
+        b / f"mteb/{name}/qrel_diff/qrel_diff-00000-of-00001.parquet"
+    )
+    ta, tb = mteb_glue.get_task(name, a), mteb_glue.get_task(name, b)
+    assert mteb_glue._qrel_diff_of(ta) == {"q1": ["d3"], "q2": ["e2"]}
+    assert mteb_glue._qrel_diff_of(tb) == {"q1": ["d1"], "q2": ["e1"]}
+    assert paper_tasks.copy_digest(ta) != paper_tasks.copy_digest(tb)

@@ -228,7 +228,7 @@ def test_per_query_figure_reads_every_mode_over_the_same_sets(tmp_path, caplog):
     lacking = pq[~(pq["run_id"].isin(dv) & (pq["dataset"] == sets[1]))]  # ins-dv lacks the second set
     with caplog.at_level("WARNING"):
         fig = F.fig_per_query(lacking, res, n_boot=50)
-    assert f"figure (c) leaves out set(s) {sets[1]}" in caplog.text
+    assert f"figure (c) leaves out set(s) {sets[1]} (" in caplog.text
     boxes = [t for t in fig.data if t.type == "box"]
     full = F.fig_per_query(pq[pq["dataset"] != sets[1]], res, n_boot=50)
     assert [list(t.y) for t in boxes] == [list(t.y) for t in full.data if t.type == "box"]

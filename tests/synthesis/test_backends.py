@@ -56,6 +56,9 @@ def test_smollm2_two_seeds(tmp_path):
             "short_reversal",
             "0.1+",
         )
+    # 12 tokens cannot hold an answer: generation stopped at max_new_tokens, and the row says so
+    cut = [r for r in rows if r["usage"]["completion_tokens"] == 12]
+    assert cut and all(r["status"] == "rejected" and r["reason"].startswith("truncated") for r in cut)
     # same prompts, same greedy decoding: answered from the cache without generating
     s2 = syn.synthesize(seeds, tmp_path / "o2.jsonl", cfg)
     assert s2.requests == 0 and s2.cached == 2

@@ -154,6 +154,22 @@ def test_a_reversal_copied_from_a_passage_is_rejected(text, target, why):
         assert rc.check_reversal(text, LONG) is None
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "None other than peer-reviewed trials count.",
+        "N/A values must be reported, not imputed.",
+        "Exclude opioids.",
+        "Adults only.",
+        "仅限成人研究。",  # no spaces: CJK characters count as words
+    ],
+)
+def test_short_or_none_opening_instructions_are_not_declines_or_empty(text):
+    answer = f"<answer><new_instruction>{text}</new_instruction></answer>"
+    assert rc.parse_answer(answer).status == "accepted" and rc.check_reversal(text, SEED) is None
+    assert rc.unusable(text) is None
+
+
 def test_the_bundled_reversals_pass_the_checks(bundled_seeds):
     """The reviewed reversals (reference, abstract against its N*) pass every check: the limits
     (``COPY_SPAN``, ``MIN_WORDS``, the decline phrases) reject none of them."""

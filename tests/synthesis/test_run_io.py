@@ -263,3 +263,5 @@ def test_shards_that_disagree_on_a_key_s_status_are_a_conflict(tmp_path):
         sio.merge_shards([a, b], tmp_path / "m2.jsonl", on_conflict="error")
     m = sio.merge_shards([c, b], tmp_path / "m3.jsonl", on_conflict="error")
     assert m.conflicts == 0 and sio.load_synthesis(tmp_path / "m3.jsonl")[0]["status"] == "accepted"
+    c.write_text(json.dumps(_row("seed-0000", status="declined")) + "\n")  # neither trains: no conflict
+    assert sio.merge_shards([a, c], tmp_path / "m4.jsonl", on_conflict="error").conflicts == 0

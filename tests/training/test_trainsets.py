@@ -490,3 +490,17 @@ def test_a_reversal_that_is_the_instruction_is_not_trained(tmp_path, caplog):
     path = _write_rows(tmp_path / "bad.jsonl", rows)
     with pytest.raises(DataError, match=f"{path}:2: field 'reversal': must be a string"):
         load_reversals(path)
+
+
+def test_an_accepted_row_that_today_s_checks_reject_is_not_trained(tmp_path, caplog):
+    """Rows accepted before the decline and content checks ('N/A', '...') kept training, beside
+    rows checked under the new rules."""
+    seeds = [make_seed(i) for i in range(3)]
+    rows = [_syn_row(s) for s in seeds]
+    rows[0]["reversal"], rows[2]["reversal"] = "N/A", "..."
+    path = _write_rows(tmp_path / "old.jsonl", rows)
+    with caplog.at_level("WARNING", logger="ifir_lib.training.trainsets"):
+        ts = build_trainset("ins-dv", seeds, load_reversals(path), num_negatives=3)
+    assert ts.counts["reversals_failing_checks"] == 2
+    assert {e["group"] for e in ts.examples} == {"seed-0001"}
+    assert f"seed-0000 ({path}:1: a decline in words" in caplog.text
