@@ -474,7 +474,10 @@ def _add_train(sub):
     p.add_argument("--base-model", default=None, help="name or path; 'minilm' is the PyPI-shipped MiniLM")
     p.add_argument("--out", required=True, help="run directory (a SentenceTransformer folder when done)")
     for field, typ in _TRAIN_FLAGS:
-        p.add_argument("--" + field.replace("_", "-"), type=typ, default=None, help="default: the preset's")
+        said = "default: the preset's" + (
+            "; given without --max-steps it sets the length" if field == "epochs" else ""
+        )
+        p.add_argument("--" + field.replace("_", "-"), type=typ, default=None, help=said)
     p.add_argument("--rng-seed", type=int, default=0, help="random seed of the run")
     p.add_argument("--no-co-batch", action="store_true", help="shuffle the two views independently")
     p.add_argument(

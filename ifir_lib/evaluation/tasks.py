@@ -177,8 +177,8 @@ def _files_key(paths: Sequence[Path]) -> str:
     h = hashlib.sha256()
     for root in paths:
         h.update(str(root.resolve()).encode())
-        for f in sorted(root.rglob("*")):
-            rel = f.relative_to(root)
+        for f in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            rel = f.relative_to(root) if f != root else Path(f.name)
             if f.is_file() and not any(part.startswith(".") for part in rel.parts):
                 st = f.stat()
                 h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -237,6 +237,16 @@ def copy_digest(task) -> str:
     files = _task_files(task)
     if not files:
         return ""
+    key = (tuple(str(f) for _, f in files), _files_key([f for _, f in files]))  # unchanged since: reuse
+    if key not in _DIGESTS:
+        _DIGESTS[key] = _bytes_digest(files)
+    return _DIGESTS[key]
+
+
+_DIGESTS: dict[tuple, str] = {}  # (files, their names, sizes and times) -> digest, per process
+
+
+def _bytes_digest(files: list[tuple[Path, Path]]) -> str:
     h = hashlib.sha256()
     for root, f in files:
         h.update(f"{f.relative_to(root)}\0".encode())

@@ -50,12 +50,12 @@ from ..training.heldout import heldout_scores, split_heldout
 from ..training.trainer import TrainConfig
 from . import plan as P
 from .evaluate import evaluate_models
-from .experiment_report import write_report
+from .experiment_report import experiment_rows, write_report
 from .train import train_modes
 
 LAUNCHERS = ("plain", "torchrun", "accelerate")
 # the metric names the evaluation writes (ours and mteb's), checked when planned, not at --collect
-_METRIC = re.compile(r"p_mrr|score|(ndcg|map|mrr|recall|precision|naucs?[a-z_]*)_at_\d+|main_score")
+_METRIC = re.compile(r"p_mrr|score|(ndcg|map|mrr|recall|precision)_at_\d+|main_score")
 
 
 BUNDLED = "bundled"
@@ -115,7 +115,7 @@ class ExperimentConfig:
                     f"primary comparison: {side!r} is not a planned mode ({', '.join(modes)}, base)"
                 )
         sets = [x for item in self.eval for x in (item, *P.sets_of(item))]
-        if self.primary_set and self.primary_set not in sets:
+        if self.primary_set and P.dataset_of(self.primary_set) not in sets:  # a folder: by its name
             raise ConfigError(
                 f"primary_set {self.primary_set!r} is not one of --eval {list(self.eval)} nor a set they "
                 f"evaluate ({', '.join(dict.fromkeys(sets))})"
@@ -132,6 +132,7 @@ class ExperimentConfig:
                 )
         if self.correction != "holm":
             raise ConfigError(f"correction {self.correction!r}: the family is corrected by 'holm'")
+        TrainConfig.preset(self.train_preset, **self.train_overrides())  # epochs and max_steps both set
         if not self.eval:
             raise ConfigError("eval: name at least one evaluation set")
         if self.eval_backend is not None:
@@ -357,7 +358,8 @@ def _check_runs_are_replicates(runs: dict) -> None:
     for (s, m), path in sorted(runs.items()):
         info = RunFolder(path).info()
         settings = {k: v for k, v in (info.get("config") or {}).items() if k != "rng_seed"}
-        settings["world_size"] = info.get("world_size", 1)
+        if "world_size" in info:  # recorded since 2026-12-06; an older record is not compared
+            settings["world_size"] = info["world_size"]
         by_mode.setdefault(m, []).append((run_name(s, m), settings))
     for mode, ((first, a), *others) in by_mode.items():
         for name, b in others:
@@ -428,7 +430,11 @@ def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None
         evaluate_models({str(path): path}, mode=mode, rng_seed=rng_seed, **evaluate)
     summary = write_report(out, cfg, plan_hash, runs, missing, _heldout_base(cfg))
     make_all_figures(
-        results_csv, out / "figures", per_query_csv=per_query_path(results_csv), runs_dir=out / "models"
+        results_csv,
+        out / "figures",
+        per_query_csv=per_query_path(results_csv),
+        runs_dir=out / "models",
+        rows=lambda r: experiment_rows(r, plan_hash, runs, quiet=True),  # what the tables read
     )
     return summary
 

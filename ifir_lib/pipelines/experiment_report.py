@@ -57,14 +57,16 @@ def _mode_lines(modes: pd.DataFrame) -> list[str]:
     ]
 
 
-def _finished_only(results: pd.DataFrame, runs: dict) -> pd.DataFrame:
-    """The base rows and those of the runs finished now (``runs``: their folders, the labels
-    ``collect`` evaluates them under). A run deleted, failed or training again since an earlier
-    collect was named as left out while its old rows stayed in every mean, interval and test;
-    one warning names such rows."""
+def experiment_rows(results: pd.DataFrame, plan_hash: str, runs: dict, quiet: bool = False) -> pd.DataFrame:
+    """The rows an experiment's tables and figures read: its plan's (``plan``), of the base model
+    and of the runs finished now (``runs``: their folders, the labels ``collect`` evaluates them
+    under). A run deleted, failed or training again since an earlier collect was named as left
+    out while its old rows stayed in every mean, interval, test and figure; one warning (unless
+    ``quiet``) names such rows."""
+    results = results[results["plan"] == plan_hash] if "plan" in results else results
     labels = {str(p) for p in runs.values()}
     keep = (results["mode"] == BASE_MODE) | results["model"].astype(str).isin(labels)
-    if gone := sorted(set(results.loc[~keep, "model"].astype(str))):
+    if (gone := sorted(set(results.loc[~keep, "model"].astype(str)))) and not quiet:
         print(
             f"warning: {len(gone)} model(s) in results.csv are no finished run of this experiment now "
             f"(deleted, failed, training again or moved) and are left out of the tables: {', '.join(gone[:3])}"
@@ -186,8 +188,7 @@ def _heldout_lines(runs: dict, heldout_base: dict | None) -> list[str]:
 def write_report(out: Path, cfg, plan_hash: str, runs: dict, missing: list[str], heldout_base=None) -> Path:
     """Write ``modes.csv``, ``comparisons.csv`` and ``summary.md`` from ``OUT/results.csv``."""
     results, per_query = load_tables(out / "results.csv")
-    results = results[results["plan"] == plan_hash] if "plan" in results else results
-    results = _finished_only(results, runs)
+    results = experiment_rows(results, plan_hash, runs)
     modes = mode_table(results, per_query, metrics=SHOWN_METRICS, n_boot=cfg.n_boot, rng_seed=0)
     modes.to_csv(out / "modes.csv", index=False)
     present = set(results["mode"])

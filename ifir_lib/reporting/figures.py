@@ -34,7 +34,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -1247,9 +1247,11 @@ def make_all_figures(
     runs_dir: str | Path | None = None,
     synthesis_path: str | Path | Sequence[str | Path] | None = None,
     formats: Sequence[str] = FORMATS,
+    rows: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
 ) -> list[Path]:
     """Rebuild every figure whose inputs exist, each with its caption file; print a note for each
-    one skipped.
+    one skipped. ``rows`` selects the results rows drawn (an experiment: its plan's finished
+    runs, the rows its tables read).
 
     Example: only ``results_csv`` -> (a) and (b), with 95% intervals and (c) when the sibling
     ``<stem>_per_query.csv`` that ``evaluate`` writes exists (or ``per_query_csv`` is given);
@@ -1257,6 +1259,8 @@ def make_all_figures(
     Returns the written paths (figures, then ``<name>.caption.txt``).
     """
     results = load_results(results_csv)
+    if rows is not None:
+        results = rows(results)
     results.attrs["path"] = str(results_csv)  # errors name the file (``results.runs_to_read``)
     results = _labelled(results, runs_dir)
     published = load_published()

@@ -71,10 +71,11 @@ _WORDS = re.compile(r"[a-z0-9]+")
 # a decline in words: "None - nothing separates them.", "N/A", "No sound reversal exists." (the
 # prompt asks for exactly "None"; models paraphrase it). "None of ..." may open an instruction.
 _DECLINE = re.compile(
-    r"(none|n/?a)(\s*[-–—:;,.!]\s*.*)?|no\s+(sound|valid|suitable|possible|meaningful|objective|clear|good|such)\s+"
+    r"(none|n/?a)(\s*[-–—:;.!]\s*.*)?|no\s+(sound|valid|suitable|possible|meaningful|objective|clear|good|such)\s+"
     r"(complementary\s+|reversed\s+|new\s+)?(reversal|instruction)s?\b.*",
     re.I | re.S,
-)  # "None other than ...", "N/A values must ..." are instructions: nothing may follow but punctuation
+)  # "None other than ...", "None, except ...", "N/A values must ..." are instructions: a decline's
+# "None" stands alone or before a dash, colon, semicolon or full stop and its reason
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{%|%\}")  # template syntax echoed instead of filled
 MIN_WORDS = 2  # words (runs of letters, or CJK characters): ".", "..." and "Spain!" say nothing
 COPY_SPAN = 12  # consecutive words shared with a passage: the bundled reversals share at most 11

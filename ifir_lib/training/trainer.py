@@ -236,7 +236,7 @@ def _train(
         log.warning("%s already finished; nothing to do", run.path)
         return TrainResult(run.path, run.info().get("steps", 0), 0.0, 0.0, run.read_log())
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    resuming = bool(run.checkpoints())
+    resuming = any((c / "trainer_state.json").is_file() for c in run.checkpoints())  # a whole one
     if resuming:
         _check_resume_world(run, world)
     if rank == 0:

@@ -261,6 +261,8 @@ def test_user_inputs_local_run_equals_printed_runs_then_collect(tmp_path, privat
     assert "rng1/ins-dv" in err and "no finished run of this experiment now" in err
     modes = pd.read_csv(local / "modes.csv")
     assert set(modes.loc[modes["mode"] == "ins-dv", "runs"]) == {1}
+    caption = (local / "figures" / "fig_pmrr_by_config.caption.txt").read_text()
+    assert "Ins-DV 1" in caption and "runs per mode" in caption  # the figures read what the tables read
 
 
 def test_runs_trained_on_inputs_that_changed_are_never_pooled(tmp_path):
@@ -409,19 +411,20 @@ def test_eval_folders_enter_the_plan_absolute_and_older_relative_plans_keep_thei
     P.write_plan(tmp_path / "exp", old)
     again = P._normal(dataclasses.replace(cfg, eval=(str(tmp_path / "sets" / "myset"),)).plan())
     assert P.write_plan(tmp_path / "exp", again) == P.plan_hash(_normal_plan)  # the same plan
+    # the primary set may name the folder as given, though the plan holds it absolute
+    from ifir_lib.pipelines.experiment_report import primary_set_of
+
+    mine = ExperimentConfig.preset(
+        "smoke", eval=(str(tmp_path / "sets" / "myset"),), primary_set="sets/myset"
+    )
+    assert primary_set_of(mine) == "myset"
 
 
 def _run_record(path, mode, config=None, world_size=1, commit="aaa", **fields):
     run = RunFolder(path)
     run.path.mkdir(parents=True, exist_ok=True)
-    run.start(
-        {
-            "mode": mode,
-            "config": {"learning_rate": 5e-5, "rng_seed": 0, **(config or {})},
-            "world_size": world_size,
-        },
-        commit,
-    )
+    record = {"mode": mode, "config": {"learning_rate": 5e-5, "rng_seed": 0, **(config or {})}}
+    run.start({**record, **({"world_size": world_size} if world_size is not None else {})}, commit)
     if fields:
         run.update(**fields)
     return run.path
@@ -445,6 +448,10 @@ def test_runs_of_one_mode_under_other_settings_are_not_pooled(tmp_path, capsys):
     runs[(1, "ins-dv")] = _run_record(tmp_path / "rng1c/ins-dv", "ins-dv", world_size=2)
     with pytest.raises(ConfigError, match="world_size 1 vs 2"):
         E._check_runs_are_replicates(runs)
+    runs[(0, "ins-dv")] = _run_record(
+        tmp_path / "old/ins-dv", "ins-dv", world_size=None
+    )  # before it was recorded
+    E._check_runs_are_replicates(runs)
     E._warn_commits({(0, "ins-dv"): _run_record(tmp_path / "dirty", "ins-dv", commit="abc+dirty")})
     assert "under commit abc+dirty (no git checkout, or uncommitted changes)" in capsys.readouterr().err
 
@@ -474,3 +481,8 @@ def test_a_plan_s_epochs_set_the_length_and_duplicates_or_typos_are_refused_when
         ExperimentConfig.preset("smoke", primary_metric="pmrr")
     with pytest.raises(ConfigError, match="correction 'bonferoni'"):
         ExperimentConfig.preset("smoke", correction="bonferoni")
+    with pytest.raises(
+        ConfigError, match="both given"
+    ):  # the smoke preset sets max_steps: refused when planned
+        ExperimentConfig.preset("smoke", epochs=3.0)
+    assert ExperimentConfig.preset("smoke", epochs=3.0, max_steps=0).epochs == 3.0

@@ -158,6 +158,7 @@ def test_a_reversal_copied_from_a_passage_is_rejected(text, target, why):
     "text",
     [
         "None other than peer-reviewed trials count.",
+        "None, except trials run in children.",
         "N/A values must be reported, not imputed.",
         "Exclude opioids.",
         "Adults only.",

@@ -72,7 +72,9 @@ def test_verify_file_rewrites_atomically(minilm, tmp_path):
     assert (s.rows, s.checked, s.flips, s.flip_checked) == (3, 2, 1, 2)
     rows = sio.load_synthesis(p)
     assert [r["verify_flip"] for r in rows] == [True, False, None]
-    assert "minilm" in rows[0]["verify_embedder"] and rows[2]["verify_embedder"] is None  # which embedder said so
+    assert (
+        "minilm" in rows[0]["verify_embedder"] and rows[2]["verify_embedder"] is None
+    )  # which embedder said so
     # no temp file left; the lock file (core.locks) stays behind, empty
     assert sorted(x.name for x in tmp_path.iterdir()) == ["rows.jsonl", "rows.jsonl.lock"]
 
