@@ -217,38 +217,12 @@ def match_reversals(seeds, reversals: dict[str, dict], seeds_name: str = "the se
     out.source = getattr(reversals, "source", None) or "the reversals given"
     stale, copies, unfit = [], [], []
     for seed in _seeds_named(seeds, ids, arrow, reversals):
-        current = [r for r in _entries(reversals[seed["id"]]) if _written_for(seed, r)]
-        fit = [r for r in current if not unusable(str(r["reversal"]))]
-        instruction = normalized_text(seed["instruction"])
-        usable = [r for r in fit if normalized_text(str(r["reversal"])) != instruction]
-        if not current:
-            stale.append(seed["id"])
-        elif not fit:
-            r = current[0]
-            unfit.append(
-                f"{seed['id']} ({_where(r)}: {unusable(str(r['reversal']))}, {str(r['reversal'])[:30]!r})"
-            )
-        elif not usable:
-            copies.append(f"{seed['id']} ({_where(current[0])})")
-        else:  # the lowest N* index, whatever order the rows arrived in (the first one on a tie)
-            rev = min(usable, key=lambda r: r.get("negative_index", 0))
+        rev, why = _pick(seed, _entries(reversals[seed["id"]]))
+        if rev is not None:
             out[seed["id"]] = {k: v for k, v in rev.items() if k != "later"}
-    if unfit:
-        log.warning(
-            "%d accepted reversal(s) in %s fail today's checks (written before them, or by hand): not "
-            "trained, e.g. %s",
-            len(unfit),
-            out.source,
-            "; ".join(unfit[:3]),
-        )
-    if copies:
-        log.warning(
-            "%d reversal(s) in %s are the seed's own instruction (case, spacing and quotes aside), so both "
-            "views would hold one query with swapped labels: not trained, e.g. %s",
-            len(copies),
-            out.source,
-            "; ".join(copies[:3]),
-        )
+        else:
+            {"stale": stale, "copy": copies, "unfit": unfit}[why[0]].append(why[1])
+    _warn_unusable(out.source, unfit, copies)
     unmatched = [sid for sid in reversals if sid not in known]
 
     def rows(sids) -> int:  # accepted rows, several per seed with --negative all
@@ -277,6 +251,46 @@ def match_reversals(seeds, reversals: dict[str, dict], seeds_name: str = "the se
             ", ".join(unmatched[:5]),
         )
     return out
+
+
+def _pick(seed: dict, entries: list[dict]) -> tuple[dict | None, tuple[str, str] | None]:
+    """``(entry, None)``: the entry ``match_reversals`` trains for ``seed`` (the lowest N* index
+    among those written for it now that pass ``checks.unusable`` and are not its instruction; the
+    first on a tie: rows arrive in the order the LLM answers); else ``(None, (kind, said))`` with
+    kind ``stale``, ``unfit`` or ``copy``."""
+    current = [r for r in entries if _written_for(seed, r)]
+    if not current:
+        return None, ("stale", seed["id"])
+    fit = [r for r in current if not unusable(str(r["reversal"]))]
+    if not fit:
+        r = current[0]
+        text = str(r["reversal"])
+        return None, ("unfit", f"{seed['id']} ({_where(r)}: {unusable(text)}, {text[:30]!r})")
+    instruction = normalized_text(seed["instruction"])
+    usable = [r for r in fit if normalized_text(str(r["reversal"])) != instruction]
+    if not usable:
+        return None, ("copy", f"{seed['id']} ({_where(current[0])})")
+    return min(usable, key=lambda r: r.get("negative_index", 0)), None
+
+
+def _warn_unusable(source: str, unfit: list[str], copies: list[str]) -> None:
+    """``match_reversals``' warnings for entries that fail today's checks or are the instruction."""
+    if unfit:
+        log.warning(
+            "%d accepted reversal(s) in %s fail today's checks (written before them, or by hand): not "
+            "trained, e.g. %s",
+            len(unfit),
+            source,
+            "; ".join(unfit[:3]),
+        )
+    if copies:
+        log.warning(
+            "%d reversal(s) in %s are the seed's own instruction (case, spacing and quotes aside), so both "
+            "views would hold one query with swapped labels: not trained, e.g. %s",
+            len(copies),
+            source,
+            "; ".join(copies[:3]),
+        )
 
 
 def _where(rev: dict) -> str:
