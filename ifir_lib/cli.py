@@ -83,7 +83,13 @@ def _preset_flag(p, kind: str) -> None:
 
 
 def _names(text: str | None, cast=str) -> tuple | None:
-    """``'0,1,2' -> (0, 1, 2)`` with ``cast=int``; ``None`` stays ``None``; ``''`` is ``()``."""
+    """``'0,1,2' -> (0, 1, 2)`` with ``cast=int``; ``None`` stays ``None``; ``''`` is ``()``. A
+    list that is itself an existing path (a folder named ``robust,v2``) is a ``ConfigError``: it
+    was cut into two items without a word."""
+    if text is not None and "," in text and os.path.exists(os.path.expanduser(text)):
+        raise ConfigError(
+            f"{text!r} is a path holding a comma, and this flag takes a comma-separated list: rename it"
+        )
     return None if text is None else tuple(cast(x) for x in text.split(",") if x)
 
 
@@ -615,8 +621,9 @@ def _add_evaluate(sub):
         "--bootstrap-seed",
         dest="bootstrap_rng_seed",
         type=int,
-        default=0,
-        help="rng_seed of the bootstrap resampling (--bootstrap-seed: its older name)",
+        default=None,
+        help="rng_seed of the bootstrap resampling (default: the run's rng_seed, as the Python API and "
+        "ifir experiment draw it; --bootstrap-seed: its older name)",
     )
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     p.add_argument(
@@ -969,7 +976,7 @@ def _experiment_config(a):
     flags = absolute_paths({k: v for k, v in flags.items() if v is not None})
     base, where = None, None
     if a.plan:
-        base, where = absolute_paths(read_plan(a.plan)), a.plan
+        base, where = absolute_paths(read_plan(a.plan), Path(a.plan).parent), a.plan  # its own paths
     elif a.preset is None and not a.new_experiment:
         base, where = stored_plan(a.out), f"{a.out}/experiment.toml"
     if a.run and base is None and a.preset is None and not flags and stored_plan(a.out) is None:
@@ -980,6 +987,16 @@ def _experiment_config(a):
         )
     if base is None:
         return _preset(ExperimentConfig, a, "experiment", **flags)
+    for name in PATH_FIELDS:  # a plan file's inputs, as the flags': no missing file enters the plan
+        path = base.get(name)
+        if (
+            a.plan
+            and name not in flags
+            and isinstance(path, str)
+            and path != BUNDLED
+            and not os.path.exists(path)
+        ):
+            raise ConfigError(f"{a.plan}: {name} {path}: no such file; nothing was planned or run")
     return ExperimentConfig.from_plan({**base, **flags}, where)
 
 
@@ -1052,8 +1069,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _expand_home(args: argparse.Namespace) -> argparse.Namespace:
+    """``~`` at the start of a path argument expanded, as the shell does for ``--out ~/x`` but not
+    for ``--out=~/x``: that wrote into a folder named ``~`` here while the message read as home."""
+    for k, v in vars(args).items():
+        if isinstance(v, str) and v.startswith("~"):
+            setattr(args, k, os.path.expanduser(v))
+        elif isinstance(v, list) and any(isinstance(x, str) and x.startswith("~") for x in v):
+            setattr(args, k, [os.path.expanduser(x) if isinstance(x, str) else x for x in v])
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _expand_home(build_parser().parse_args(argv))
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

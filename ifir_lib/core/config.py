@@ -9,6 +9,7 @@ commit recorded next to every artifact. Stage settings live in each stage's own 
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -30,7 +31,8 @@ TEMPLATES_DIR = PACKAGE_DIR / "synthesis" / "templates"  # the reversal and judg
 PUBLISHED_RESULTS_PATH = DATA_DIR / "published_results.csv"
 
 # Repository root when running from a checkout (figures/ lives there); falls back to the CWD.
-REPO_DIR = PACKAGE_DIR.parent if (PACKAGE_DIR.parent / "pyproject.toml").exists() else Path.cwd()
+IN_CHECKOUT = (PACKAGE_DIR.parent / "pyproject.toml").exists()  # else an installed copy
+REPO_DIR = PACKAGE_DIR.parent if IN_CHECKOUT else Path.cwd()
 FIGURES_DIR = REPO_DIR / "figures"
 
 # mteb joins query and instruction with one space (docs/method.md §3); we do the same everywhere.
@@ -77,17 +79,20 @@ BASE_MODE = "base"
 
 
 def cache_dir() -> Path:
-    """Where embedding and LLM caches go (``IFIR_CACHE`` overrides ``~/.cache/ifir``)."""
-    return Path(os.environ.get("IFIR_CACHE", Path.home() / ".cache" / "ifir"))
+    """Where embedding and LLM caches go (``IFIR_CACHE`` overrides ``~/.cache/ifir``; an empty
+    value is unset: it put the caches in whatever folder a command ran in)."""
+    return Path(os.environ.get("IFIR_CACHE") or Path.home() / ".cache" / "ifir").expanduser()
+
+
+def env_flag(name: str) -> bool:
+    """Whether environment variable ``name`` is on: unset, ``''``, ``0``, ``false``, ``no`` and
+    ``off`` (any case) are off (``IFIR_SMOKE=false`` and ``CI=False`` turned smoke mode on)."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def smoke_mode() -> bool:
     """True when ``IFIR_SMOKE`` (or CI) asks every notebook and demo to finish in seconds."""
-    return os.environ.get("IFIR_SMOKE", "") not in ("", "0") or os.environ.get("CI", "") not in (
-        "",
-        "0",
-        "false",
-    )
+    return env_flag("IFIR_SMOKE") or env_flag("CI")
 
 
 def default_preset() -> str:
@@ -123,7 +128,14 @@ def resolve_preset(name: str | None, kind: str) -> str:
 
 
 def git_commit() -> str:
-    """Short HEAD commit of the checkout, ``+dirty`` when tracked files changed; ``'unknown'`` outside git."""
+    """Short HEAD commit of the checkout, ``+dirty`` when tracked files changed; ``'unknown'`` outside
+    git. An installed copy (no checkout around the package) records ``'ifir-lib <version>
+    (installed)'``: the folder a command runs in is another repository, whose HEAD it recorded."""
+    if not IN_CHECKOUT:
+        try:
+            return f"ifir-lib {importlib.metadata.version('ifir-lib')} (installed)"
+        except importlib.metadata.PackageNotFoundError:
+            return "unknown"
     try:
         head = subprocess.run(
             ["git", "-C", str(REPO_DIR), "rev-parse", "--short", "HEAD"],

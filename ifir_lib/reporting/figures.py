@@ -1201,6 +1201,7 @@ def _save_many(figs: dict[str, go.Figure], out_dir: str | Path, formats: Sequenc
     written, static = [], []
     for name, fig in figs.items():
         _check_name(name)
+        _remove_other_formats(out_dir, name, formats)
         for fmt in formats:
             path = out_dir / f"{name}.{fmt}"
             if fmt == "html":
@@ -1299,6 +1300,18 @@ def make_all_figures(
         figs[FIGURE_NAMES["e"]] = fig_loss_curves(logs)
     _remove_skipped(out_dir, [n for n in FIGURE_NAMES.values() if n not in figs])
     return _save_many(figs, out_dir, formats)
+
+
+def _remove_other_formats(out_dir: Path, name: str, formats: Sequence[str]) -> None:
+    """Remove ``name``'s files in the formats not written now: an HTML page of an earlier table
+    stayed beside the new SVG and caption (``--formats svg`` into a reused folder)."""
+    old = [out_dir / f"{name}.{fmt}" for fmt in FORMATS if fmt not in formats]
+    if gone := [p for p in old if p.exists()]:
+        for p in gone:
+            p.unlink()
+        print(
+            f"removed {', '.join(p.name for p in gone)} from {out_dir}: an earlier table's, in a format not written now"
+        )
 
 
 def _remove_skipped(out_dir: str | Path, names: Sequence[str]) -> None:

@@ -36,9 +36,9 @@ from ..core.config import (
 )
 from ..core.errors import ConfigError, NonFiniteLossError
 from ..core.locks import exclusive
-from ..core.models import build_model, model_fingerprint
+from ..core.models import build_model, model_fingerprint, resolve_model
 from ..core.progress import progress_enabled
-from ..core.run_folder import RunFolder
+from ..core.run_folder import RUN_FILE, RunFolder
 from .samplers import DualViewBatchSampler, SingleViewBatchSampler
 from .trainsets import as_train_dataset
 
@@ -299,6 +299,23 @@ def _check_resume_world(run: RunFolder, world: int) -> None:
         )
 
 
+def _check_new_folder(run: RunFolder, base_model: str | None) -> None:
+    """A ``ConfigError`` when ``run`` (a folder with no run record) is the base model's folder, or
+    holds a model already: training wrote over it (``--base-model DIR --out DIR`` fine-tuned the
+    base in place, and every later run from DIR started from the fine-tuned one)."""
+    if base_model:
+        base = Path(resolve_model(base_model))
+        if base.exists() and base.resolve() == run.path.resolve():
+            raise ConfigError(
+                f"{run.path}: --out is the base model's own folder; training would overwrite it"
+            )
+    if (run.path / "modules.json").exists() or (run.path / "config.json").exists():
+        raise ConfigError(
+            f"{run.path}: holds a model but no run record ({RUN_FILE}); training would write over it: "
+            "use a new --out"
+        )
+
+
 def _check_rerun(
     run: RunFolder, cfg_dict: dict, mode: str, manifest: dict | None = None, loss: str = "relation"
 ) -> bool:
@@ -314,6 +331,7 @@ def _check_rerun(
     and mode are.
     """
     if not run.is_run():
+        _check_new_folder(run, cfg_dict.get("base_model"))
         return False
     prev = run.read()
     if prev.get("config") != cfg_dict or prev.get("mode") != mode or prev.get("loss", "relation") != loss:

@@ -4,6 +4,7 @@ scheduler and collected, the same tables as one local run."""
 import dataclasses
 import json
 import shlex
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -486,3 +487,29 @@ def test_a_plan_s_epochs_set_the_length_and_duplicates_or_typos_are_refused_when
     ):  # the smoke preset sets max_steps: refused when planned
         ExperimentConfig.preset("smoke", epochs=3.0)
     assert ExperimentConfig.preset("smoke", epochs=3.0, max_steps=0).epochs == 3.0
+
+
+def test_a_plan_file_s_paths_are_its_own_and_reserved_eval_names_are_names(tmp_path, monkeypatch, capsys):
+    """A plan file's relative seeds path was read from the current folder (another file of that
+    name was used); a missing one was planned; a LaTeX ``paper/`` folder here was planned as the
+    evaluation set ``paper``; a relative base model folder was stored relative."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    seeds, _ = _user_inputs(project)
+    elsewhere.mkdir()
+    (elsewhere / "paper").mkdir()  # a LaTeX folder, not the paper's benchmarks
+    (elsewhere / "models" / "base").mkdir(parents=True)
+    plan = project / "plan.toml"
+    design = '[design]\nexperiment_preset = "smoke"\ntrain_preset = "smoke"\n'
+    plan.write_text(f'[inputs]\nseeds = "{seeds.name}"\n{design}[evaluation]\neval = ["paper"]\n')
+    monkeypatch.chdir(elsewhere)
+    assert main(["experiment", "--plan", str(plan), "--out", "exp", "--print-runs"]) == 0
+    stored = P.stored_plan(elsewhere / "exp")
+    assert stored["seeds"] == str(seeds) and stored["eval"] == ["paper"]
+    assert P.eval_targets(["paper"]) == ([], ["paper"]) and P.eval_targets(["./paper"])[0] == [
+        Path("./paper")
+    ]
+    assert P.absolute_paths({"base_model": "models/base"})["base_model"] == str(elsewhere / "models" / "base")
+    plan.write_text(f'[inputs]\nseeds = "missing.jsonl"\n{design}')
+    assert main(["experiment", "--plan", str(plan), "--out", "exp2", "--print-runs"]) == 2
+    assert "seeds " + str(project / "missing.jsonl") + ": no such file" in capsys.readouterr().err

@@ -241,3 +241,15 @@ def test_run_counts_that_differ_between_panels_are_a_range():
     b = pd.DataFrame({"mode": ["ins-dv", "ins-orig"], "n_runs": [2, 3]})
     assert F._runs_words([a, a]) == "3 runs per mode"
     assert F._runs_words([a, b]) == "runs per mode: Ins-orig 3, Ins-DV 2-3 (by panel)"
+
+
+def test_a_figure_s_files_in_formats_not_written_now_are_removed(tmp_path, capsys):
+    """``--formats svg`` into a reused folder left the earlier table's HTML page beside the new SVG."""
+    for ext in ("html", "png", "svg", "caption.txt"):
+        (tmp_path / f"fig_pmrr_by_config.{ext}").write_text("earlier")
+    F._remove_other_formats(tmp_path, "fig_pmrr_by_config", ("svg",))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "fig_pmrr_by_config.caption.txt",
+        "fig_pmrr_by_config.svg",
+    ]
+    assert "removed fig_pmrr_by_config.png, fig_pmrr_by_config.html" in capsys.readouterr().out

@@ -334,3 +334,18 @@ def test_a_checkpoint_cut_while_it_was_saved_is_set_aside_and_the_one_before_res
     assert [c.name for c in run.checkpoints()] == ["checkpoint-2"]
     assert (run.checkpoints_dir / ".cut-checkpoint-4" / "model.safetensors").exists()
     assert "checkpoint-4 was cut while it was saved" in caplog.text
+
+
+def test_training_into_the_base_model_or_another_model_s_folder_is_refused(tmp_path, minilm):
+    """``--base-model DIR --out DIR`` fine-tuned the base in place: every later run from DIR
+    started from the fine-tuned model, and the run named itself as its base."""
+    from ifir_lib.core.errors import ConfigError
+    from ifir_lib.training.trainer import _check_new_folder
+
+    base = tmp_path / "mybase"
+    minilm.save(str(base))
+    with pytest.raises(ConfigError, match="--out is the base model's own folder"):
+        _check_new_folder(RunFolder(base), str(base))
+    with pytest.raises(ConfigError, match="holds a model but no run record"):
+        _check_new_folder(RunFolder(base), "minilm")
+    _check_new_folder(RunFolder(tmp_path / "fresh"), str(base))  # a new folder: fine
