@@ -9,6 +9,8 @@ commit recorded next to every artifact. Stage settings live in each stage's own 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.metadata
 import os
 import subprocess
@@ -127,15 +129,26 @@ def resolve_preset(name: str | None, kind: str) -> str:
     return name
 
 
+@functools.cache
+def _code_digest() -> str:
+    """8 hex characters of the package's ``.py`` files (an installed copy has no commit)."""
+    h = hashlib.sha256()
+    for f in sorted(PACKAGE_DIR.rglob("*.py")):
+        h.update(str(f.relative_to(PACKAGE_DIR)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:8]
+
+
 def git_commit() -> str:
     """Short HEAD commit of the checkout, ``+dirty`` when tracked files changed; ``'unknown'`` outside
     git. An installed copy (no checkout around the package) records ``'ifir-lib <version>
-    (installed)'``: the folder a command runs in is another repository, whose HEAD it recorded."""
+    (installed, code <digest of its .py files>)'``: the folder a command runs in is another
+    repository, whose HEAD it recorded."""
     if not IN_CHECKOUT:
         try:
-            return f"ifir-lib {importlib.metadata.version('ifir-lib')} (installed)"
+            version = importlib.metadata.version("ifir-lib")
         except importlib.metadata.PackageNotFoundError:
-            return "unknown"
+            version = "?"
+        return f"ifir-lib {version} (installed, code {_code_digest()})"  # two builds of one version differ
     try:
         head = subprocess.run(
             ["git", "-C", str(REPO_DIR), "rev-parse", "--short", "HEAD"],

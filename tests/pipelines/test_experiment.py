@@ -513,3 +513,10 @@ def test_a_plan_file_s_paths_are_its_own_and_reserved_eval_names_are_names(tmp_p
     plan.write_text(f'[inputs]\nseeds = "missing.jsonl"\n{design}')
     assert main(["experiment", "--plan", str(plan), "--out", "exp2", "--print-runs"]) == 2
     assert "seeds " + str(project / "missing.jsonl") + ": no such file" in capsys.readouterr().err
+    (elsewhere / "mine").mkdir()  # an eval folder found here, not beside the plan file
+    plan.write_text(f'[inputs]\nseeds = "{seeds.name}"\n{design}[evaluation]\neval = ["mine"]\n')
+    assert main(["experiment", "--plan", str(plan), "--out", "exp3", "--print-runs"]) == 2
+    assert "eval 'mine': no such folder beside the plan file" in capsys.readouterr().err
+    # --primary naming an --eval folder as given: stored absolute with it, so a job elsewhere reads it
+    both = P.absolute_paths({"eval": ["mine"], "primary_set": "mine"})
+    assert both["primary_set"] == both["eval"][0] == str(elsewhere / "mine")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ifir_lib.cli import main
 from ifir_lib.core.errors import NonFiniteLossError
 from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.testing.inputs import make_seed
@@ -349,3 +350,7 @@ def test_training_into_the_base_model_or_another_model_s_folder_is_refused(tmp_p
     with pytest.raises(ConfigError, match="holds a model but no run record"):
         _check_new_folder(RunFolder(base), "minilm")
     _check_new_folder(RunFolder(tmp_path / "fresh"), str(base))  # a new folder: fine
+    weights = (base / "model.safetensors").read_bytes()
+    argv = ["train", "--mode", "ins-dv", "--preset", "smoke", "--max-steps", "1", "--report-to", "none"]
+    assert main([*argv, "--base-model", str(base), "--out", str(base)]) == 2  # through the command
+    assert (base / "model.safetensors").read_bytes() == weights
