@@ -377,15 +377,8 @@ def save_result(
     if _is_number(rng_seed, integer=True):
         rng_seed = int(str(rng_seed).strip()) if isinstance(rng_seed, str) else int(rng_seed)
     run_id = run_id or make_run_id(model or result.model, mode, rng_seed)
-    labels = dict(
-        model=model,
-        mode=mode,
-        rng_seed=rng_seed,
-        prompts=prompts,
-        plan=plan,
-        data_sha=data_sha,
-        run_sha=run_sha,
-    )
+    labels = dict(model=model, mode=mode, rng_seed=rng_seed, prompts=prompts, plan=plan)
+    labels.update(data_sha=data_sha, run_sha=run_sha)  # what was evaluated: the set's and the run's digests
     append_results(
         path,
         result_rows(result, run_id=run_id, **labels),
