@@ -10,13 +10,13 @@ commit recorded next to every artifact. Stage settings live in each stage's own 
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from .digests import files_digest
 from .errors import ConfigError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # ifir_lib/ (this file is ifir_lib/core/config.py)
@@ -132,10 +132,9 @@ def resolve_preset(name: str | None, kind: str) -> str:
 @functools.cache
 def _code_digest() -> str:
     """8 hex characters of the package's ``.py`` files (an installed copy has no commit)."""
-    h = hashlib.sha256()
-    for f in sorted(PACKAGE_DIR.rglob("*.py")):
-        h.update(str(f.relative_to(PACKAGE_DIR)).encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:8]
+    return files_digest(
+        ((str(f.relative_to(PACKAGE_DIR)), f) for f in sorted(PACKAGE_DIR.rglob("*.py"))), n=8
+    )
 
 
 def git_commit() -> str:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from ..core.digests import files_digest
 from ..core.errors import ConfigError, DataError, DatasetUnavailable
 from ..core.models import plain_prompt
 from .corpora import FOLLOWIR_TASKS, Qrels, judgments
@@ -170,18 +171,24 @@ def local_paths(task) -> list[Path]:
     return [Path(p) for p in paths if p and Path(p).is_dir()]
 
 
-def _files_key(paths: Sequence[Path]) -> str:
-    """A digest of the files under ``paths`` (relative name, size, modification time; hidden
-    folders such as ``.cache`` left out): it changes when a copy is edited, downloaded again or
-    another copy is read."""
+def _copy_files(bases: Sequence[tuple[Path, Path]]) -> list[tuple[Path, Path]]:
+    """``(copy, file)`` for every file under each ``(copy, folder)``, in name order, hidden ones
+    (``.cache``, as ``hf download`` writes) left out."""
+    return [
+        (root, f)
+        for root, base in bases
+        for f in sorted(base.rglob("*"))
+        if f.is_file() and not any(part.startswith(".") for part in f.relative_to(root).parts)
+    ]
+
+
+def _stat_key(files: list[tuple[Path, Path]]) -> str:
+    """A digest of the files' places, names, sizes and modification times: it changes when a copy
+    is edited, downloaded again or another copy is read (no byte is read)."""
     h = hashlib.sha256()
-    for root in paths:
-        h.update(str(root.resolve()).encode())
-        for f in sorted(root.rglob("*")) if root.is_dir() else [root]:
-            rel = f.relative_to(root) if f != root else Path(f.name)
-            if f.is_file() and not any(part.startswith(".") for part in rel.parts):
-                st = f.stat()
-                h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    for root, f in files:
+        st = f.stat()
+        h.update(f"{root.resolve()}\0{f.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
 
 
@@ -199,7 +206,7 @@ def local_datasets_cache(paths: Sequence[Path]):
     import datasets.config as dc
 
     before = dc.HF_DATASETS_CACHE
-    dc.HF_DATASETS_CACHE = Path(before) / "ifir-local" / _files_key(paths)
+    dc.HF_DATASETS_CACHE = Path(before) / "ifir-local" / _stat_key(_copy_files([(p, p) for p in paths]))
     try:
         yield
     finally:
@@ -237,37 +244,22 @@ def copy_digest(task) -> str:
     files = _task_files(task)
     if not files:
         return ""
-    key = (tuple(str(f) for _, f in files), _files_key([f for _, f in files]))  # unchanged since: reuse
+    key = _stat_key(files)  # unchanged since the last digest in this process: reuse it
     if key not in _DIGESTS:
-        _DIGESTS[key] = _bytes_digest(files)
+        _DIGESTS[key] = files_digest((str(f.relative_to(root)), f) for root, f in files)
     return _DIGESTS[key]
 
 
-_DIGESTS: dict[tuple, str] = {}  # (files, their names, sizes and times) -> digest, per process
-
-
-def _bytes_digest(files: list[tuple[Path, Path]]) -> str:
-    h = hashlib.sha256()
-    for root, f in files:
-        h.update(f"{f.relative_to(root)}\0".encode())
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()[:16]
+_DIGESTS: dict[str, str] = {}  # the files' stat key -> their bytes' digest, per process
 
 
 def _task_files(task) -> list[tuple[Path, Path]]:
     """``(copy, file)`` for the files a local task reads, in name order: a MAIR task's own config
     folders (``<copy>/<config>/``: the other tasks' configs do not change its data), else every
     file of the copy but hidden ones (``.cache``)."""
-    out = []
-    for root in local_paths(task):
-        config = getattr(task, "mair_config", None)
-        base = root / config if config and (root / config).is_dir() else root
-        for f in sorted(base.rglob("*")):
-            if f.is_file() and not any(p.startswith(".") for p in f.relative_to(root).parts):
-                out.append((root, f))
-    return out
+    config = getattr(task, "mair_config", None)
+    roots = local_paths(task)
+    return _copy_files([(r, r / config if config and (r / config).is_dir() else r) for r in roots])
 
 
 def task_instance(base: type, class_name: str, metadata, **attrs):

@@ -221,12 +221,9 @@ BUNDLED = {Path(p).name: (v, Path(p)) for v, p in C.EVAL_SETS.items()}  # folder
 
 def _reserved() -> dict[str, str]:
     """``{normalised name: what it names}`` of the sets only a named task may write: the paper's
-    columns (``tables.COLUMNS``), FollowIR's three tasks and the aggregate names that summaries
+    tasks (``tasks.PAPER_TASKS``, FollowIR's three among them) and the aggregate names that summaries
     read as an average over sets (``results.AGGREGATE_DATASETS``)."""
-    out = {
-        norm_name(n): f"the {n!r} set of the paper's tables"
-        for n in [*FOLLOWIR_TASKS, *mteb_glue.PAPER_TASKS]
-    }
+    out = {norm_name(n): f"the {n!r} set of the paper's tables" for n in mteb_glue.PAPER_TASKS}
     out |= {norm_name(n): f"{n!r}, which summaries read as an average over sets" for n in AGGREGATE_DATASETS}
     return {k: v for k, v in out.items() if k not in {norm_name(b) for b in BUNDLED}}
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import tomllib
 
 from ..core import config as C
+from ..core.digests import files_digest
 from ..core.errors import ConfigError, DataError
 from ..core.locks import shared_append
 from ..core.models import model_files
@@ -80,13 +81,7 @@ def input_digests(fields: dict) -> dict[str, str]:
                 continue
         elif files[0].is_dir():  # an Arrow seeds folder: its tables, not lock files or hidden temp files
             files = sorted(p for p in files[0].rglob("*") if p.is_file() and not _bookkeeping(p.name))
-        h = hashlib.sha256()
-        for f in files:
-            h.update(f.name.encode() + b"\0")
-            with f.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-        out[k] = h.hexdigest()[:16]
+        out[k] = files_digest((f.name, f) for f in files)
     return out
 
 
@@ -217,7 +212,7 @@ def is_folder_item(item, base: str | Path | None = None) -> bool:
     Name such a folder with a path (``./paper``)."""
     if not isinstance(item, str) or item in C.EVAL_SETS or item.lower() in ("paper", "followir"):
         return False
-    if item in (*FOLLOWIR_TASKS, *PAPER_TASK_NAMES):
+    if item in PAPER_TASK_NAMES:  # FollowIR's three included
         return False
     return Path(os.path.join(base, item) if base is not None else item).is_dir()
 

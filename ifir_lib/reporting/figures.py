@@ -236,8 +236,8 @@ def _runs_words(summaries: Sequence[pd.DataFrame]) -> str:
     for sm in summaries:
         for mode, n in zip(sm["mode"], sm["n_runs"]):
             runs.setdefault(mode, set()).add(int(n))
-    if len({frozenset(v) for v in runs.values()}) == 1 and len(next(iter(runs.values()))) == 1:
-        n = next(iter(next(iter(runs.values()))))
+    if len(set().union(*runs.values())) == 1:  # one count, every mode and panel
+        (n,) = set().union(*runs.values())
         return f"{n} run{'s' if n > 1 else ''} per mode"
 
     def count(ns: set[int]) -> str:
@@ -715,10 +715,9 @@ def _sets_every_mode_has(points: pd.DataFrame) -> dict[str, set[str]]:
     for backbone, part in points.groupby("backbone", sort=False):
         cells = part.groupby("mode", sort=False)["dataset"].agg(lambda d: set(d.astype(str)))
         every = set.intersection(*cells)
-        if left := set.union(*cells) - every:
-            if every:
-                out[str(backbone)] = every
-                said.append(f"{', '.join(sorted(left))} ({backbone})")
+        if (left := set.union(*cells) - every) and every:
+            out[str(backbone)] = every
+            said.append(f"{', '.join(sorted(left))} ({backbone})")
     if said:
         warn_once(
             log,
