@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -1069,14 +1070,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _home(text: str) -> str:
+    """``~`` expanded at the start of ``text`` and of each item after ``,`` or ``=`` (``v1,~/set``,
+    ``negative=~/audit.jsonl``), where the shell leaves it."""
+    return re.sub(r"(?:^|(?<=[=,]))~(?=/|$|,)", lambda _: os.path.expanduser("~"), text)
+
+
 def _expand_home(args: argparse.Namespace) -> argparse.Namespace:
-    """``~`` at the start of a path argument expanded, as the shell does for ``--out ~/x`` but not
-    for ``--out=~/x``: that wrote into a folder named ``~`` here while the message read as home."""
+    """``~`` in path arguments expanded, as the shell does for ``--out ~/x`` but not for
+    ``--out=~/x``: that wrote into a folder named ``~`` here while the message read as home.
+    URLs are left as they are."""
     for k, v in vars(args).items():
-        if isinstance(v, str) and v.startswith("~"):
-            setattr(args, k, os.path.expanduser(v))
-        elif isinstance(v, list) and any(isinstance(x, str) and x.startswith("~") for x in v):
-            setattr(args, k, [os.path.expanduser(x) if isinstance(x, str) else x for x in v])
+        if "url" in k:
+            continue
+        if isinstance(v, str) and "~" in v:
+            setattr(args, k, _home(v))
+        elif isinstance(v, list) and any(isinstance(x, str) and "~" in x for x in v):
+            setattr(args, k, [_home(x) if isinstance(x, str) else x for x in v])
     return args
 
 
@@ -1089,6 +1099,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except IfirError as e:
         print(f"ifir {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a path the user named (an --out that is a file, a folder not writable)
+        if e.filename is None or args.verbose:
+            raise
+        why = "a file, where a folder is needed" if os.path.isfile(e.filename) else e.strerror
+        print(f"ifir {args.command}: error: {e.filename}: {why} (-v shows where)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"ifir {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)

@@ -5,6 +5,7 @@
 #   MASTER_ADDR=10.0.0.1 NODE_RANK=1 bash launch/torchrun_multinode.sh --data D --out R    # node 1
 # Check first (world size = NNODES x NPROC_PER_NODE = 16 with the defaults below):
 #   ifir train --dry-run --world-size 16 --launch-config launch/torchrun_multinode.sh --data D --out R
+# '--' ends torchrun's options, so no `ifir train` flag is read as one of them (an abbreviation).
 # R must be on storage every node sees (rank 0 writes the model; every rank reads checkpoints).
 set -euo pipefail
 NNODES=${NNODES:-2}
@@ -20,4 +21,4 @@ torchrun \
   --node-rank="$NODE_RANK" \
   --master-addr="$MASTER_ADDR" \
   --master-port="$MASTER_PORT" \
-  -m ifir_lib train --preset paper "$@"
+  -m -- ifir_lib train --preset paper "$@"

@@ -35,6 +35,7 @@ CASES = (
     "--curation file that does not exist",
     "--reversals from another seed file",
     "--reversals row with a null negative_index",
+    "--out that is a file",
 )
 
 
@@ -277,6 +278,17 @@ def test_reversals_row_with_a_null_negative_index(tmp_path, capsys):
     )
 
 
+def test_out_that_is_a_file(tmp_path, capsys):
+    """A file where a folder is needed: one line naming it, no traceback, the file untouched."""
+    out = tmp_path / "notes.txt"
+    out.write_text("keep me")
+    for argv in (["train", "--preset", "smoke"], ["experiment", "--preset", "smoke", "--print-runs"]):
+        assert cli.main([*argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"{out}: a file, where a folder is needed" in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1 and out.read_text() == "keep me"
+
+
 def test_every_case_is_tried():
     tested = [n for n in globals() if n.startswith("test_") and n != "test_every_case_is_tried"]
-    assert len(tested) == len(CASES) == 17
+    assert len(tested) == len(CASES) == 18

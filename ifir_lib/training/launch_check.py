@@ -324,8 +324,9 @@ def _torchrun_command(rep: _Report) -> tuple[dict[str, str | None], list[str]]:
     i, rest = 1, []
     while i < len(args):
         a = args[i]
-        if a in ("-m", "--module") or not a.startswith("-"):
-            rest = args[i + 1 :] if a in ("-m", "--module") else args[i:]
+        if a in ("-m", "--module", "--") or not a.startswith("-"):
+            rest = args[i + 1 :] if a.startswith("-") else args[i:]
+            rest = rest[1:] if rest[:1] == ["--"] else rest  # `-m -- ifir_lib`: '--' ends torchrun's options
             break
         key, eq, val = a.partition("=")
         if not eq:

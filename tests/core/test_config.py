@@ -65,6 +65,14 @@ def test_home_and_comma_in_path_arguments(tmp_path, monkeypatch):
     to a list flag was cut into two items."""
     args = cli._expand_home(argparse.Namespace(out="~/x", followir=["~/s"], rng_seed=3))
     assert args.out == os.path.expanduser("~/x") and args.followir == [os.path.expanduser("~/s")]
+    home = os.path.expanduser("~")
+    args = cli._expand_home(
+        argparse.Namespace(
+            audit=["negative=~/a.jsonl"], eval="v1,~/set,~", base_url="http://h/?q=~/x", k="a~b"
+        )
+    )
+    assert args.audit == [f"negative={home}/a.jsonl"] and args.eval == f"v1,{home}/set,{home}"
+    assert args.base_url == "http://h/?q=~/x" and args.k == "a~b"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "robust,v2").mkdir()
     with pytest.raises(ConfigError, match="holding a comma"):

@@ -160,3 +160,21 @@ def test_cli_dry_run_checks_the_launch_file(capsys):
     assert f"{DDP}:" in capsys.readouterr().err
     assert main(["train", "--launch-config", str(DDP), "--out", "unused"]) == 2
     assert "read by --dry-run only" in capsys.readouterr().err
+
+
+def test_torchrun_script_hands_every_train_flag_to_ifir(monkeypatch):
+    """torchrun's own parser reads the shipped script's command: with '--' after '-m', a flag that
+    abbreviates one of torchrun's (here '--run', of '--run-path') reaches ``ifir train`` untouched."""
+    import re
+    import shlex
+
+    from torch.distributed.run import get_args_parser
+
+    monkeypatch.setenv("NODE_RANK", "0")
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")
+    lines = re.sub(r"\\\n", " ", TORCHRUN.read_text()).splitlines()
+    command = next(ln for ln in lines if ln.startswith("torchrun "))
+    words = [w for w in shlex.split(command.replace('"$@"', "--out R --run x"))[1:] if "$" not in w]
+    args = get_args_parser().parse_args(words)
+    assert (args.module, args.training_script) == (True, "ifir_lib")
+    assert args.training_script_args == ["train", "--preset", "paper", "--out", "R", "--run", "x"]
