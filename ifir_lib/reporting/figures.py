@@ -46,14 +46,16 @@ from plotly.subplots import make_subplots
 from ..core.errors import FigureExportError
 from ..core.progress import progress
 from .results import (
-    AGGREGATE_DATASETS,
     add_backbone,
+    is_aggregate,
     load_per_query,
     load_published,
     load_results,
     load_synthesis_rows,
     load_train_logs,
     mode_order,
+    panel_members,
+    panel_sets,
     warn_once,
     warnings_once,
 )
@@ -304,24 +306,25 @@ def _with_caption(fig: go.Figure, caption: str) -> go.Figure:
 
 
 def _panel_sets(results: pd.DataFrame, dataset: str | None) -> list[str]:
-    """The evaluation sets that get a column in (a): ``dataset`` alone when given; else the
-    aggregate rows (``followir``, ``mean``...) when there are any, as they stand for their
-    collections; else every set. Example: ``followir, core17, robust04`` -> ``[followir]``."""
-    sets = [dataset] if dataset is not None else list(dict.fromkeys(results["dataset"].astype(str)))
-    return [d for d in sets if d.lower() in AGGREGATE_DATASETS] or sets
+    """The evaluation sets that get a column in (a): ``dataset`` alone when given; else every set,
+    FollowIR's collections standing under their aggregate row when there is one
+    (``results.panel_sets``). Example: ``followir, core17, followir_mini`` -> ``[followir,
+    followir_mini]``."""
+    return [dataset] if dataset is not None else panel_sets(results["dataset"].astype(str))
 
 
-def _panel_data(results: pd.DataFrame, dset: str) -> pd.DataFrame:
-    # an aggregate panel stands for its collections: a metric without an aggregate row
-    # (p-MRR is often stored per collection) is their mean (``per_run``)
-    return results if dset.lower() in AGGREGATE_DATASETS else results[results["dataset"].astype(str) == dset]
+def _panel_data(frame: pd.DataFrame, dset: str, every) -> pd.DataFrame:
+    """The rows of ``frame`` a panel of ``dset`` reads: its own, and an aggregate's collections
+    (``results.panel_members``: a metric without an aggregate row is their mean)."""
+    return frame[frame["dataset"].astype(str).isin(panel_members(dset, every))]
 
 
 def _panel_summary(results, per_query, metric, backbone, dset, error, n_boot) -> pd.DataFrame:
     """(a) One panel's numbers: each mode's mean over runs and error bar (``summarize``)."""
-    part = _panel_data(results, dset)
-    if per_query is not None and dset.lower() not in AGGREGATE_DATASETS:
-        per_query = per_query[per_query["dataset"].astype(str) == dset]
+    every = results["dataset"].astype(str).unique()
+    part = _panel_data(results, dset, every)
+    if per_query is not None:
+        per_query = _panel_data(per_query, dset, every)
     sm = summarize(part, metric, None, error, per_query, n_boot)
     return sm[sm["backbone"] == backbone].reset_index(drop=True)
 
@@ -465,9 +468,7 @@ def fig_metrics_by_mode(
     cells = {
         (m, p): _panel_summary(results, per_query, m, *p, error, n_boot) for m in metrics for p in panels
     }
-    names = {
-        (m, p): metric_label(m, metric_sets(_panel_data(results, p[1]), m)) for m in metrics for p in panels
-    }
+    names = {(m, p): metric_label(m, metric_sets(results, m, p[1])) for m in metrics for p in panels}
     paper = {m: _paper_values(published, m) for m in metrics}
     has_paper = any(len(p) for p in paper.values())
     n_cols = len(panels) + has_paper
@@ -701,7 +702,7 @@ def _ci_markers(cis: pd.DataFrame, xpos: dict, showlegend: bool) -> go.Scatter:
 def _without_aggregates(per_query: pd.DataFrame) -> pd.DataFrame:
     """Per-query rows of the collections only, when there are any: an aggregate set (``followir``)
     repeats its collections' queries as ``'<set>/<query>'``, which would count each query twice."""
-    agg = per_query["dataset"].astype(str).str.lower().isin(AGGREGATE_DATASETS)
+    agg = per_query["dataset"].map(is_aggregate).astype(bool)
     return per_query[~agg] if (~agg).any() else per_query
 
 

@@ -43,6 +43,7 @@ import io
 import logging
 import math
 import numbers
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path, PureWindowsPath
@@ -94,11 +95,43 @@ PER_QUERY_COLUMNS = ["run_id", "dataset", "metric", "query_id", "value"]
 _OLD_NAMES = {"config": "mode", "seed": "rng_seed"}
 # dataset names that already hold an average over the FollowIR collections
 AGGREGATE_DATASETS = {"all", "mean", "average", "overall", "followir"}
+FOLLOWIR_COLLECTIONS = {"robust04", "news21", "core17"}  # as ``collection_key`` spells them
 # columns that must hold numbers (an empty cell is a deliberate "missing"); rng_seed must be an integer
 NUMERIC_COLUMNS = ("value", "ci_low", "ci_high")
 INTEGER_COLUMNS = ("n_queries", "rng_seed")
 
 log = logging.getLogger(__name__)
+
+
+def collection_key(name) -> str:
+    """A set name reduced to compare with FollowIR's: ``'Core17InstructionRetrieval'`` and
+    ``'core-17'`` -> ``'core17'``."""
+    return re.sub(r"instructionretrieval$", "", re.sub(r"[^a-z0-9]", "", str(name).lower()))
+
+
+def is_aggregate(name) -> bool:
+    """``followir``, ``mean``...: a set whose rows hold the mean over FollowIR's collections."""
+    return str(name).lower() in AGGREGATE_DATASETS
+
+
+def panel_sets(sets: Sequence) -> list[str]:
+    """The sets that each stand on their own in a figure or summary, in ``sets``' order: every set,
+    less FollowIR's collections where an aggregate row (``followir``) stands for them. Example:
+    ``followir, Core17InstructionRetrieval, followir_mini`` -> ``[followir, followir_mini]``; the
+    other sets are never dropped because an aggregate is there."""
+    sets = list(dict.fromkeys(str(d) for d in sets))
+    agg = any(is_aggregate(d) for d in sets)
+    return [d for d in sets if not (agg and collection_key(d) in FOLLOWIR_COLLECTIONS)]
+
+
+def panel_members(dataset, sets: Sequence) -> list[str]:
+    """The sets whose rows a panel of ``dataset`` reads: itself, and for an aggregate the FollowIR
+    collections among ``sets`` (a metric without an aggregate row is their mean, never a mean
+    over unrelated sets)."""
+    members = [str(dataset)]
+    if is_aggregate(dataset):
+        members += [str(d) for d in dict.fromkeys(sets) if collection_key(d) in FOLLOWIR_COLLECTIONS]
+    return members
 
 
 def mode_order(modes) -> list[str]:

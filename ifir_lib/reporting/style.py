@@ -22,6 +22,7 @@ import plotly.io as pio
 
 from ..core.config import BASE_MODE, MODES
 from ..evaluation.corpora import score_metric_for
+from .results import FOLLOWIR_COLLECTIONS, collection_key
 
 MODE_ORDER = (BASE_MODE, *MODES)
 MODE_LABELS = {
@@ -93,7 +94,7 @@ BACKBONE_NAMES = {
 }
 DATASET_LABELS = {"followir_mini": "bundled set v1", "followir_v2": "bundled set v2", "followir": "FollowIR"}
 # FollowIR's three collections (their mteb task names end in InstructionRetrieval) and its aggregate
-FOLLOWIR_SETS = {"followir", "robust04", "news21", "core17"}
+FOLLOWIR_SETS = {"followir", *FOLLOWIR_COLLECTIONS}
 
 PX_PER_PT = 2  # 504 px printed at 3.5 in
 COLUMN_WIDTH = 504  # single column, 3.5 in
@@ -219,7 +220,7 @@ def dataset_label(name) -> str:
 
 def is_followir(name) -> bool:
     """FollowIR's aggregate or one of its collections: ``'Core17InstructionRetrieval'``, ``'news21'``."""
-    return re.sub(r"instructionretrieval$", "", re.sub(r"[^a-z0-9]", "", str(name).lower())) in FOLLOWIR_SETS
+    return collection_key(name) in FOLLOWIR_SETS
 
 
 def _score_name(dataset) -> str:

@@ -27,13 +27,14 @@ import pandas as pd
 
 from ..evaluation.stats import bootstrap_ci, results_table, strata_of, stratified_mean, two_stage_bootstrap
 from .results import (
-    AGGREGATE_DATASETS,
     PER_QUERY_COLUMNS,
     RESULT_COLUMNS,
     add_backbone,
     check_per_query,
     frame_path,
     mode_order,
+    panel_members,
+    panel_sets,
     per_query_rows,
     result_rows,
     runs_to_read,
@@ -46,14 +47,19 @@ RUN = ["model", "backbone", "mode", "rng_seed"]  # a run: a trained model (its f
 
 
 def metric_sets(results: pd.DataFrame, metric: str, dataset: str | None = None) -> list[str]:
-    """The evaluation sets whose ``metric`` rows stand for a run (``per_run``): ``[dataset]`` when
-    given; else the aggregate sets (``followir``, ``mean``...) when the metric has such rows, else
-    every set it has. Example: p-MRR on core17, news21 and Score on followir -> p_mrr: the three
-    collections; score: ``['followir']``."""
+    """The evaluation sets whose ``metric`` rows stand for a run (``per_run``). For ``dataset``:
+    itself; for an aggregate (``followir``, ``mean``...) without a ``metric`` row, the FollowIR
+    collections it stands for (``results.panel_members``). Without ``dataset``: that, for each set
+    of ``results.panel_sets`` (every set, with FollowIR's collections under their aggregate).
+    Example: Score on followir, p-MRR on its collections, both on followir_mini -> score:
+    ``[followir, followir_mini]``; p_mrr: ``[core17, news21, robust04, followir_mini]``."""
     have = list(dict.fromkeys(results.loc[results["metric"] == metric, "dataset"].astype(str)))
-    if dataset is not None:
-        return [str(dataset)] if str(dataset) in have else []
-    return [d for d in have if d.lower() in AGGREGATE_DATASETS] or have
+    every = results["dataset"].astype(str).unique()
+    out = []
+    for d in [str(dataset)] if dataset is not None else panel_sets(every):
+        members = [d] if d in have else [m for m in panel_members(d, every)[1:] if m in have]
+        out += [m for m in members if m not in out]
+    return out
 
 
 def _complete_runs(results: pd.DataFrame, metric: str, dataset: str | None) -> pd.DataFrame:
@@ -232,13 +238,17 @@ def summarize(
 @warnings_once()
 def headline_table(results: pd.DataFrame, metrics=("p_mrr", "score", "ndcg_at_5")) -> pd.DataFrame:
     """One row per ``(backbone, mode)`` in paper order, one column per metric: the mean over
-    random seeds that figure (a) draws (``summarize``), plus ``runs`` (seeds averaged).
+    random seeds of each run's mean over the sets ``metric_sets`` names (figure (a) draws those
+    sets one panel each), plus ``runs`` (seeds averaged).
 
-    Metrics absent from the table are left out. Example: seeds of Ins-DV at p-MRR 4 and 6 ->
-    ``p_mrr`` 5.0, ``runs`` 2.
+    Metrics absent from the table are left out. A metric averaged over other runs than the first
+    (a run without a Score row) gets its own ``runs <metric>`` column instead of one ``runs``.
+    Example: seeds of Ins-DV at p-MRR 4 and 6 -> ``p_mrr`` 5.0, ``runs`` 2.
     """
     parts = [
-        summarize(results, m).set_index(["backbone", "mode"])[["mean", "n_runs"]].rename(columns={"mean": m})
+        summarize(results, m)
+        .set_index(["backbone", "mode"])[["mean", "n_runs"]]
+        .rename(columns={"mean": m, "n_runs": f"runs {m}"})
         for m in metrics
         if (results["metric"] == m).any()
     ]
@@ -246,9 +256,15 @@ def headline_table(results: pd.DataFrame, metrics=("p_mrr", "score", "ndcg_at_5"
         raise ValueError(f"none of {list(metrics)} is in the results table")
     table = parts[0]
     for p in parts[1:]:
-        table = table.join(p.drop(columns="n_runs"), how="outer")
-    table = _by_backbone_and_mode(table.rename(columns={"n_runs": "runs"}).reset_index())
-    return table.set_index(["backbone", "mode"])[[*(m for m in metrics if m in table), "runs"]]
+        table = table.join(p, how="outer")
+    names = [m for m in metrics if m in table]
+    counts = table[[f"runs {m}" for m in names]]
+    if counts.nunique(axis=1, dropna=False).le(1).all() and not counts.isna().any().any():
+        table, runs = table.assign(runs=counts.iloc[:, 0]), ["runs"]
+    else:
+        runs = list(counts.columns)
+    table = _by_backbone_and_mode(table.reset_index())
+    return table.set_index(["backbone", "mode"])[[*names, *runs]]
 
 
 @warnings_once()

@@ -12,6 +12,7 @@ from ifir_lib.core.config import PAPER_MODES
 from ifir_lib.reporting import figures as F
 from ifir_lib.reporting import results as R
 from ifir_lib.reporting import style as ST
+from ifir_lib.reporting import summaries as S
 from ifir_lib.testing.inputs import write_example_inputs
 
 
@@ -195,6 +196,26 @@ def test_panel_sets_let_an_aggregate_row_stand_for_its_collections():
     assert F._panel_sets(res, None) == ["FollowIR"]  # case-blind, as results.AGGREGATE_DATASETS
     assert F._panel_sets(res[res["dataset"] != "FollowIR"], None) == ["core17", "robust04"]
     assert F._panel_sets(res, "robust04") == ["robust04"]
+
+
+def test_an_aggregate_stands_for_its_collections_only(tmp_path):
+    """Beside ``followir``, a bundled set kept its own panel in no figure: (a) drew FollowIR alone,
+    and a metric without an aggregate row was averaged over every set under FollowIR's name."""
+    res = R.load_results(write_example_inputs(tmp_path)["results"])
+    v1 = res[res["dataset"] == "core17"].assign(dataset="followir_mini", value=lambda d: d["value"] + 50)
+    res = pd.concat([res, v1], ignore_index=True)
+    assert F._panel_sets(res, None) == ["followir", "followir_mini"]
+    fig = F.fig_metrics_by_mode(res, published=None, metrics=("p_mrr",))
+    assert any("bundled set v1" in str(a.text) for a in fig.layout.annotations)
+    bars = {t.xaxis: t for t in fig.data if t.type == "bar"}
+    collections = res[res["dataset"].isin(["core17", "news21", "robust04"])]
+    for part, axis in ((collections, "x"), (res[res["dataset"] == "followir_mini"], "x2")):
+        runs = part.groupby(["mode", "rng_seed"])["value"].mean().groupby("mode").mean()
+        got = {ST.MODE_ORDER[int(x)]: y for x, y in zip(bars[axis].x, bars[axis].y)}
+        assert got == pytest.approx(runs.to_dict())
+    # the per-run number reads each set once: the aggregate's own row, or its collections' mean
+    assert S.metric_sets(res, "score") == ["followir"]
+    assert S.metric_sets(res, "p_mrr") == ["robust04", "news21", "core17", "followir_mini"]
 
 
 def test_status_order_puts_known_statuses_in_colour_order_then_others_sorted():

@@ -177,6 +177,20 @@ def test_per_run_averages_the_datasets_of_one_model_evaluated_one_set_at_a_time(
     assert table["runs"].tolist() == [2] and list(table.columns) == ["p_mrr", "runs"]  # no score rows
 
 
+def test_headline_runs_are_per_metric_when_they_differ():
+    """A run without a Score row: the Score mean is over 2 runs, and one ``runs`` column said 3."""
+    rows = [
+        {"run_id": f"dv-s{s}", "model": f"runs/s{s}/ins-dv", "mode": "ins-dv", "rng_seed": s}
+        | {"metric": m, "dataset": "followir_mini", "value": 5.0 + s}
+        for s in (0, 1, 2)
+        for m in ("p_mrr", "score")
+        if (s, m) != (2, "score")
+    ]
+    table = S.headline_table(results_frame(rows).assign(backbone="minilm"), metrics=("p_mrr", "score"))
+    assert list(table.columns) == ["p_mrr", "score", "runs p_mrr", "runs score"]
+    assert table.iloc[0].tolist() == [6.0, 5.5, 3, 2]
+
+
 def test_rows_sort_by_backbone_then_mode_in_paper_order():
     df = pd.DataFrame(
         {"backbone": ["b", "a", "a", "a", "b"], "mode": ["base", "zz-custom", "ins-dv", "base", "all-dv"]}
