@@ -50,6 +50,10 @@ class NonFiniteLossError(IfirError, FloatingPointError):
     """The training loss became NaN or inf; the message names the last good checkpoint."""
 
 
+class NonFiniteEmbeddingError(IfirError, FloatingPointError):
+    """A model gave NaN or inf vectors (diverged or corrupted weights): every score from them is noise."""
+
+
 class FigureExportError(IfirError, RuntimeError):
     """Static (PNG/SVG) figure export needs a Chrome that kaleido can find."""
 

@@ -114,7 +114,22 @@ class PairedTest:
     p_permutation: float
 
     def significant(self, alpha: float = 0.05, test: str = "permutation") -> bool:
-        return (self.p_permutation if test == "permutation" else self.p_bootstrap) < alpha
+        return self.p_value(test) < alpha
+
+    def p_value(self, test: str = "permutation") -> float:
+        """``test``: ``'permutation'`` or ``'bootstrap'``; another word is an error (a typo chose
+        the bootstrap p without a word)."""
+        _check_choice("test", test, TESTS)
+        return self.p_permutation if test == "permutation" else self.p_bootstrap
+
+
+TESTS = ("permutation", "bootstrap")
+ADJUSTMENTS = ("holm", None)
+
+
+def _check_choice(name: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r}: choose one of {', '.join(map(repr, allowed))}")
 
 
 def paired_bootstrap(
@@ -221,6 +236,8 @@ def results_table(
     """
     import pandas as pd
 
+    _check_choice("test", test, TESTS)  # 'Holm' or 'bonferroni' gave unadjusted p in 'p_adjusted'
+    _check_choice("adjust", adjust, ADJUSTMENTS)
     df = summary.copy()
     if metrics is not None:
         df = df[df["metric"].isin(list(metrics))]
@@ -239,7 +256,7 @@ def results_table(
         else:
             a, b = pq[key], pq[base_key]
             t = compare(a, b, n=n, rng_seed=rng_seed, alpha=alpha, strata=strata_of(list(a)))
-            vals = (t.diff, t.ci_low, t.ci_high, t.p_permutation if test == "permutation" else t.p_bootstrap)
+            vals = (t.diff, t.ci_low, t.ci_high, t.p_value(test))
         for c, v in zip(cols, vals):
             cols[c].append(v)
     for c, v in cols.items():

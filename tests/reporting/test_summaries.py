@@ -19,6 +19,29 @@ def test_compare_results_marks_significance():
     assert row["significant"] and row["delta"] == pytest.approx(sum(better) / 30 - sum(base) / 30)
 
 
+def test_compare_results_corrects_over_every_set_it_is_given():
+    """One call per set, joined, was Holm within each set only: the table shown was under-corrected."""
+    base = [float(i % 7) for i in range(30)]
+    near = [v + (0.6 if i % 2 else -0.1) for i, v in enumerate(base)]  # a small gain, p near 0.01-0.05
+    one = S.compare_results({"base": fake_result("v1", base), "dv": fake_result("v1", near)}, baseline="base")
+    both = S.compare_results(
+        {
+            "base": [fake_result(d, base) for d in ("v1", "v2")],
+            "dv": [fake_result(d, near) for d in ("v1", "v2")],
+        },
+        baseline="base",
+    )
+    tested = both[both["run_id"] == "dv"].set_index("dataset")
+    assert sorted(tested.index) == ["v1", "v2"]
+    p1 = one.set_index("run_id").loc["dv", "p_adjusted"]
+    assert tested.loc["v1", "p_adjusted"] == pytest.approx(min(1.0, 2 * p1))  # Holm over two tests
+    for bad in ({"adjust": "Holm"}, {"adjust": "bonferroni"}, {"test": "perm"}):
+        with pytest.raises(ValueError, match="choose one of"):
+            S.compare_results(
+                {"base": fake_result("v1", base), "dv": fake_result("v1", near)}, baseline="base", **bad
+            )
+
+
 def test_summarize_spread_over_seeds_and_ci_for_one_run():
     res = results_frame(
         [
