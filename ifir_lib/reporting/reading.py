@@ -15,8 +15,23 @@ from .summaries import interval_phrase, summarize
 
 
 def _describe(row: pd.Series) -> str:
+    if row["error"] == "none":
+        return f"{row['mean']:.2f} (no interval recorded)"
     lo, hi = row["mean"] - row["err_minus"], row["mean"] + row["err_plus"]
     return f"{row['mean']:.2f} ({interval_phrase(row['error'], int(row['n_runs']))}: {lo:.2f} to {hi:.2f})"
+
+
+def _verdict(ra: pd.Series, rb: pd.Series) -> str:
+    """What the two error bars say; with one missing they say nothing (NaN bounds compared as
+    "do not overlap", which reads as a real difference)."""
+    if "none" in (ra["error"], rb["error"]):
+        return "with no interval recorded for one of them, the bars cannot be compared"
+    overlap = (ra["mean"] - ra["err_minus"] <= rb["mean"] + rb["err_plus"]) and (
+        rb["mean"] - rb["err_minus"] <= ra["mean"] + ra["err_plus"]
+    )
+    return (
+        "the bars overlap, so these runs do not show a difference" if overlap else "the bars do not overlap"
+    )
 
 
 def read_results(
@@ -42,14 +57,7 @@ def read_results(
             out.append(f"{backbone}: {mode_label(a)} or {mode_label(b)} has no {name} on {where} yet.")
             continue
         ra, rb = g.loc[a], g.loc[b]
-        overlap = (ra["mean"] - ra["err_minus"] <= rb["mean"] + rb["err_plus"]) and (
-            rb["mean"] - rb["err_minus"] <= ra["mean"] + ra["err_plus"]
-        )
-        verdict = (
-            "the bars overlap, so these runs do not show a difference"
-            if overlap
-            else "the bars do not overlap"
-        )
+        verdict = _verdict(ra, rb)
         runs = int(min(ra["n_runs"], rb["n_runs"]))
         caveat = (
             " With one run per mode this says nothing about another training run's result."

@@ -41,6 +41,7 @@ from .results import (
     warn_once,
     warnings_once,
 )
+from .style import backbone_labels
 
 log = logging.getLogger(__name__)
 RUN = ["model", "backbone", "mode", "rng_seed"]  # a run: a trained model (its folder) and rng_seed
@@ -121,6 +122,15 @@ def per_run(results: pd.DataFrame, metric: str, dataset: str | None = None) -> p
     )
 
 
+def labelled_backbones(results: pd.DataFrame) -> pd.DataFrame:
+    """``results`` with a ``backbone`` column in words (``style.backbone_labels``): a base row
+    recorded by the packaged folder and a run that recorded ``minilm`` are one backbone, as in
+    ``ifir table`` and the figures (summaries grouped them as two, and notebook 05 read "no
+    p-MRR yet" for a pair it held)."""
+    out = add_backbone(results)
+    return out.assign(backbone=out["backbone"].map(backbone_labels(out["backbone"])))
+
+
 def _by_backbone_and_mode(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` sorted by backbone, then mode in the paper's order (``mode_order``)."""
     order = {m: i for i, m in enumerate(mode_order(df["mode"]))}
@@ -146,6 +156,8 @@ def interval_phrase(kind: str, n_runs: int = 1) -> str:
         return f"the mean of the runs' {QUERY_CI}s (run-to-run variation not included)"
     if kind == "spread":
         return "min-max over runs (not a 95% interval: no per-query scores to compute one)"
+    if kind == "none":
+        return "none drawn, no interval recorded (evaluated with --bootstrap 0, or without per-query scores)"
     raise ValueError(f"unknown error-bar kind {kind!r}")
 
 
@@ -203,9 +215,10 @@ def summarize(
     """
     if error not in ("auto", "spread", "ci"):
         raise ValueError("error must be 'auto', 'spread' or 'ci'")
+    results = labelled_backbones(results)
     runs = per_run(results, metric, dataset)
     use_pq = error == "auto" and per_query is not None and len(runs)
-    boot = _two_stage(add_backbone(results), per_query, metric, dataset, n_boot, rng_seed) if use_pq else {}
+    boot = _two_stage(results, per_query, metric, dataset, n_boot, rng_seed) if use_pq else {}
     out = []
     for (backbone, mode), g in runs.groupby(["backbone", "mode"], sort=False):
         mean = float(g["value"].mean())
@@ -217,9 +230,11 @@ def summarize(
             lo, hi = float(g["value"].min()), float(g["value"].max())
         else:
             lo, hi = float(g["ci_low"].mean()), float(g["ci_high"].mean())
-        # a missing CI draws no bar rather than a zero-width one that looks like certainty
+        # a missing CI draws no bar rather than a zero-width one that looks like certainty, and
+        # says so ('none'): a caption promising 95% intervals made the absent bars read as tiny
         em = mean - lo if not math.isnan(lo) else np.nan
         ep = hi - mean if not math.isnan(hi) else np.nan
+        kind = "none" if math.isnan(em) or math.isnan(ep) else kind
         out.append(
             {
                 "backbone": backbone,

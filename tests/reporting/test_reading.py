@@ -42,3 +42,21 @@ def test_a_missing_mode_or_set_is_said_not_guessed():
     table = _table((3.0, 1.0, 5.0), (2.0, 0.0, 4.0))
     assert "has no p-MRR" in read_results(table, "followir_v2", b="ins-aug")
     assert read_results(table, "followir_mini") == "No p-MRR on bundled set v1 in the results table."
+
+
+def test_missing_intervals_are_said_not_read_as_a_difference():
+    """Rows evaluated with --bootstrap 0: NaN bounds compared as "do not overlap"."""
+    nan = float("nan")
+    text = read_results(_table((1.4, nan, nan), (1.0, nan, nan)), "followir_v2")
+    assert "p-MRR 1.40 (no interval recorded" in text and "nan" not in text
+    assert "the bars cannot be compared" in text and "do not overlap" not in text
+
+
+def test_one_backbone_under_two_spellings_is_one_backbone():
+    """The base row names the packaged folder, the run 'minilm': one backbone, as in ifir table."""
+    from ifir_lib.core.models import resolve_model
+
+    table = _table((6.0, 4.0, 8.0), (2.0, 1.0, 3.5))
+    table.loc[1, "backbone"] = resolve_model("minilm")
+    text = read_results(table, "followir_v2")
+    assert text.startswith("On bundled set v2, all-MiniLM-L6-v2:") and "no p-MRR" not in text

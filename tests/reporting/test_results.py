@@ -165,7 +165,9 @@ def test_trained_runs_are_grouped_under_their_backbone(tmp_path):
     assert moved["backbone"].tolist() == ["minilm"] * 3
     s = S.summarize(moved, "p_mrr").set_index("mode")
     assert (
-        set(s["backbone"]) == {"minilm"} and s.loc["ins-dv", "mean"] == 3.0 and s.loc["ins-dv", "n_runs"] == 2
+        set(s["backbone"]) == {"all-MiniLM-L6-v2"}
+        and s.loc["ins-dv", "mean"] == 3.0
+        and s.loc["ins-dv", "n_runs"] == 2
     )
     fig = F.fig_metrics_by_mode(moved, metrics=("p_mrr",), published=None)
     assert fig.layout.width == ST.COLUMN_WIDTH  # one panel, not one per run folder
