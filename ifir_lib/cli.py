@@ -391,7 +391,9 @@ def _cmd_synthesize_merge(a):
     )
     print(
         f"merged {len(a.shards)} files -> {s.out}: {s.rows} rows, {s.duplicates} duplicates dropped, "
-        f"{s.conflicts} conflicting, {s.failed} failed, {len(s.missing)} missing, {s.unexpected} not in the seeds"
+        f"{s.conflicts} conflicting, {s.failed} failed, "
+        + ("completeness not checked (--no-check)" if a.no_check else f"{len(s.missing)} missing")
+        + f", {s.unexpected} not in the seeds"
     )
     if s.missing:
         print(

@@ -5,8 +5,10 @@ output, a training run folder): a second process fails at once with ``OutputLock
 the holder's pid, host and start time. ``shared_append(path)`` waits its turn instead, for short
 writes that many processes make (the results table, the curation log, the embedding cache).
 ``check_writable(path)`` says before any work, in one line, when ``path`` could not be written.
+``check_not_written(path)`` says when a live process writes ``path`` now, without taking it.
 The kernel drops a lock when its process exits, so a ``kill -9`` never leaves a stale lock;
-the ``.lock`` file itself stays behind, empty, and is harmless. Not handled here: NFS, where
+the ``.lock`` file itself stays behind and is harmless: empty after a normal exit, still naming
+the killed holder after a ``kill -9`` (``RunFolder.lock_holder`` checks that process). Not handled here: NFS, where
 ``flock`` may not be enforced across hosts.
 """
 
@@ -60,6 +62,28 @@ def lock_path(path: str | Path) -> Path:
     a link (``alias.jsonl -> rev.jsonl``, ``runs/latest -> runs/ins-dv``) takes its target's lock."""
     p = Path(path).resolve()
     return p.with_name(p.name + ".lock")
+
+
+def check_not_written(path: str | Path, what: str = "output") -> None:
+    """``OutputLocked`` now, naming the holder, when a live process holds ``path``'s lock (a shard
+    still being synthesised, an old plan's run still training); nothing when none does. Creates no
+    lock file (a read-only folder of shards stays readable); the lock is tested with a shared,
+    non-blocking ``flock`` that is dropped at once."""
+    lp = lock_path(path)
+    try:
+        fh = open(lp, encoding="utf-8")
+    except OSError:  # no lock file: no writer ever started here
+        return
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = fh.read().strip() or "a process that has not written its name yet"
+            raise OutputLocked(
+                f"{path}: this {what} is being written by another process ({holder}); "
+                "wait for it to finish, or stop it"
+            ) from None
+        fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager

@@ -244,8 +244,9 @@ class RunFolder(os.PathLike):
         except ProcessLookupError:
             return None
         except PermissionError:  # alive, another user's
-            return text
-        return text
+            pass
+        since = parts[5] if len(parts) > 5 else ""
+        return None if _started_after(int(parts[1]), since) else text
 
     def status(self, info: dict | None = None) -> tuple[str, str]:
         """``(status, detail)``: ``'finished' -> ('done', '')``; a ``running`` run whose lock
@@ -307,3 +308,20 @@ class RunFolder(os.PathLike):
             return []
         runs = (cls(p.parent) for p in root.rglob(RUN_FILE) if "checkpoints" not in p.relative_to(root).parts)
         return sorted((r for r in runs if r.has_model() or not with_model), key=lambda r: r.path)
+
+
+def _started_after(pid: int, since: str) -> bool:
+    """Whether process ``pid`` started after the lock line's ``since`` time: then the pid was
+    reused by another process and the holder is gone (a ``kill -9`` leaves its line in the lock;
+    a dead run read "running" once its pid came back). False when either time is unknown (Linux's
+    ``/proc`` gives the start)."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(
+            int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime")
+        )
+        began = boot + ticks / os.sysconf("SC_CLK_TCK")
+        held = time.mktime(time.strptime(since, "%Y-%m-%dT%H:%M:%S"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return False
+    return began > held + 2  # seconds: the line holds whole seconds; a holder starts before it writes it

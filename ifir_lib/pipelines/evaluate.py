@@ -109,7 +109,7 @@ def evaluate_models(
     table = _read_table(results_csv)  # read once, not per model
     if table is not None:
         _check_digests(table, results_csv, digests)
-    done = _evaluated(table) if skip_done else {}
+    done = _evaluated(table, plan) if skip_done else {}
     # label -> (labels, FollowIR folders, named tasks) still to evaluate
     said = Path(results_csv).name if style and results_csv is not None else None
     todo = {
@@ -416,12 +416,17 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     return labels, folders, tasks_todo
 
 
-def _evaluated(table: pd.DataFrame | None) -> dict[tuple, dict[str, pd.Series]]:
+def _evaluated(table: pd.DataFrame | None, plan: str = "") -> dict[tuple, dict[str, pd.Series]]:
     """``{(model, mode, rng_seed, prompts, backend, dataset): {data_sha: timestamps}}`` already in
     the table (empty when there is none); an older table without ``prompts`` / ``backend`` /
-    ``data_sha`` reads as ``'model'`` / ``'torch'`` / ``''`` (``results.load_results``)."""
+    ``data_sha`` reads as ``'model'`` / ``'torch'`` / ``''`` (``results.load_results``). Under an
+    experiment's ``plan`` only its own rows count: its report reads only them, so a base row from
+    a plain ``ifir evaluate`` (or another plan's collect) made the base model skipped for good and
+    left out of every table."""
     if table is None:
         return {}
+    if plan:
+        table = table[table["plan"].astype(str) == plan]
     cols = ["model", "mode", "rng_seed", "prompts", "backend", "dataset", "data_sha"]
     done: dict[tuple, dict[str, pd.Series]] = {}
     keyed = table[cols].astype(str).assign(timestamp=table["timestamp"])

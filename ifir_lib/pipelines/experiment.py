@@ -38,6 +38,7 @@ from pathlib import Path
 
 from ..core import config as C
 from ..core.errors import ConfigError
+from ..core.locks import exclusive
 from ..core.models import build_model
 from ..core.run_folder import RunFolder
 from ..evaluation.backends import check_backend
@@ -401,8 +402,15 @@ def _check_runs_agree_on_inputs(out: str | Path, cfg: ExperimentConfig, now: dic
 
 def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None) -> Path:
     """Evaluate the base model and every finished run (once), then write the tables, tests and
-    figures; missing runs are named in ``summary.md`` and on stderr. Returns ``OUT/summary.md``."""
+    figures; missing runs are named in ``summary.md`` and on stderr. Returns ``OUT/summary.md``.
+    One collect at a time (``plan.COLLECT_LOCK``): ``--new-experiment`` waits for none and
+    refuses while one runs (an old plan's collect wrote its base rows into the new plan's table)."""
     out = Path(out)
+    with exclusive(out / P.COLLECT_LOCK, "experiment's --collect"):
+        return _collect(out, cfg, plan_hash)
+
+
+def _collect(out: Path, cfg: ExperimentConfig, plan_hash: str | None) -> Path:
     plan_hash = plan_hash or start(out, cfg)
     runs, missing = finished_runs(out, cfg, plan_hash)
     # the base row is scored from the base model folder as it is now: it must be the runs' start
@@ -435,6 +443,7 @@ def collect(out: str | Path, cfg: ExperimentConfig, plan_hash: str | None = None
         per_query_csv=per_query_path(results_csv),
         runs_dir=out / "models",
         rows=lambda r: experiment_rows(r, plan_hash, runs, quiet=True),  # what the tables read
+        log_runs=list(runs.values()),  # a run still training (or killed) is no curve of its mode
     )
     return summary
 

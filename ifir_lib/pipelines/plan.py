@@ -29,8 +29,9 @@ import tomllib
 from ..core import config as C
 from ..core.digests import files_digest
 from ..core.errors import ConfigError, DataError
-from ..core.locks import shared_append
+from ..core.locks import check_not_written, shared_append
 from ..core.models import model_files
+from ..core.run_folder import RUN_FILE
 from ..evaluation.corpora import FOLLOWIR_TASKS
 from ..evaluation.mteb_glue import expand_task_names
 from ..evaluation.tasks import PAPER_TASKS as PAPER_TASK_NAMES
@@ -267,13 +268,21 @@ def write_plan(out: str | Path, plan: dict, header: str = "") -> str:
     return plan_hash(plan)
 
 
+COLLECT_LOCK = ".collect"  # ``OUT/.collect.lock``: held while ``--collect`` evaluates and writes
+
+
 def set_aside(out: str | Path) -> Path | None:
     """Move an experiment's plan and outputs to ``OUT/superseded/<hash>/``; returns that folder
-    (None when ``out`` holds no plan). Nothing is deleted."""
+    (None when ``out`` holds no plan). Nothing is deleted. An old plan's ``--collect`` or training
+    job still at work is ``OutputLocked``, named: moved from under it, it went on writing into the
+    new plan's table and run folders."""
     out = Path(out)
     old = stored_plan(out)
     if old is None:
         return None
+    busy = [out / COLLECT_LOCK, *(p.parent for p in (out / "models").rglob(RUN_FILE))]
+    for path in busy:
+        check_not_written(path, "experiment's output (an old plan's job still runs)")
     dest = out / SUPERSEDED / plan_hash(_normal(old))
     if dest.exists():
         dest = dest.with_name(f"{dest.name}-{len(list(dest.parent.iterdir()))}")

@@ -1249,10 +1249,12 @@ def make_all_figures(
     synthesis_path: str | Path | Sequence[str | Path] | None = None,
     formats: Sequence[str] = FORMATS,
     rows: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+    log_runs: Sequence[str | Path] | None = None,
 ) -> list[Path]:
     """Rebuild every figure whose inputs exist, each with its caption file; print a note for each
-    one skipped. ``rows`` selects the results rows drawn (an experiment: its plan's finished
-    runs, the rows its tables read).
+    one skipped. ``rows`` selects the results rows drawn and ``log_runs`` the run folders whose
+    loss curves (e) are drawn (an experiment: its plan's finished runs, the ones its tables read;
+    None: every ``train_log.jsonl`` under ``runs_dir``).
 
     Example: only ``results_csv`` -> (a) and (b), with 95% intervals and (c) when the sibling
     ``<stem>_per_query.csv`` that ``evaluate`` writes exists (or ``per_query_csv`` is given);
@@ -1293,7 +1295,7 @@ def make_all_figures(
         print(f"skipped {FIGURE_NAMES['d']}: no synthesis file ({', '.join(missing) or None})")
     else:
         figs[FIGURE_NAMES["d"]] = fig_synthesis_stats(load_synthesis_rows(synth))
-    logs = None if absent(runs_dir) else load_train_logs(runs_dir)
+    logs = None if absent(runs_dir) else load_train_logs(runs_dir, only=log_runs)
     if logs is None or logs.empty:
         print(f"skipped {FIGURE_NAMES['e']}: no train_log.jsonl under {runs_dir}")
     else:

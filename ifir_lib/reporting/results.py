@@ -630,15 +630,20 @@ def load_published(path: str | Path = PUBLISHED_RESULTS_PATH) -> pd.DataFrame:
     return pd.read_csv(path, comment="#")
 
 
-def load_train_logs(runs_dir: str | Path) -> pd.DataFrame:
+def load_train_logs(runs_dir: str | Path, only: Sequence[str | Path] | None = None) -> pd.DataFrame:
     """Every ``train_log.jsonl`` under ``runs_dir`` as ``run, mode, rng_seed, model, step, epoch, loss``.
 
     The mode is the run record's ``mode`` (the training set the run used; ``RunFolder``); a log
-    without a run record is labelled by its folder name.
+    without a run record is labelled by its folder name. ``only``: the run folders to read (an
+    experiment's finished runs, as its tables read them: a run still training or killed added its
+    partial curve to its mode's mean under a caption counting it).
     """
     rows = []
+    keep = None if only is None else {Path(p).resolve() for p in only}
     for log in sorted(Path(runs_dir).rglob("train_log.jsonl")):
         run_dir = log.parent
+        if keep is not None and run_dir.resolve() not in keep:
+            continue
         info = RunFolder(run_dir).read() if RunFolder(run_dir).is_run() else {}
         cfg = info.get("config") or {}
         for _, r in read_jsonl(log):

@@ -92,7 +92,7 @@ from pathlib import Path
 from ..core import config as _config
 from ..core.errors import BackendError, ConfigError, DataError, RequestFailed
 from ..core.jsonl import atomic_write_text, dumps, read_jsonl, set_aside_cut_tail, write_jsonl
-from ..core.locks import check_writable, exclusive
+from ..core.locks import check_not_written, check_writable, exclusive
 from ..core.progress import progress
 from ..core.secrets import redact_url
 from ..seeds.schema import load_seeds, seed_fingerprint, written_for
@@ -1184,6 +1184,8 @@ def merge_shards(
     """
     runs = _shard_runs(paths)
     out = Path(out)
+    for p in paths:  # a shard still being written: merged now, it lost every row written after
+        check_not_written(p, "shard (its synthesis still runs)")
     with exclusive(out, "merged output"):
         best, dups, conflicts = _merge_rows(paths, on_conflict)
         versions: dict[str, list] = {}  # key -> its versions (seed_sha), in order of appearance

@@ -63,3 +63,27 @@ def test_a_sibling_recorded_without_a_loss_counts_as_relation(tmp_path):
         is None
     )
     assert RunFolder(tmp_path / "b").copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}) == "ins-dv"
+
+
+def test_a_lock_line_whose_pid_was_reused_is_no_holder(tmp_path):
+    """A kill -9 leaves 'pid N on HOST since T' in the lock; once N belongs to a process started
+    after T, the dead run read as running."""
+    import os
+    import socket
+    import subprocess
+    import time
+
+    from ifir_lib.core.locks import lock_path
+
+    run = RunFolder(tmp_path / "run")
+    line = lambda pid, t: (
+        f"pid {pid} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S', t)}\n"
+    )  # noqa: E731
+    lock_path(run.path).write_text(line(os.getpid(), time.localtime()))
+    assert run.lock_holder()  # this process, alive, started before its line
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        lock_path(run.path).write_text(line(other.pid, time.localtime(time.time() - 3600)))
+        assert run.lock_holder() is None  # started an hour after the line: another process
+    finally:
+        other.kill()

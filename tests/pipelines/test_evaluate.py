@@ -108,6 +108,18 @@ def test_skip_done_counts_a_row_of_the_same_content_or_of_unknown_content(tmp_pa
     assert _run(followir=[folder], results_csv=out, skip_done=True) == {}  # no model loaded
 
 
+def test_skip_done_under_a_plan_counts_only_that_plan_s_rows(tmp_path):
+    """A base row written by a plain ``ifir evaluate`` into an experiment's table was "already in
+    results.csv" for the plan's collect, whose report reads only its own plan's rows."""
+    folder = _set(tmp_path / "eval")
+    out = tmp_path / "r.csv"
+    digest = content_digest(load_followir(folder))
+    R.save_result(fake_result("eval", [1.0]), out, run_id="x", model=NO_MODEL, data_sha=digest)
+    assert _run(followir=[folder], results_csv=out, skip_done=True) == {}  # no plan: done
+    with pytest.raises(DataError, match=NO_MODEL):  # the plan's own evaluation: the model is loaded
+        _run(followir=[folder], results_csv=out, skip_done=True, plan="p1")
+
+
 def test_an_explicit_run_id_names_one_model_s_run(tmp_path):
     folder = _set(tmp_path / "eval")
     out = tmp_path / "r.csv"

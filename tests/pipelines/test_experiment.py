@@ -3,6 +3,7 @@ scheduler and collected, the same tables as one local run."""
 
 import dataclasses
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -56,6 +57,27 @@ def test_a_changed_plan_is_refused_and_nothing_is_lost(tmp_path):
     moved = P.set_aside(tmp_path)
     assert (moved / "results.csv").read_text() == "kept\n" and (moved / P.PLAN_FILE).read_bytes() == before
     assert not (tmp_path / "results.csv").exists()
+
+
+def test_an_old_plan_s_job_at_work_is_never_set_aside_from_under_it(tmp_path):
+    """--new-experiment while the old plan's --collect evaluated: the old collect wrote its base
+    rows into the new plan's fresh table (its report then dropped the base model for good)."""
+    from ifir_lib.core.errors import OutputLocked
+    from ifir_lib.core.locks import exclusive
+
+    P.write_plan(tmp_path, ExperimentConfig.preset("smoke").plan())
+    run = tmp_path / "models" / "rng0" / "ins-dv"
+    run.mkdir(parents=True)
+    RunFolder(run).write({"mode": "ins-dv", "status": "training"})
+    for busy in (tmp_path / P.COLLECT_LOCK, run):
+        with exclusive(busy):
+            with pytest.raises(
+                OutputLocked,
+                match=re.escape(f"{busy}: this experiment's output (an old plan's job still runs)"),
+            ):
+                P.set_aside(tmp_path)
+        assert (tmp_path / P.PLAN_FILE).exists() and run.exists()  # nothing moved
+    assert (P.set_aside(tmp_path) / "models" / "rng0" / "ins-dv").exists()  # no job at work: moved
 
 
 def test_planned_runs_and_their_commands(tmp_path, monkeypatch):

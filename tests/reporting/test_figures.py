@@ -3,6 +3,7 @@ and one real SVG render."""
 
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -274,3 +275,15 @@ def test_a_figure_s_files_in_formats_not_written_now_are_removed(tmp_path, capsy
         "fig_pmrr_by_config.svg",
     ]
     assert "removed fig_pmrr_by_config.png, fig_pmrr_by_config.html" in capsys.readouterr().out
+
+
+def test_loss_curves_read_only_the_runs_given(tmp_path):
+    """An experiment's collect draws the runs its tables read: a run killed after 2 steps added its
+    partial curve to its mode's mean, under a caption counting it."""
+    ex = write_example_inputs(tmp_path)
+    every = R.load_train_logs(ex["runs"])
+    runs = sorted({r for r in every["run"]})
+    kept = [Path(ex["runs"]) / r for r in runs[:-1]]
+    some = R.load_train_logs(ex["runs"], only=kept)
+    assert set(some["run"]) == set(runs[:-1]) and len(some) < len(every)
+    assert R.load_train_logs(ex["runs"], only=[]).empty

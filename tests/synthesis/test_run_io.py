@@ -104,6 +104,24 @@ def test_merge_shards(tmp_path):
     assert [r["key"] for r in sio.load_synthesis(tmp_path / "m.jsonl")] == [s["id"] for s in seeds[:3]]
 
 
+def test_a_shard_still_being_written_is_not_merged(tmp_path, capsys):
+    """Merged while its synthesis ran, a shard lost every row written after; --no-check then read
+    "0 missing" though nothing was checked."""
+    from ifir_lib.core.errors import OutputLocked
+    from ifir_lib.core.locks import exclusive
+
+    seeds = [make_seed(i) for i in range(2)]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(json.dumps(_row(seeds[0]["id"])) + "\n")
+    b.write_text(json.dumps(_row(seeds[1]["id"])) + "\n")
+    with exclusive(b, "synthesis output"):
+        with pytest.raises(OutputLocked, match=f"{b}: this shard"):
+            sio.merge_shards([a, b], tmp_path / "m.jsonl")
+    assert not (tmp_path / "m.jsonl").exists()
+    assert main(["synthesize-merge", str(a), str(b), "--out", str(tmp_path / "m.jsonl"), "--no-check"]) == 0
+    assert "completeness not checked (--no-check)" in capsys.readouterr().out
+
+
 def test_a_merge_of_a_shard_from_another_seeds_file_is_not_complete(tmp_path, capsys):
     """Shards from two versions of one seeds file (same ids) merged as "0 missing", exit 0: the
     keys of the other version have no row training can use, and it skips them."""
