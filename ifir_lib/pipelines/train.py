@@ -69,7 +69,8 @@ def train_modes(
     ``seeds_path`` is a seed JSONL (each mode's set is built from it) or a training set already
     built (rows with ``negatives``; one mode). Reversals come from a synthesis file when given,
     else from the seeds' reference reversals. ``heldout_seeds`` seeds (the same for every mode and
-    rng_seed) are kept out of training and, with ``eval_steps``, pick the checkpoint.
+    rng_seed) are kept out of training and, with ``eval_steps``, pick the checkpoint. ``budget``
+    None: each mode takes every seed it can use, so several modes are not matched (a warning).
     ``overrides`` change ``TrainConfig`` fields of the preset (None values are ignored; preset
     None = ``default_preset()``); ``report_to`` names the trackers (``tracking``). ``dry_run``
     returns ``{mode: estimate}`` (steps, tokens, memory; ``training.dry_run``) and trains nothing.
@@ -111,6 +112,20 @@ def train_modes(
     return out
 
 
+def _warn_unmatched(modes, budget) -> None:
+    """Several modes at ``budget=None`` each take every seed they can use, so they differ in how much
+    data they see, not only in its kind (Ins-DV adds the reversed views to Ins-orig's seeds, All-DV
+    is Ins-DV's set; docs/method.md §3). Said here, once, because the manifests alone only show it
+    to someone comparing their counts."""
+    if budget is None and len(modes) > 1:
+        log.warning(
+            "modes %s are not budget-matched: with no budget each takes every seed it can use (Ins-DV "
+            "then adds reversed views to Ins-orig's seeds, All-DV holds Ins-DV's set); give a budget "
+            "to compare them (docs/method.md §3)",
+            ", ".join(modes),
+        )
+
+
 def _training_sets(
     modes, cfg, seeds_path, reversals_path, curation_path, budget, heldout_seeds, narrative_share
 ):
@@ -130,6 +145,7 @@ def _training_sets(
         given = {"--reversals": reversals_path, "--curation": curation_path, "--budget": budget}
         given["--narrative-share"] = narrative_share if narrative_share != NARRATIVE_SHARE else None
         return _built_set(modes, seeds_path, {**given, "held-out seeds": heldout_seeds or None})
+    _warn_unmatched(modes, budget)  # a built set (above) trains one mode and has no budget
     all_seeds = load_seeds(seeds_path, stage="train")
     reversals = None
     if reversals_path:
