@@ -25,11 +25,16 @@ from ifir_lib.testing.openai_server import FakeOpenAIServer
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
-def run_notebook(name: str) -> str:
-    """Execute ``notebooks/<name>.ipynb`` (cwd: notebooks/) and return its text outputs joined."""
+def run_notebook(name: str, parameters: str = "", last: str = "") -> str:
+    """Execute ``notebooks/<name>.ipynb`` (cwd: notebooks/) and return its text outputs joined.
+    ``parameters`` is appended to the parameters cell (as papermill does), ``last`` run as a last cell."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    cell.source += "\n" + parameters
+    if last:
+        nb.cells.append(nbformat.v4.new_code_cell(last))
     NotebookClient(nb, timeout=900, resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     texts = []
     for cell in nb.cells:
@@ -133,3 +138,34 @@ def test_05_draws_04s_table(chain):
     assert "95% bootstrap CI over queries" in chain["05_figures"]  # the reading names its intervals
     for ext in ("pdf", "svg", "png"):
         assert list((out / "figures").glob(f"*.{ext}")), f"no .{ext} figure"
+
+
+@pytest.mark.slow
+def test_03_shows_the_sets_it_trains(module_tmp, monkeypatch):
+    """Sections 2-4 of notebook 03 (the training sets' counts, one dual-view pair, the dry run) built
+    their sets from the seeds alone: the bundled reference reversals, no curation, while section 5
+    trained 02's reversals with its decisions. Here 02 rejected every seed of the Ins-DV set that
+    the seeds alone give, so the sets shown must be the curated ones section 5 trains."""
+    from ifir_lib.curation.decisions import CurationStore
+    from ifir_lib.training.trainer import TrainConfig
+    from ifir_lib.training.trainsets import build_trainset
+
+    out = module_tmp / "shown"
+    out.mkdir()
+    uncurated = build_trainset(
+        "ins-dv", SEEDS_PATH, budget=16, num_negatives=TrainConfig.preset("smoke").num_negatives
+    )
+    store = CurationStore(out / "curation.jsonl")
+    for sid in sorted({e["group"] for e in uncurated.examples}):
+        store.record(sid, "reject")  # no row: the reject applies to the seed's key, whatever its text
+    for k, v in {"IFIR_SMOKE": "1", "IFIR_OUT": str(out), "HF_HUB_OFFLINE": "1"}.items():
+        monkeypatch.setenv(k, v)
+    last = 'import json; print("SHOWN", json.dumps({m: s.manifest() for m, s in sets.items()}))'
+    text = run_notebook("03_train", 'MODES = ("ins-orig", "ins-dv")\nMAX_STEPS = 1', last)
+    shown = json.loads(text.split("SHOWN ", 1)[1].splitlines()[0])
+    for mode in ("ins-orig", "ins-dv"):
+        trained = json.loads((out / "models" / mode / "ifir_run.json").read_text())["data"]
+        assert shown[mode]["sha256"] == trained["sha256"], (
+            f"{mode}: notebook 03 showed another set than it trained"
+        )
+    assert shown["ins-dv"]["curated_out"] == 8 and shown["ins-dv"]["sha256"] != uncurated.manifest()["sha256"]

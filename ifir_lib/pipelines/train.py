@@ -9,8 +9,10 @@ into ``OUT/<mode>/`` (``flat=True``: into ``OUT`` itself, one mode). Example::
     train_modes("out/runs", modes=("ins-orig", "ins-dv"), preset="cpu", budget=80)
     -> {"ins-orig": TrainResult(run_dir=out/runs/ins-orig, steps=10, ...), "ins-dv": ...}
 
-A rerun resumes every unfinished run and skips the finished ones. Not handled here: the
-trainer itself, evaluation (``pipelines.evaluate``), the experiment's plan (``experiment``).
+``training_sets`` returns the sets it would train, built by the same code, without training
+(notebook 03 shows them). A rerun resumes every unfinished run and skips the finished ones. Not
+handled here: the trainer itself, evaluation (``pipelines.evaluate``), the experiment's plan
+(``experiment``).
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ def train_modes(
         modes, cfg, seeds_path, reversals_path, curation_path, budget, heldout_seeds, narrative_share
     )
     out = {}
-    for mode, (examples, manifest, heldout) in sets.items():
-        manifest = {**manifest, **(labels or {})}
+    for mode, (ts, manifest, heldout) in sets.items():
+        examples, manifest = ts.examples, {**manifest, **(labels or {})}
         mcfg = mode_config(cfg, mode)
         if dry_run:
             out[mode] = estimate(mcfg, examples, world_size=world_size, launch_config=launch_config)
@@ -112,6 +114,35 @@ def train_modes(
     return out
 
 
+def training_sets(
+    modes=PAPER_MODES,
+    *,
+    preset: str | None = None,
+    seeds_path=SEEDS_PATH,
+    reversals_path: str | Path | None = None,
+    curation_path: str | Path | None = None,
+    budget: int | None = None,
+    rng_seed: int = 0,
+    heldout_seeds: int = 0,
+    narrative_share: float = NARRATIVE_SHARE,
+    **overrides,
+) -> dict[str, TrainSet]:
+    """``{mode: TrainSet}``: the sets ``train_modes`` trains when given the same arguments, built by
+    the same code, so what is shown of them before training (notebook 03's counts, example pair and
+    dry run) is what trains: the same reversals, curation decisions, budget and held-out split.
+    Building them again by hand (``build_trainset`` on the seeds alone) showed the bundled reference
+    reversals and no curation while the LLM's curated reversals trained. Example::
+
+        training_sets(("ins-orig", "ins-dv"), preset="cpu", budget=80)["ins-dv"].counts["seeds_used"]
+        -> 40
+    """
+    cfg = TrainConfig.preset(preset, rng_seed=rng_seed, **overrides)
+    sets = _training_sets(
+        tuple(modes), cfg, seeds_path, reversals_path, curation_path, budget, heldout_seeds, narrative_share
+    )
+    return {mode: ts for mode, (ts, _, _) in sets.items()}
+
+
 def _warn_unmatched(modes, budget) -> None:
     """Several modes at ``budget=None`` each take every seed they can use, so they differ in how much
     data they see, not only in its kind (Ins-DV adds the reversed views to Ins-orig's seeds, All-DV
@@ -129,7 +160,7 @@ def _warn_unmatched(modes, budget) -> None:
 def _training_sets(
     modes, cfg, seeds_path, reversals_path, curation_path, budget, heldout_seeds, narrative_share
 ):
-    """``{mode: (examples, manifest, heldout seeds)}``: built from seeds, or a built set read as is.
+    """``{mode: (TrainSet, manifest, heldout seeds)}``: built from seeds, or a built set read as is.
 
     A ``curation_path`` that does not exist is a ``ConfigError`` (a typo would otherwise train the
     rejected reversals); callers without decisions pass None (``pipelines.chain`` does when
@@ -167,7 +198,7 @@ def _training_sets(
             seeds_name=str(seeds_path),
         )
         sources = data_sources(mode, seeds_path, reversals_path, curation_path if curation else None)
-        sets[mode] = (ts.examples, {**ts.manifest(), **sources}, heldout)
+        sets[mode] = (ts, {**ts.manifest(), **sources}, heldout)
     return sets
 
 
@@ -180,7 +211,7 @@ def _is_built_set(path) -> bool:
 
 
 def _built_set(modes, path, given: dict) -> dict:
-    """``{mode: (examples, manifest, None)}`` for a built set read as it is. What only building from
+    """``{mode: (TrainSet, manifest, None)}`` for a built set read as it is. What only building from
     seeds uses (reversals, curation, a budget, held-out seeds) is a ``ConfigError``: the set would be
     trained without it. Rows that record their ``view`` must hold the mode's views (a built
     ins-orig set trained as ins-dv would carry a false label)."""
@@ -201,4 +232,5 @@ def _built_set(modes, path, given: dict) -> dict:
             f"{path}: a built set with views {sorted(views)} cannot train {mode}, whose set holds "
             f"{sorted(wanted)}; train it under its own mode, or build the set for {mode} from seeds"
         )
-    return {mode: (examples, {**TrainSet(mode, examples).manifest(), "source": str(path)}, None)}
+    ts = TrainSet(mode, examples)
+    return {mode: (ts, {**ts.manifest(), "source": str(path)}, None)}
