@@ -14,7 +14,10 @@ written before the hash was recorded have no ``reversal_sha``: they apply by key
 whatever text the key holds, as they always did.
 
 Appends are fsync'd, and the file is never rewritten, so a crash loses at most the click in
-flight. Training (``trainsets``) leaves out the seeds whose trained reversal was rejected
+flight. Two sessions (two kernels or tabs of notebook 02, two curators) may share one file: before
+each append a store reads what the others appended since it last read the file, and a decision
+that overturns another session's decision of the same key and text is still recorded (the last
+decision wins) but warned about, naming both, since its curator never saw the other one. Training (``trainsets``) leaves out the seeds whose trained reversal was rejected
 (``CurationCheck``) and names, in one warning, the decisions about another text than the one
 trained (stale: they apply to nothing). Not handled here: the widgets (``widgets``).
 """
@@ -159,18 +162,34 @@ class CurationStore:
     Each call to ``record`` appends ``{"key", "decision", "comment", "time"}`` (and, given the
     row judged, its ``backend``, ``model`` and ``reversal_sha``) and flushes it to disk before
     returning. ``decisions`` is what ``load_decisions`` returns; ``comments[key]`` lists every
-    comment in order.
+    comment in order. ``overturned`` is the warning of the last ``record`` (``None``: it overturned
+    no other session's decision), for the explorer to show beside the click.
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.decisions = Decisions()
         self.comments: dict[str, list[str]] = {}
-        if self.path.exists() and self.path.stat().st_size:
-            for n, row in read_jsonl(self.path):
-                self._apply(row, n)
+        self.overturned: str | None = None
+        self._rows_read = 0  # rows of the file this store holds (read, or appended by it)
+        self._catch_up()
 
-    def _apply(self, row: dict, n: int | None = None) -> None:
+    def _catch_up(self) -> list[dict]:
+        """Apply the rows appended to the file since this store last read it (by other sessions);
+        returns them. Rows are counted, not bytes: a cut last line dropped here and set aside by the
+        next append was never counted, so the count stays right. Rereads the file, a few ms per
+        thousand clicks."""
+        if not (self.path.exists() and self.path.stat().st_size):
+            return []
+        new = []
+        for k, (n, row) in enumerate(read_jsonl(self.path)):
+            if k >= self._rows_read:
+                self._apply(row, n)
+                new.append(row)
+        self._rows_read += len(new)
+        return new
+
+    def _check(self, row: dict, n: int | None = None) -> None:
         if "key" not in row:
             raise DataError(self.path, n, "missing", "key")
         d = row.get("decision")
@@ -179,7 +198,10 @@ class CurationStore:
         sha = row.get("reversal_sha")
         if sha is not None and not isinstance(sha, str):
             raise DataError(self.path, n, f"must be a hash string or absent, got {sha!r}", "reversal_sha")
-        key = str(row["key"])
+
+    def _apply(self, row: dict, n: int | None = None) -> None:
+        self._check(row, n)
+        key, d = str(row["key"]), row.get("decision")
         if d is not None:
             self.decisions.add(key, d, row)
         if row.get("comment"):
@@ -190,7 +212,10 @@ class CurationStore:
     ) -> dict:
         """Append one row; ``decision=None`` with a comment leaves the decision unchanged.
         ``row``: the example judged (its ``reversal``, ``backend``, ``model``); without it the
-        decision applies to the key whatever its text."""
+        decision applies to the key whatever its text. Under the append lock, the rows other
+        sessions appended since this store last read the file are applied first; when one of them
+        decided this key and text otherwise, this decision still wins but is warned about
+        (``overturned``), naming both: its curator decided without seeing the other."""
         comment = (comment or "").strip() or None
         if decision is None and comment is None:
             raise ConfigError("record needs a decision or a comment")
@@ -201,9 +226,14 @@ class CurationStore:
             "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             **(judged_fields(row) if row is not None else {}),
         }
-        self._apply(entry)  # validates before anything is written
+        self._check(entry)  # validates before anything is written
         with shared_append(self.path):  # two sessions on one file append whole rows, in turn
+            self.overturned = _overturned(entry, self._catch_up(), self.path)
             append_jsonl(self.path, [entry])  # fsync'd: a kernel crash right after a click must not lose it
+            self._rows_read += 1
+        self._apply(entry)  # after the other sessions' rows, as in the file
+        if self.overturned:
+            log.warning("%s", self.overturned)
         return entry
 
     def summary(self) -> dict[str, int]:
@@ -218,3 +248,25 @@ class CurationStore:
         if not self.path.exists():
             return pd.DataFrame(columns=cols)
         return pd.DataFrame([r for _, r in read_jsonl(self.path)], columns=cols)
+
+
+def _overturned(entry: dict, others: list[dict], path: Path) -> str | None:
+    """The warning for ``entry`` when the last of ``others`` (rows another session appended unseen)
+    that decided the same key about the same text (or about the key, from a hashless row) decided
+    otherwise; None when none did, or it decided alike, or ``entry`` only comments."""
+    d, sha = entry.get("decision"), entry.get("reversal_sha")
+    same = [
+        r
+        for r in others
+        if str(r["key"]) == entry["key"]
+        and r.get("decision") is not None
+        and (sha is None or r.get("reversal_sha") in (None, sha))
+    ]
+    if d is None or not same or same[-1]["decision"] == d:
+        return None
+    when = f" at {same[-1]['time']}" if same[-1].get("time") else ""
+    return (
+        f"{entry['key']}: another session recorded {same[-1]['decision']!r}{when} in {path} after this "
+        f"session read it; this session's {d!r}, decided without seeing it, is recorded after it and "
+        "wins (the last decision wins): look at the example again if that was not meant"
+    )

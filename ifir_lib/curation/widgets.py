@@ -153,6 +153,8 @@ class Explorer:
         self.store.record(ex["key"], decision, self.comment_box.value or None, row=ex)
         self.comment_box.value = ""
         self.status_line.value = f"{decision}ed {ex['key']} -> {self.store.path}"
+        if self.store.overturned:  # a log line from a click handler shows nowhere in the notebook
+            self.status_line.value += f" (warning: {self.store.overturned})"
         if self.auto_advance and self.position < len(self.filtered) - 1:
             self.position += 1
         self.show()

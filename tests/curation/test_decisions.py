@@ -89,3 +89,30 @@ def test_training_leaves_out_the_rejected_text_and_names_stale_decisions(bundled
         and f"{s0} (accept of template)" in stale[0]
         and f"{s1} (reject of template)" in stale[0]
     )
+
+
+def test_a_session_is_told_when_its_decision_overturns_another_sessions(tmp_path, caplog):
+    """Two sessions on one file (two kernels of notebook 02, two curators) each read it when they
+    opened. B's accept of a text A had rejected since was appended unseen and silently won, so the
+    rejected reversal trained. B now reads A's rows before appending: the last decision still wins
+    (the file's rule), but B is told, with the key and both decisions."""
+    path = tmp_path / "curation.jsonl"
+    llm = _row("s0", "openai", "LLM text.")
+    a, b = iw.CurationStore(path), iw.CurationStore(path)
+    a.record("s0", "reject", row=llm)
+    with caplog.at_level(logging.WARNING):
+        b.record("s0", "accept", row=llm)
+    assert "s0: another session recorded 'reject' at " in caplog.text
+    assert "this session's 'accept', decided without seeing it" in caplog.text and b.overturned
+    assert load_curation(path) == {"s0": "accept"} == b.decisions  # B holds A's rows, in file order
+    assert b.summary() == iw.CurationStore(path).summary() == {"accept": 1, "reject": 0, "commented": 0}
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        a.record("s1", "reject")  # A catches up on B's accept: another key, nothing to say
+        assert a.decisions == {"s0": "accept", "s1": "reject"} and a.overturned is None
+        b.record("s1", "reject")  # decided alike
+        a.record("s0", "reject", row=_row("s0", "template", "Template text."))  # another text
+        b.record("s0", None, "a comment decides nothing", row=llm)
+    assert "another session" not in caplog.text and b.overturned is None
+    assert decision_for(b.decisions, "s0", "LLM text.") == "accept"
+    assert decision_for(b.decisions, "s0", "Template text.") == "reject"

@@ -145,3 +145,19 @@ def test_load_for_inspection_shows_each_seed_s_current_row(explorer_seeds, explo
     with caplog.at_level("WARNING"):
         assert iw.load_for_inspection(seeds_file, synth)[1] == []
     assert "written for an earlier version of their seed" in caplog.text
+
+
+def test_a_click_that_overturns_another_sessions_decision_says_so(explorer_seeds, explorer_rows, tmp_path):
+    """Two explorers (two tabs of notebook 02) on one file: the second one's accept of a reversal
+    the first rejected since is written (the last decision wins), and its status line says so:
+    a log line from a button's handler shows nowhere in a notebook."""
+    path = tmp_path / "c.jsonl"
+    first, second = (iw.Explorer(explorer_seeds, explorer_rows, curation_path=path) for _ in range(2))
+    first.reject_button.click()
+    second.accept_button.click()
+    assert "accepted s0" in second.status_line.value
+    assert "another session recorded 'reject'" in second.status_line.value
+    assert load_curation(path) == {"s0": "accept"}
+    first.next_button.click()
+    first.accept_button.click()  # s1#1: decided by no one else
+    assert "warning" not in first.status_line.value
