@@ -27,7 +27,7 @@ import pandas as pd
 from ..core.config import BASE_MODE
 from ..core.run_folder import RunFolder
 from ..reporting.comparisons import compare_modes, comparison_table, load_tables, mode_table
-from ..reporting.tables import markdown_table
+from ..reporting.tables import fixed, markdown_table
 from .plan import sets_of
 
 SHOWN_METRICS = ("p_mrr", "map_at_1000", "ndcg_at_5")
@@ -36,8 +36,8 @@ HELDOUT_PARTS = ("orig_acc", "rev_acc", "query_acc")
 
 def _cell(mean, sd, runs, lo, hi) -> str:
     sd_text = "" if pd.isna(sd) else f" ± {sd:.2f}"
-    ci = "" if pd.isna(lo) else f" [{lo:.2f}, {hi:.2f}]"
-    return f"{mean:.2f}{sd_text} ({int(runs)}){ci}"
+    ci = "" if pd.isna(lo) else f" [{fixed(lo)}, {fixed(hi)}]"
+    return f"{fixed(mean)}{sd_text} ({int(runs)}){ci}"
 
 
 def _mode_lines(modes: pd.DataFrame) -> list[str]:
@@ -112,7 +112,7 @@ def _primary_lines(row: dict, cfg, runs: dict) -> list[str]:
         f"{cfg.primary_a} minus {cfg.primary_b}, {cfg.primary_metric}, on {row['dataset']}, "
         f"{_which_step(runs)}:",
         "",
-        f"- difference {row['diff']:+.2f}, 95% two-stage interval [{row['ci_low']:.2f}, {row['ci_high']:.2f}]",
+        f"- difference {fixed(row['diff'], sign='+')}, 95% two-stage interval [{fixed(row['ci_low'])}, {fixed(row['ci_high'])}]",
         f"- runs: {row['runs_a']} of {cfg.primary_a} (sd {row['sd_a']:.2f}), "
         f"{row['runs_b']} of {cfg.primary_b} (sd {row['sd_b']:.2f}); {row['n_queries']} queries",
         f"- run-level permutation test: p = {p} (the smallest p this design can reach: {row['min_p']:.3f})",
@@ -126,7 +126,7 @@ def _family_lines(tests: pd.DataFrame) -> list[str]:
         return ["(no comparisons yet)"]
     shown = tests.assign(
         runs=[f"{a} vs {b}" for a, b in zip(tests["runs_a"], tests["runs_b"])],
-        interval=[f"[{lo:.2f}, {hi:.2f}]" for lo, hi in zip(tests["ci_low"], tests["ci_high"])],
+        interval=[f"[{fixed(lo)}, {fixed(hi)}]" for lo, hi in zip(tests["ci_low"], tests["ci_high"])],
     )
     cols = ["dataset", "metric", "b", "runs", "diff", "interval", "p_run", "min_p", "p_holm"]
     notes = sorted({n for n in tests["note"].fillna("") if n})

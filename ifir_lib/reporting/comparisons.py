@@ -51,7 +51,7 @@ from .results import (
     warn_once,
 )
 from .style import backbone_labels
-from .tables import markdown_table
+from .tables import fixed, markdown_table
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +346,7 @@ def comparison_table(
 
 
 def _mean_sd(mean: float, sd: float) -> str:
-    return f"{mean:.2f}" + ("" if np.isnan(sd) else f" ± {sd:.2f}")
+    return fixed(mean) + ("" if np.isnan(sd) else f" ± {sd:.2f}")
 
 
 def format_comparisons(df: pd.DataFrame) -> str:
@@ -365,7 +365,8 @@ def format_comparisons(df: pd.DataFrame) -> str:
             "a: mean ± sd": [_mean_sd(m, s) for m, s in zip(df["mean_a"], df["sd_a"])],
             "b: mean ± sd": [_mean_sd(m, s) for m, s in zip(df["mean_b"], df["sd_b"])],
             "diff [interval]": [
-                f"{d:.2f} [{lo:.2f}, {hi:.2f}]" for d, lo, hi in zip(df["diff"], df["ci_low"], df["ci_high"])
+                f"{fixed(d)} [{fixed(lo)}, {fixed(hi)}]"
+                for d, lo, hi in zip(df["diff"], df["ci_low"], df["ci_high"])
             ],
             "p run": ["n/a" if np.isnan(p) else f"{p:.3f}" for p in df["p_run"]],
             "min p": [f"{p:.3f}" for p in df["min_p"]],

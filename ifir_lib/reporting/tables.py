@@ -100,8 +100,7 @@ class Table:
         v = self.rows[i].values.get(key)
         if v is None:
             return None
-        text = f"{v:.{self.decimals}f}"
-        return text.removeprefix("-") if float(text) == 0 else text  # -0.004 -> "0.00", not "-0.00"
+        return fixed(v, self.decimals)
 
     def partial(self, i: int, key: str) -> bool:
         """Whether cell ``(i, key)`` averages fewer runs than row ``i`` counts."""
@@ -244,8 +243,17 @@ def build_table(
 
 
 # ---- rendering ---------------------------------------------------------------------------------
+def fixed(value: float, decimals: int = 2, sign: str = "") -> str:
+    """``value`` with ``decimals`` decimals, a rounded zero without its minus (``-0.004`` ->
+    ``'0.00'``, never ``'-0.00'``); ``sign='+'`` prints ``'+1.50'``. The one number format of
+    every table writer (Markdown, LaTeX, ``ifir compare``, ``summary.md``)."""
+    text = f"{value:{sign}.{decimals}f}"
+    return text.replace("-", "", 1) if float(text) == 0 else text
+
+
 _TEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"}
 _TEX_SPECIAL.update({"~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"})
+_TEX_SPECIAL.update({"|": r"\textbar{}", "\n": " "})  # '|' printed as an em dash in OT1
 
 
 def tex_escape(text: str) -> str:
@@ -314,16 +322,17 @@ def markdown_table(frame: pd.DataFrame, right: Collection[str] = ()) -> str:
     """A GitHub Markdown table of ``frame``, one line per row, without a trailing newline; the one
     Markdown writer (``to_markdown``, the experiment's ``summary.md``).
 
-    Floats get 2 decimals, those of a ``p_`` column (p-values) 4; other values are ``str``; a ``|``
-    inside a cell is escaped. Columns named in ``right`` are right-aligned (``---:``), the rest
+    Floats get 2 decimals (``fixed``), those of a p-value column (``p_...``, ``min_p``) 4; other
+    values are ``str``; a ``|`` inside a cell is escaped and a line break becomes a space (it split
+    the row; ``**bold**`` made by ``to_markdown`` is kept). Columns named in ``right`` are right-aligned (``---:``), the rest
     keep the default (``---``). Example: columns ``versus, diff, p_value`` and a row
     ``(all-dv, 2.0, 0.01)`` -> ``| all-dv | 2.00 | 0.0100 |`` under ``|---|---|---|``.
     """
 
     def cell(col: str, v) -> str:
         if isinstance(v, float):
-            v = f"{v:.4f}" if col.startswith("p_") else f"{v:.2f}"
-        return str(v).replace("|", r"\|")
+            v = fixed(v, 4 if col.startswith(("p_", "min_p")) else 2)  # 1/21 printed "0.05"
+        return re.sub(r"\s*[\r\n]+\s*", " ", str(v)).replace("|", r"\|")
 
     columns = [str(c) for c in frame.columns]
     head = "| " + " | ".join(cell(c, c) for c in columns) + " |"

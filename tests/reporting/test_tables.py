@@ -392,6 +392,25 @@ def test_a_value_that_rounds_to_zero_has_no_minus_sign():
     assert (t.cell(0, "a"), t.cell(1, "a")) == ("0.00", "-0.01")
 
 
+def test_every_writer_drops_the_minus_of_a_rounded_zero_and_keeps_rows_whole():
+    """``ifir compare`` and summary.md printed "-0.00"; min_p = 1/21 printed "0.05" beside p 0.0476;
+    a line break in a label split its Markdown row; '|' printed as an em dash in LaTeX."""
+    from ifir_lib.reporting.comparisons import format_comparisons
+
+    df = pd.DataFrame({"mode": ["a\nb"], "diff": [-0.004], "min_p": [1 / 21], "p_run": [1 / 21]})
+    assert (
+        markdown_table(df)
+        == "| mode | diff | min_p | p_run |\n|---|---|---|---|\n| a b | 0.00 | 0.0476 | 0.0476 |"
+    )
+    assert tex_escape("a|b\nc") == r"a\textbar{}b c"
+    row = dict(dataset="v1", metric="p_mrr", a="ins-dv", b="base", runs_a=3, runs_b=3, n_queries=20)
+    row |= dict(mean_a=1.0, sd_a=0.5, mean_b=1.0, sd_b=0.5, diff=-0.001, ci_low=-0.5, ci_high=0.49)
+    row |= dict(p_run=1.0, min_p=0.1, note="")
+    assert "0.00 [-0.50, 0.49]" in format_comparisons(
+        pd.DataFrame([row])
+    ) and "-0.00" not in format_comparisons(pd.DataFrame([row]))
+
+
 def test_two_backbones_with_one_short_name_keep_two_labels():
     """Labels were the last folder (cut to 24 characters), or any folder named like MiniLM: two
     backbones saved as ``expA/checkpoint-final`` and ``expB/checkpoint-final``, two checkpoints
