@@ -49,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.errors import DataError
+from ..core.errors import ConfigError, DataError
 from .arrow import (
     COUNTERPART_COLUMNS,
     LIST_COLUMNS,
@@ -60,7 +60,7 @@ from .arrow import (
     SEEDS_SCHEMA,
     ArrowSeeds,
 )
-from .schema import query_holds_instruction
+from .schema import check_unique_ids, query_holds_instruction
 
 log = logging.getLogger(__name__)
 
@@ -695,7 +695,8 @@ def promptriever_to_arrow(
 
 def seeds_to_arrow(seeds: Iterable[dict], out_dir: str | Path, batch_size: int = 1000) -> ArrowSeeds:
     """Write seed dicts (any source, e.g. ``seeds.schema.load_seeds``) as an ``ArrowSeeds`` folder,
-    their counterparts (``counterpart_positive``, ``counterpart_hard_negatives``) included."""
+    their counterparts (``counterpart_positive``, ``counterpart_hard_negatives``) included. A seed id
+    given twice is a ``ConfigError`` (``schema.check_unique_ids``), and the files written are removed."""
     w, buf = _Writer(Path(out_dir)), []
 
     def flush():
@@ -719,10 +720,21 @@ def seeds_to_arrow(seeds: Iterable[dict], out_dir: str | Path, batch_size: int =
         w.write_seeds(cols, passages)
         buf.clear()
 
-    for s in seeds:
-        buf.append(s)
-        if len(buf) >= batch_size:
-            flush()
+    def checked():  # the ids as they pass; a repeat stops the folder before close writes meta.json
+        for s in seeds:
+            yield s["id"]
+            buf.append(s)
+            if len(buf) >= batch_size:
+                flush()
+
+    try:
+        check_unique_ids(checked(), str(out_dir))
+    except ConfigError:
+        w.seeds.close()
+        w.passages.close()
+        for f in (SEEDS_FILE, PASSAGES_FILE):
+            (Path(out_dir) / f).unlink(missing_ok=True)
+        raise
     if buf:
         flush()
     return w.close({"source": "seeds"})

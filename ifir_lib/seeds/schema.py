@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..core.config import SEEDS_PATH
-from ..core.errors import DataError
+from ..core.errors import ConfigError, DataError
 from ..core.jsonl import read_jsonl
 from ..core.models import format_document
 
@@ -257,6 +257,22 @@ def passage_fields(seed: dict, counterparts: bool = True) -> Iterator[tuple[str,
         yield "counterpart_positive", seed["counterpart_positive"]
         for i, p in enumerate(seed.get("counterpart_hard_negatives") or ()):
             yield f"counterpart_hard_negatives[{i}]", p
+
+
+def check_unique_ids(ids: Iterable[str], seeds_name: str) -> None:
+    """A ``ConfigError`` naming the first seed id given twice, for seeds that come from Python or
+    an Arrow folder (a file's repeats are ``read_seeds``' ``DataError``, a Promptriever source's
+    ``promptriever._SeedIds``'). Reversals, curation decisions and the held-out split are keyed by
+    seed id, so a second seed under one id (a second export numbered from the same ids) would
+    train with the other seed's reversal."""
+    first: dict[str, int] = {}
+    for n, sid in enumerate(ids, 1):
+        prev = first.setdefault(sid, n)
+        if prev != n:
+            raise ConfigError(
+                f"{seeds_name}: seed id {sid!r} is given twice (seeds #{prev} and #{n}): reversals, "
+                "curation and the held-out split are keyed by id; give each seed its own id"
+            )
 
 
 def passage_text_clashes(

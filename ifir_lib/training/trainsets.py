@@ -61,6 +61,7 @@ from ..curation.decisions import CurationCheck
 from ..seeds.forms import NARRATIVE_SHARE, in_form
 from ..seeds.schema import (
     VERSION_FIELDS,
+    check_unique_ids,
     counterpart,
     load_seeds,
     normalized_text,
@@ -532,7 +533,8 @@ def build_trainset(
     ``seeds_name`` names the seeds in errors and warnings (default: the path, or "the seeds").
     ``reversals`` (``load_reversals``) are checked against the seeds (``match_reversals``; pass
     its result to check once for several modes); stale ones and ones naming no seed are counted.
-    No usable seed, or too few passages to pad a seed's negatives, is a ``ConfigError``.
+    No usable seed, too few passages to pad a seed's negatives, or a seed id given twice (reversals
+    and curation are keyed by id) is a ``ConfigError``.
     """
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
@@ -551,6 +553,7 @@ def build_trainset(
     if arrow and out_dir is None:
         raise ConfigError("build_trainset from ArrowSeeds needs out_dir for the examples file")
     ids = seeds.column("id") if arrow else [s["id"] for s in seeds]
+    check_unique_ids(ids, seeds_name)  # a file's seeds were checked by load_seeds
     reversals = _reversals_for(mode, seeds, ids, arrow, reversals, seeds_name)
     name, mode = mode, data_mode(mode)
     counts = {"seeds": len(seeds), **getattr(reversals, "counts", {})}

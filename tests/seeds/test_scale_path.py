@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ifir_lib.core.errors import DataError
+from ifir_lib.core.errors import ConfigError, DataError
 from ifir_lib.seeds import arrow as arrow_seeds
 from ifir_lib.seeds.arrow import ArrowSeeds
 from ifir_lib.seeds.promptriever import load_promptriever, promptriever_to_arrow, seeds_to_arrow
@@ -270,3 +270,29 @@ def test_bench_scale_prints_json_last(tmp_path):
     assert last["seeds"] == 1000 and last["examples"] == 1000
     assert all(0 < v < 3 for v in last["peak_rss_gb"].values())
     assert list(tmp_path.iterdir()) == []  # the generated data is deleted
+
+
+def test_a_seed_id_given_twice_from_python_or_arrow_is_refused(bundled_seeds, tmp_path):
+    """A second export numbered from the same ids: the copy of another seed under ``A-001`` would
+    train with A-001's reversal (reversals are keyed by id). ``load_seeds`` refuses it in a file;
+    the list path, ``seeds_to_arrow`` and a folder written before this check refuse it too."""
+    seeds = bundled_seeds[:30]
+    other = next(s for s in seeds if s["id"] != seeds[0]["id"])
+
+    def renamed(p):  # the copy's passages get their own ids: no passage id clashes
+        return {**p, "id": p["id"] + "-copy"}
+
+    copy = {**other, "id": seeds[0]["id"], "positive": renamed(other["positive"])}
+    for f in ("instruction_negatives", "hard_negatives"):
+        copy[f] = [renamed(p) for p in other[f]]
+    twice = [*seeds, copy]
+    with pytest.raises(ConfigError, match=f"seed id '{seeds[0]['id']}' is given twice .*#1 and #31"):
+        build_trainset("ins-dv", twice, num_negatives=3)
+    with pytest.raises(ConfigError, match=f"'{seeds[0]['id']}' is given twice"):
+        seeds_to_arrow(twice, tmp_path / "twice", batch_size=7)
+    assert not (tmp_path / "twice" / "seeds.arrow").exists()
+    # a folder that holds the repeat (written by hand, or by a version without the check)
+    folder = tmp_path / "old"
+    first = seeds_to_arrow(seeds, folder)
+    with pytest.raises(ConfigError, match=f"'{seeds[0]['id']}' is given twice"):
+        build_trainset("ins-dv", first.take([*range(30), 0]), num_negatives=3, out_dir=tmp_path / "sets")
