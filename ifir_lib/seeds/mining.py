@@ -17,6 +17,7 @@ here: BM25, mining at Promptriever scale (encode in shards with ``embed_cache``)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def mine_negatives(
         [dict(s) for s in seeds],
         {"mined": len(todo), "skipped_duplicate": 0, "skipped_false_negative": 0},
     )
-    same_query = _same_query_passages(seeds, seen)
+    same_query = same_query_passages(seeds, lambda p: seen[p["text"]])
     for row, i in progress(enumerate(todo), total=len(todo), desc="mine negatives", unit="seed"):
         s = seeds[i]
         # its own passages and those of seeds with its query, the positive first
@@ -85,13 +86,14 @@ def mine_negatives(
     return out, counts
 
 
-def _same_query_passages(seeds: list[dict], seen: dict) -> dict[str, list[int]]:
-    """``{normalised query: pool positions of the positives and instruction negatives of every seed
-    with that query}``: another seed's answer to the same bare query is relevant to it too."""
-    out: dict[str, list[int]] = {}
+def same_query_passages(seeds: Iterable[dict], key: Callable[[dict], Hashable]) -> dict[str, list]:
+    """``{normalised query: key(p) for the positives and instruction negatives p of every seed with
+    that query}``: another seed's answer to the same bare query is relevant to it too. Mining keys
+    passages by pool position; training's random padding (``training.trainsets``) by their text."""
+    out: dict[str, list] = {}
     for s in seeds:
         out.setdefault(normalized_text(s["query"]), []).extend(
-            seen[p["text"]] for p in (s["positive"], *s["instruction_negatives"])
+            key(p) for p in (s["positive"], *s["instruction_negatives"])
         )
     return out
 

@@ -184,6 +184,18 @@ def audit_rows(seeds: list[dict], screened: list[dict], reviews: list[dict], sam
     return out
 
 
+def dropped_texts(audit_path: str | Path) -> dict[str, set[str]]:
+    """``{seed id: text_sha256 of every hard negative the audit dropped for it}``: any ``drop`` row
+    counts (``audit_rows``' rule: several reviews of one pair must agree on keep). A dropped passage
+    left the seed's list (``without_dropped``); training's random padding reads this to never draw
+    it back for that seed (``training.trainsets``)."""
+    out: dict[str, set[str]] = {}
+    for _, row in read_jsonl(audit_path):
+        if row.get("verdict") == "drop":
+            out.setdefault(row["seed"], set()).add(row["text_sha256"])
+    return out
+
+
 def without_dropped(seeds: list[dict], rows: list[dict]) -> list[dict]:
     """The seeds minus every hard negative whose audit row says ``drop``."""
     dropped = {(r["seed"], r["hn"]) for r in rows if r["verdict"] == "drop"}

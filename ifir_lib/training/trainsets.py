@@ -53,12 +53,14 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.config import ABLATIONS, ALL_SEED_RATIO, MODES, data_mode
+from ..core.config import ABLATIONS, ALL_SEED_RATIO, MODES, NEGATIVE_AUDIT_PATH, data_mode
 from ..core.errors import ConfigError, DataError
 from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
 from ..curation.decisions import CurationCheck
 from ..seeds.forms import NARRATIVE_SHARE, in_form
+from ..seeds.mining import same_query_passages
+from ..seeds.negative_audit import dropped_texts, text_sha256
 from ..seeds.schema import (
     VERSION_FIELDS,
     check_unique_ids,
@@ -352,16 +354,17 @@ def _fill(
     instruction negatives among its 30). A passage of ``exclude`` (the positive, or what answers
     the query) is never a negative: not by its id, and not by its text under another id, however
     spelled (``normalized_text``: one passage exported per seed under new ids, re-spaced or
-    re-cased).
+    re-cased). ``pool`` may be one seed's ``_Avoiding`` view, which reads as None what that seed
+    must not be padded with.
     """
     seen, texts = {p["id"] for p in exclude}, {_normalized(p["text"]) for p in exclude}
     out = [p for p in negatives if p["id"] not in seen and _normalized(p["text"]) not in texts][:k]
     seen |= {p["id"] for p in out}
     tries = 0
     while len(out) < k and tries < 50 * k:
-        p = pool[rng.randrange(len(pool))]
+        p = pool[rng.randrange(len(pool))]  # None: a passage this seed must not be padded with
         tries += 1
-        if p["id"] not in seen and _normalized(p["text"]) not in texts:
+        if p is not None and p["id"] not in seen and _normalized(p["text"]) not in texts:
             out.append(p)
             seen.add(p["id"])
     if len(out) < k:
@@ -374,6 +377,56 @@ def _fill(
 
 # ``normalized_text`` of passages, which recur across seeds, views and pool draws (~20x a strip)
 _normalized = functools.lru_cache(maxsize=1 << 16)(normalized_text)
+
+
+class _Avoiding:
+    """One seed's view of the padding pool: a passage of a seed with the same query (it answers the
+    bare query: ``seeds.mining.same_query_passages``, the rule mining uses) or one the hard-negative
+    audit dropped for this seed (relevant under I or I') reads as None, and ``_fill`` draws again,
+    as for its positive. Without it, 25 random draws of 30 bring back what reviewers removed."""
+
+    def __init__(self, pool, texts: set[str], shas: set[str]):
+        self.pool, self.texts, self.shas = pool, texts, shas
+
+    def __len__(self) -> int:
+        return len(self.pool)
+
+    def __getitem__(self, j: int) -> dict | None:
+        p = self.pool[j]
+        if _normalized(p["text"]) in self.texts or (self.shas and text_sha256(p["text"]) in self.shas):
+            return None
+        return p
+
+
+def _padding_avoid(seeds, ids: list[str], arrow: bool, negative_audit) -> dict[str, tuple[set, set]]:
+    """``{seed id: (normalised texts, text sha256s)}`` that random padding must not give the seed
+    (``_Avoiding``), for the seeds that have any: the positives and instruction negatives of seeds
+    with its normalised query (only those seeds are read, one ``take`` from Arrow), and the hard
+    negatives ``negative_audit`` (a ``hard_negative_audit.jsonl``; None: no audit) dropped for it."""
+    queries = seeds.column("query") if arrow else [s["query"] for s in seeds]
+    norms = [normalized_text(q) for q in queries]
+    sizes: dict[str, int] = {}
+    for q in norms:
+        sizes[q] = sizes.get(q, 0) + 1
+    shared = [n for n, q in enumerate(norms) if sizes[q] > 1]
+    group = same_query_passages(
+        seeds.take(shared) if arrow else (seeds[n] for n in shared), lambda p: _normalized(p["text"])
+    )
+    out = {ids[n]: (set(group[norms[n]]), set()) for n in shared}
+    if negative_audit is not None:
+        if not Path(negative_audit).is_file():
+            raise ConfigError(f"hard-negative audit {negative_audit} not found (negative_audit)")
+        known = set(ids)
+        for sid, shas in _dropped(str(negative_audit), Path(negative_audit).stat().st_mtime_ns).items():
+            if sid in known:
+                out.setdefault(sid, (set(), set()))[1].update(shas)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _dropped(path: str, mtime_ns: int) -> dict[str, set[str]]:
+    """``negative_audit.dropped_texts``, read once per file version (every build reads the audit)."""
+    return dropped_texts(path)
 
 
 class _ShortPool(ValueError):
@@ -518,6 +571,7 @@ def build_trainset(
     out_dir: str | Path | None = None,
     narrative_share: float = NARRATIVE_SHARE,
     seeds_name: str | None = None,
+    negative_audit: str | Path | None = NEGATIVE_AUDIT_PATH,
 ) -> TrainSet:
     """Build the examples for one ``mode`` at a matched ``budget`` (default: as many as the data allows).
 
@@ -533,8 +587,9 @@ def build_trainset(
     ``seeds_name`` names the seeds in errors and warnings (default: the path, or "the seeds").
     ``reversals`` (``load_reversals``) are checked against the seeds (``match_reversals``; pass
     its result to check once for several modes); stale ones and ones naming no seed are counted.
-    No usable seed, too few passages to pad a seed's negatives, or a seed id given twice (reversals
-    and curation are keyed by id) is a ``ConfigError``.
+    Random padding never gives a seed a passage of a seed with its query, nor a hard negative
+    ``negative_audit`` (default: the bundled audit; None: none) dropped for it (``_padding_avoid``).
+    No usable seed, too few passages to pad, or a seed id given twice is a ``ConfigError``.
     """
     if mode not in MODES:
         raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
@@ -564,6 +619,7 @@ def build_trainset(
     if not chosen:
         raise ConfigError(f"budget {budget} takes no seeds for {name}; name a budget of at least 2")
     del usable
+    pools = (_pool(seeds, arrow), _padding_avoid(seeds, ids, arrow, negative_audit))
     if arrow:
         from .examples_arrow import ExampleWriter
 
@@ -574,7 +630,7 @@ def build_trainset(
         add, chosen_seeds = examples.append, (seeds[n] for n in chosen)
     try:
         tally = _add_examples(
-            mode, chosen_seeds, reversals, _pool(seeds, arrow), add, num_negatives, narrative_share, rng_seed
+            mode, chosen_seeds, reversals, pools, add, num_negatives, narrative_share, rng_seed
         )
     except _ShortPool as e:
         raise ConfigError(f"{seeds_name}: seed {e.seed_id!r}: {e}") from None
@@ -732,15 +788,20 @@ MODE_VIEWS = {
 }
 
 
-def _add_examples(mode, chosen_seeds, reversals, pool, add, num_negatives, narrative_share, rng_seed) -> dict:
+def _add_examples(
+    mode, chosen_seeds, reversals, pools, add, num_negatives, narrative_share, rng_seed
+) -> dict:
     """Each chosen seed's examples (its original view and the mode's second view) to ``add``;
-    returns the tallies of views and instruction forms."""
+    returns the tallies of views and instruction forms. ``pools``: ``(pool, {seed id: (texts,
+    shas)})``, the padding pool and what each seed must not be padded with (``_padding_avoid``)."""
+    pool_all, avoid = pools
     rng = random.Random(rng_seed)
     views = {v: 0 for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))}
     forms, counterparts = {"short": 0, "narrative": 0}, {"source": 0, "built": 0}
     for s in chosen_seeds:
         s, rev, form = in_form(s, reversals.get(s["id"]), narrative_share, rng_seed)
         forms[form] += 1
+        pool = _Avoiding(pool_all, *avoid[s["id"]]) if s["id"] in avoid else pool_all
         try:
             pair = [_orig(s, num_negatives, pool, rng)]
             if mode in ("ins-dv", "all-dv"):

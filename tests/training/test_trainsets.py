@@ -1,5 +1,6 @@
 """Matched-budget training sets: views, budgets, exclusions, curation."""
 
+import hashlib
 import json
 
 import pytest
@@ -504,3 +505,56 @@ def test_an_accepted_row_that_today_s_checks_reject_is_not_trained(tmp_path, cap
     assert ts.counts["reversals_failing_checks"] == 2
     assert {e["group"] for e in ts.examples} == {"seed-0001"}
     assert f"seed-0000 ({path}:1: a decline in words" in caplog.text
+
+
+def test_random_padding_never_brings_back_same_query_passages_or_audit_drops(tmp_path):
+    """``_fill`` pads with random pool passages: never, for a seed, the positive of a seed with its
+    query (normalised: case and spacing aside; it answers the bare query, the rule mining uses),
+    nor a passage the hard-negative audit dropped for that seed (relevant under I or I')."""
+    seeds = [make_seed(i) for i in range(8)]
+    seeds[1]["query"] = "  " + seeds[0]["query"].upper()  # the same query, spelled otherwise
+    audit = tmp_path / "hard_negative_audit.jsonl"
+    dropped = seeds[2]["positive"]  # reviewers found it relevant to seed 0
+    sha = hashlib.sha256(dropped["text"].encode()).hexdigest()
+    rows = [{"seed": "seed-0000", "hn": dropped["id"], "verdict": "drop", "text_sha256": sha}]
+    audit.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def negatives(rng_seed, negative_audit):
+        ts = build_trainset(
+            "ins-orig", seeds, num_negatives=8, rng_seed=rng_seed, negative_audit=negative_audit
+        )
+        return {e["group"]: {p["id"] for p in e["negatives"]} for e in ts.examples}
+
+    with_audit = [negatives(r, audit) for r in range(10)]
+    assert not any({"pos-0001", "pos-0002"} & n["seed-0000"] for n in with_audit)
+    assert not any("pos-0000" in n["seed-0001"] for n in with_audit)
+    assert any("pos-0002" in n["seed-0000"] for n in (negatives(r, None) for r in range(10)))
+    assert any("pos-0002" in n["seed-0003"] for n in with_audit)  # dropped for seed 0 only
+
+
+@pytest.mark.parametrize("mode", ["ins-dv", "all-orig"])
+def test_bundled_sets_at_30_negatives_hold_no_same_query_passage_or_audit_drop(bundled_seeds, mode):
+    """The paper preset pads ~25 of 30 negatives at random: no example of the bundled seeds holds a
+    passage the bundled audit dropped for its seed, or a same-query seed's positive."""
+    from ifir_lib.core.config import NEGATIVE_AUDIT_PATH
+    from ifir_lib.seeds.schema import normalized_text
+
+    drops: dict[str, set] = {}
+    for line in NEGATIVE_AUDIT_PATH.read_text().splitlines():
+        r = json.loads(line)
+        if r["verdict"] == "drop":
+            drops.setdefault(r["seed"], set()).add(r["text_sha256"])
+    by_query: dict[str, list] = {}
+    for s in bundled_seeds:
+        by_query.setdefault(normalized_text(s["query"]), []).append(s)
+    query_of = {s["id"]: normalized_text(s["query"]) for s in bundled_seeds}
+    hits = []
+    for ex in build_trainset(mode, bundled_seeds, num_negatives=30, rng_seed=0).examples:
+        others = (o for o in by_query[query_of[ex["group"]]] if o["id"] != ex["group"])
+        twins = {normalized_text(o["positive"]["text"]) for o in others}
+        for p in ex["negatives"]:
+            if hashlib.sha256(p["text"].encode()).hexdigest() in drops.get(ex["group"], ()):
+                hits.append((ex["id"], p["id"], "dropped"))
+            elif normalized_text(p["text"]) in twins:
+                hits.append((ex["id"], p["id"], "same query"))
+    assert hits == []
