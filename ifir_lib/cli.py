@@ -469,7 +469,8 @@ def _add_train(sub):
         "--data",  # the older name of this flag
         dest="seeds",
         default=str(C.SEEDS_PATH),
-        help="seed JSONL (builds the mode's set) or a built training-set JSONL",
+        help="seed JSONL (builds the mode's set) or a built training-set JSONL (every seed holding the "
+        "mode's views once each, every example id once)",
     )
     p.add_argument("--mode", choices=C.MODES, default="ins-dv")
     p.add_argument(

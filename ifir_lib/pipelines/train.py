@@ -232,5 +232,24 @@ def _built_set(modes, path, given: dict) -> dict:
             f"{path}: a built set with views {sorted(views)} cannot train {mode}, whose set holds "
             f"{sorted(wanted)}; train it under its own mode, or build the set for {mode} from seeds"
         )
+    if views and wanted:
+        _check_groups(path, mode, examples, wanted)
     ts = TrainSet(mode, examples)
     return {mode: (ts, {**ts.manifest(), "source": str(path)}, None)}
+
+
+def _check_groups(path, mode: str, examples: list[dict], wanted: set[str]) -> None:
+    """A ``ConfigError`` unless every group (seed) holds exactly the mode's views, once each: the
+    union of views alone passes an ins-dv set concatenated with an ins-orig one (half its seeds
+    never see a reversal) or one whose failed dv rows were deleted, recorded as ins-dv all the same."""
+    by_group: dict[str, list[str]] = {}
+    for ex in examples:
+        if "view" in ex:
+            by_group.setdefault(ex["group"], []).append(ex["view"])
+    bad = {g: v for g, v in by_group.items() if sorted(v) != sorted(wanted)}
+    if bad:
+        g, v = next(iter(bad.items()))
+        raise ConfigError(
+            f"{path}: {len(bad)} of {len(by_group)} seeds (groups) do not hold {mode}'s views "
+            f"{sorted(wanted)} once each, e.g. {g!r} with {sorted(v)}; rebuild the set for {mode} from seeds"
+        )

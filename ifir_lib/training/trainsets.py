@@ -831,8 +831,10 @@ def load_trainset(path: str | Path) -> list[dict]:
     passage id with another text on an earlier line (two built sets concatenated, each numbering
     its passages from 0: a batch encodes each id once, so one example would train on the other's
     texts), fails with file, line and field. A row repeating an earlier one exactly (a file given
-    twice) is read once, with a warning."""
-    numbered, seen, repeats = [], set(), []
+    twice) is read once, with a warning. An example id on an earlier line with other content (one
+    seed's example built twice, e.g. in two instruction forms) is a ``DataError``: both would train
+    under one id. Rows without an id are numbered by line."""
+    numbered, seen, repeats, lines = [], set(), [], {}
     for n, row in read_jsonl(path):
         _check_example(path, n, row)
         content = hashlib.sha256(json.dumps(row, sort_keys=True).encode("utf-8")).digest()
@@ -840,6 +842,13 @@ def load_trainset(path: str | Path) -> list[dict]:
             repeats.append(n)
             continue
         seen.add(content)
+        if "id" in row and lines.setdefault(row["id"], n) != n:
+            raise DataError(
+                path,
+                n,
+                f"example id {row['id']!r} is on line {lines[row['id']]} too, with other content",
+                "id",
+            )
         row.setdefault("id", f"line{n}")
         row.setdefault("group", row["id"])
         row.setdefault("instruction", "")

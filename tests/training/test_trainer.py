@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ifir_lib.cli import main
-from ifir_lib.core.errors import NonFiniteLossError
+from ifir_lib.core.errors import ConfigError, DataError, NonFiniteLossError
 from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.testing.inputs import make_seed
 from ifir_lib.training.trainer import TrainConfig, _resume_point, mode_config, train
@@ -354,3 +354,35 @@ def test_training_into_the_base_model_or_another_model_s_folder_is_refused(tmp_p
     argv = ["train", "--mode", "ins-dv", "--preset", "smoke", "--max-steps", "1", "--report-to", "none"]
     assert main([*argv, "--base-model", str(base), "--out", str(base)]) == 2  # through the command
     assert (base / "model.safetensors").read_bytes() == weights
+
+
+def test_a_built_set_needs_each_seeds_views_once_and_each_example_id_once(tmp_path, bundled_seeds):
+    """The union of views alone passed an ins-dv set concatenated with an ins-orig one (half its
+    seeds without a reversed view, recorded as ins-dv) and one whose dv rows were partly deleted;
+    one set built twice in two instruction forms trained one seed's example id twice."""
+    from ifir_lib.pipelines.train import train_modes
+
+    kw = dict(preset="smoke", flat=True, report_to="none", dry_run=True, modes=("ins-dv",))
+    dv = build_trainset("ins-dv", bundled_seeds[:600], budget=8, num_negatives=3)
+    orig = build_trainset("ins-orig", bundled_seeds[600:], budget=8, num_negatives=3)
+    both = tmp_path / "dv_orig.jsonl"
+    both.write_text("".join(json.dumps(e) + "\n" for e in [*dv.examples, *orig.examples]))
+    with pytest.raises(ConfigError, match=r"8 of 12 seeds \(groups\) do not hold ins-dv's views"):
+        train_modes(tmp_path / "r", seeds_path=both, **kw)
+    cut = tmp_path / "cut.jsonl"  # the dv rows that failed `ifir verify` deleted by hand
+    cut.write_text("".join(json.dumps(e) + "\n" for e in dv.examples if e["id"] != dv.examples[1]["id"]))
+    with pytest.raises(ConfigError, match=r"1 of 4 seeds .* with \['orig'\]"):
+        train_modes(tmp_path / "r", seeds_path=cut, **kw)
+    forms = [
+        build_trainset("ins-dv", bundled_seeds, budget=8, num_negatives=3, narrative_share=share)
+        for share in (1.0, 0.0)
+    ]
+    twice = tmp_path / "two_forms.jsonl"
+    twice.write_text("".join(json.dumps(e) + "\n" for ts in forms for e in ts.examples))
+    changed = next(n for n, (a, b) in enumerate(zip(*(ts.examples for ts in forms))) if a != b)
+    with pytest.raises(
+        DataError,
+        match=rf"two_forms\.jsonl:{9 + changed}: field 'id': example id '.*::(orig|dv)' is on line ",
+    ):
+        train_modes(tmp_path / "r", seeds_path=twice, **kw)
+    assert train_modes(tmp_path / "r", seeds_path=save_trainset(dv, tmp_path / "d.jsonl"), **kw)

@@ -287,9 +287,10 @@ def test_two_built_sets_numbered_alike_are_refused_and_a_repeat_read_once(tmp_pa
     ]
     twice.write_text("\n".join(no_ids * 2) + "\n")  # rows without ids are repeats all the same
     assert len(load_trainset(twice)) == 4 and "4 example(s) repeat" in caplog.text
-    per_query = [json.dumps(json.loads(x) | {"id": "q1"}) for x in lines[:4]]  # an id shared on purpose
-    twice.write_text("\n".join(per_query) + "\n")
-    assert len(load_trainset(twice)) == 4
+    one_id = [json.dumps(json.loads(x) | {"id": "q1"}) for x in lines[:4]]  # one id, other content
+    twice.write_text("\n".join(one_id) + "\n")
+    with pytest.raises(DataError, match=r"twice\.jsonl:2: field 'id': example id 'q1' is on line 1 too"):
+        load_trainset(twice)
     with pytest.raises(DataError, match="passage id 'pos-000\\d' has another text"):
         build_trainset("ins-orig", a + b, num_negatives=3)  # seeds given as a list are checked too
 
