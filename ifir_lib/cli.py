@@ -188,15 +188,24 @@ def _add_mine(sub):
     p = add_parser(sub, "mine-negatives", "hard negatives per seed, mined from the pooled corpus")
     _seeds_flag(p, "seed JSONL (hard_negatives may be missing)")
     p.add_argument("--out", required=True, help="output seed JSONL (written atomically)")
-    p.add_argument("--k", type=int, default=d.k, help="hard negatives per seed")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=d.k,
+        help="hard negatives per seed (>= 1); a seed holding fewer keeps its own and is topped up to k",
+    )
     p.add_argument("--embedder", default=d.embedder, help="SentenceTransformer alias or path")
     p.add_argument(
         "--max-rel",
         type=float,
         default=d.max_rel,
-        help="skip candidates scored above this x the positive's score",
+        help="skip candidates scored above this x the positive's score (0 < max-rel <= 1)",
     )
-    p.add_argument("--replace", action="store_true", help="re-mine seeds that already have k hard negatives")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="mine k new hard negatives for every seed, replacing those it holds (hand-picked ones too)",
+    )
     p.set_defaults(func=_cmd_mine)
 
 

@@ -11,22 +11,28 @@ filters become its ``hard_negatives``:
 3. no likely false negative: a candidate the query scores above ``max_rel`` x its score of the
    positive is skipped ("positive-aware" mining, Moreira et al., NV-Retriever, arXiv 2407.15831).
 
-Seeds that already hold ``k`` hard negatives keep theirs unless ``replace=True``. Not handled
-here: BM25, mining at Promptriever scale (encode in shards with ``embed_cache``).
+Without ``replace`` a seed keeps the hard negatives it holds (hand-picked ones too) and is topped
+up to ``k``; seeds that already hold ``k`` are left as they are. ``replace=True`` mines ``k`` new
+ones for every seed. Seeds the pool leaves short of ``k`` are counted (``short_of_k``) and warned
+about. Not handled here: BM25, mining at Promptriever scale (encode in shards with ``embed_cache``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..core.errors import ConfigError
 from ..core.jsonl import write_jsonl
 from ..core.models import encode, load_model
 from ..core.progress import progress
 from .schema import load_seeds, normalized_text
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,18 @@ class MiningConfig:
     max_rel: float = 0.95
     replace: bool = False
     batch_size: int = 64
+
+    def __post_init__(self):
+        """``k < 1`` took the whole pool (the loop stops at ``len == k``) and a ``max_rel`` outside
+        (0, 1] turned the false-negative guard off (above 1) or kept nothing (at or below 0)."""
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ConfigError(
+                f"k (--k) must be a whole number >= 1 (hard negatives per seed), got {self.k!r}"
+            )
+        if not 0 < self.max_rel <= 1:
+            raise ConfigError(
+                f"max_rel (--max-rel) must be in (0, 1] (a share of the positive's score), got {self.max_rel!r}"
+            )
 
 
 def mine_negatives(
@@ -63,15 +81,19 @@ def mine_negatives(
         {"mined": len(todo), "skipped_duplicate": 0, "skipped_false_negative": 0},
     )
     same_query = same_query_passages(seeds, lambda p: seen[p["text"]])
+    short = []
     for row, i in progress(enumerate(todo), total=len(todo), desc="mine negatives", unit="seed"):
         s = seeds[i]
+        kept = [] if cfg.replace else list(s.get("hard_negatives") or [])  # topped up, not replaced
         # its own passages and those of seeds with its query, the positive first
         own = list(dict.fromkeys([seen[s["positive"]["text"]], *same_query[normalized_text(s["query"])]]))
         pos_score = sims[row, own[0]]
         near = (docs @ docs[own].T).max(axis=1) >= cfg.dup_cosine  # (n_pool,) near any own passage
-        chosen = []
-        relevant = set(own)
+        chosen = list(kept)
+        relevant = set(own) | {seen[p["text"]] for p in kept}
         for j in np.argsort(-sims[row]):
+            if len(chosen) >= cfg.k:
+                break
             if j in relevant:
                 continue
             if near[j]:
@@ -80,10 +102,26 @@ def mine_negatives(
                 counts["skipped_false_negative"] += 1
             else:
                 chosen.append(pool[j])
-            if len(chosen) == cfg.k:
-                break
         out[i]["hard_negatives"] = chosen
+        if len(chosen) < cfg.k:
+            short.append(s["id"])
+    _warn_short(short, cfg.k, len(pool), counts)
     return out, counts
+
+
+def _warn_short(short: list[str], k: int, pool_size: int, counts: dict) -> None:
+    """Count (``short_of_k``) and warn about the seeds left with fewer than ``k`` hard negatives:
+    the pool ran out after the filters, which a training set then pads at random."""
+    counts["short_of_k"] = len(short)
+    if short:
+        log.warning(
+            "%d seed(s) got fewer than k=%d hard negatives (the pool of %d passages ran out after the "
+            "filters), e.g. %s: ask for a smaller --k or give more seeds",
+            len(short),
+            k,
+            pool_size,
+            ", ".join(short[:5]),
+        )
 
 
 def same_query_passages(seeds: Iterable[dict], key: Callable[[dict], Hashable]) -> dict[str, list]:
@@ -99,8 +137,9 @@ def same_query_passages(seeds: Iterable[dict], key: Callable[[dict], Hashable]) 
 
 
 def mine_file(seeds_path: str | Path, out: str | Path, cfg: MiningConfig = MiningConfig()) -> dict:
-    """Read seeds (hard negatives optional), mine, write ``out`` atomically; returns the counts."""
-    seeds = load_seeds(seeds_path, min_hard_negatives=0)
+    """Read seeds with the training stage's rules (``hard_negatives`` and ``instruction_type``
+    optional), mine, write ``out`` atomically; returns the counts."""
+    seeds = load_seeds(seeds_path, stage="train")
     mined, counts = mine_negatives(seeds, cfg)
     write_jsonl(out, mined)
     return {**counts, "seeds": len(mined), "out": str(out)}
