@@ -105,7 +105,9 @@ def _norm(text: str) -> str:
 
 def check_negative_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
     """Problems: a borrowed hard negative with no audit row, a row no reviewer signed, a row for
-    another text, or a verdict other than ``keep`` while the seed still carries it."""
+    another text, or a verdict other than ``keep`` while the seed still carries it. Several rows
+    for one pair are settled as ``audit_rows`` settles reviews: any ``drop`` wins (a later ``keep``
+    row no longer overrides an earlier ``drop``, nor did file order decide)."""
     if audit_path is None:
         return []
     if not Path(audit_path).exists():
@@ -115,7 +117,9 @@ def check_negative_audit(seeds: list[dict], audit_path: str | Path | None) -> li
         for f in ("seed", "hn", "verdict", "text_sha256"):
             if f not in row:
                 return [f"{audit_path}:{n}: missing field {f!r}"]
-        rows[(row["seed"], row["hn"])] = (n, row)
+        prev = rows.get((row["seed"], row["hn"]))
+        if prev is None or prev[1]["verdict"] != "drop":  # any drop wins
+            rows[(row["seed"], row["hn"])] = (n, row)
     problems = []
     for s in seeds:
         for h in borrowed(s):

@@ -99,3 +99,18 @@ def test_audit_rows_and_what_validate_refuses(tmp_path):
         and counts["dropped"] == 1
         and counts["reviewed"] == 2
     )
+
+
+def test_conflicting_rows_for_one_pair_any_drop_wins(tmp_path):
+    """A reviewed ``drop`` row and a later reviewed ``keep`` row for one pair passed (the last row
+    won, by file order); in the other order they were refused. ``audit_rows``' rule: any drop wins."""
+    sha = na.text_sha256(TEXTS["A-001-hn1"])
+    row = {"seed": "B-002", "hn": "A-001-hn1", "text_sha256": sha, "reviewers": ["r1"]}
+    drop, keep = {**row, "verdict": "drop"}, {**row, "verdict": "keep"}
+    other = {"seed": "A-001", "hn": "B-002-pos", "text_sha256": na.text_sha256(TEXTS["B-002-pos"])}
+    other |= {"verdict": "keep", "reviewers": ["r2"]}
+    for order, line in (([drop, other, keep], 1), ([keep, other, drop], 3)):
+        audit = _write(tmp_path / "audit.jsonl", order)
+        assert na.check_negative_audit(SEEDS, audit) == [
+            f"{audit}:{line}: B-002 carries A-001-hn1 with verdict 'drop'"
+        ]
