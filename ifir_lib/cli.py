@@ -177,7 +177,11 @@ def _screen_negatives(a):
     rows = screen(load_seeds(a.seeds))
     write_jsonl(a.out, rows)
     flagged = [r for r in rows if r["flagged"]]
-    print(f"{len(rows)} borrowed hard negatives screened, {len(flagged)} flagged for review: {a.out}")
+    no_rev = sum(1 for r in rows if r["margin_reversal"] is None)
+    without = f" ({no_rev} of a seed without a reference reversal: no I' criterion)" if no_rev else ""
+    print(
+        f"{len(rows)} borrowed hard negatives screened{without}, {len(flagged)} flagged for review: {a.out}"
+    )
     return 0
 
 

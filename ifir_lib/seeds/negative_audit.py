@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import ConfigError
 from ..core.jsonl import read_jsonl
 from ..core.models import load_model
 
@@ -53,7 +54,10 @@ class ScreenConfig:
 
 def screen(seeds: list[dict], cfg: ScreenConfig = ScreenConfig(), embed=None) -> list[dict]:
     """One row per borrowed hard negative: its similarities, ``same_query`` (the owner seed has the
-    identical query) and ``flagged``. ``embed(texts) -> normalised array``; default: ``cfg.model``."""
+    identical query) and ``flagged``. ``embed(texts) -> normalised array``; default: ``cfg.model``.
+    A seed whose ``reference_reversal`` is null (or empty) is screened without the I' criterion:
+    its ``margin_reversal`` is None (it was scored against the text "None"). A seed without the
+    field is a ``ConfigError``."""
     if embed is None:
         model = load_model(cfg.model)
         embed = lambda texts: model.encode(texts, batch_size=64, normalize_embeddings=True)  # noqa: E731
@@ -61,12 +65,25 @@ def screen(seeds: list[dict], cfg: ScreenConfig = ScreenConfig(), embed=None) ->
     rows = [(s, h) for s in seeds for h in borrowed(s)]
     if not rows:
         return []
+    missing = sorted({s["id"] for s, _ in rows if "reference_reversal" not in s})
+    if missing:
+        raise ConfigError(
+            f"{len(missing)} seed(s) with borrowed hard negatives have no reference_reversal field "
+            f"(e.g. {', '.join(missing[:3])}): the screen scores them under I'; give it, null when none"
+        )
     texts = {p["id"]: p["text"] for s, h in rows for p in (h, s["positive"], n_star(s))}
     ids = sorted(texts)
     emb = dict(zip(ids, embed([texts[i] for i in ids])))
     qs = sorted({s["id"] for s, _ in rows})
     q_i = dict(zip(qs, embed([f"{by_id[i]['query']} {by_id[i]['instruction']}" for i in qs])))
-    q_r = dict(zip(qs, embed([f"{by_id[i]['query']} {by_id[i]['reference_reversal']}" for i in qs])))
+    with_rev = [i for i in qs if (by_id[i]["reference_reversal"] or "").strip()]
+    q_r = (
+        dict(
+            zip(with_rev, embed([f"{by_id[i]['query']} {by_id[i]['reference_reversal']}" for i in with_rev]))
+        )
+        if with_rev
+        else {}
+    )
     out = []
     for s, h in rows:
         e, p, n = emb[h["id"]], emb[s["positive"]["id"]], emb[n_star(s)["id"]]
@@ -78,7 +95,9 @@ def screen(seeds: list[dict], cfg: ScreenConfig = ScreenConfig(), embed=None) ->
             "sim_positive": round(float(e @ p), 4),
             "sim_n_star": round(float(e @ n), 4),
             "margin_i": round(float(q_i[s["id"]] @ e - q_i[s["id"]] @ p), 4),
-            "margin_reversal": round(float(q_r[s["id"]] @ e - q_r[s["id"]] @ n), 4),
+            "margin_reversal": round(float(q_r[s["id"]] @ e - q_r[s["id"]] @ n), 4)
+            if s["id"] in q_r
+            else None,
         }
         row["flagged"] = flagged(row, cfg)
         out.append(row)
@@ -91,7 +110,7 @@ def flagged(row: dict, cfg: ScreenConfig = ScreenConfig()) -> bool:
         or row["sim_positive"] >= cfg.max_sim_positive
         or row["sim_n_star"] >= cfg.max_sim_n_star
         or row["margin_i"] >= cfg.max_margin_i
-        or row["margin_reversal"] >= cfg.max_margin_reversal
+        or (row["margin_reversal"] is not None and row["margin_reversal"] >= cfg.max_margin_reversal)
     )
 
 

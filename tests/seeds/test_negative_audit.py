@@ -114,3 +114,20 @@ def test_conflicting_rows_for_one_pair_any_drop_wins(tmp_path):
         assert na.check_negative_audit(SEEDS, audit) == [
             f"{audit}:{line}: B-002 carries A-001-hn1 with verdict 'drop'"
         ]
+
+
+def test_a_seed_without_a_reversal_is_screened_without_the_i_prime_criterion():
+    """A null ``reference_reversal`` (the schema allows it) was screened against the text "None";
+    now its ``margin_reversal`` is None and only the other criteria flag it. A seed without the
+    field is a clear error, not a ``KeyError``."""
+    import pytest
+
+    from ifir_lib.core.errors import ConfigError
+
+    seeds = [SEEDS[0], {**SEEDS[1], "reference_reversal": None}]
+    rows = {r["seed"]: r for r in na.screen(seeds)}
+    assert rows["B-002"]["margin_reversal"] is None and rows["A-001"]["margin_reversal"] is not None
+    unflagged = {**rows["B-002"], "same_query": False, "sim_positive": 0.0, "sim_n_star": 0.0, "margin_i": -1}
+    assert not na.flagged(unflagged)
+    with pytest.raises(ConfigError, match="no reference_reversal field .*B-002"):
+        na.screen([SEEDS[0], {k: v for k, v in SEEDS[1].items() if k != "reference_reversal"}])
