@@ -831,9 +831,10 @@ def load_trainset(path: str | Path) -> list[dict]:
     passage id with another text on an earlier line (two built sets concatenated, each numbering
     its passages from 0: a batch encodes each id once, so one example would train on the other's
     texts), fails with file, line and field. A row repeating an earlier one exactly (a file given
-    twice) is read once, with a warning. An example id on an earlier line with other content (one
-    seed's example built twice, e.g. in two instruction forms) is a ``DataError``: both would train
-    under one id. Rows without an id are numbered by line."""
+    twice) is read once, with a warning. A built example (one with a ``view``) whose id is on an
+    earlier line with other content (one seed's example built twice, e.g. in two instruction forms)
+    is a ``DataError``: both would train under one id. Rows of other toolkits (no ``view``) may
+    share an id on purpose (one per query); rows without an id are numbered by line."""
     numbered, seen, repeats, lines = [], set(), [], {}
     for n, row in read_jsonl(path):
         _check_example(path, n, row)
@@ -842,7 +843,7 @@ def load_trainset(path: str | Path) -> list[dict]:
             repeats.append(n)
             continue
         seen.add(content)
-        if "id" in row and lines.setdefault(row["id"], n) != n:
+        if "id" in row and "view" in row and lines.setdefault(row["id"], n) != n:
             raise DataError(
                 path,
                 n,

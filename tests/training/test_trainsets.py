@@ -287,10 +287,15 @@ def test_two_built_sets_numbered_alike_are_refused_and_a_repeat_read_once(tmp_pa
     ]
     twice.write_text("\n".join(no_ids * 2) + "\n")  # rows without ids are repeats all the same
     assert len(load_trainset(twice)) == 4 and "4 example(s) repeat" in caplog.text
-    one_id = [json.dumps(json.loads(x) | {"id": "q1"}) for x in lines[:4]]  # one id, other content
+    one_id = [json.dumps(json.loads(x) | {"id": "q1", "view": "orig"}) for x in lines[:4]]  # built rows
     twice.write_text("\n".join(one_id) + "\n")
     with pytest.raises(DataError, match=r"twice\.jsonl:2: field 'id': example id 'q1' is on line 1 too"):
         load_trainset(twice)
+    per_query = [
+        json.dumps({k: v for k, v in json.loads(x).items() if k != "view"} | {"id": "q1"}) for x in lines[:4]
+    ]
+    twice.write_text("\n".join(per_query) + "\n")  # another toolkit's rows: an id shared on purpose
+    assert len(load_trainset(twice)) == 4
     with pytest.raises(DataError, match="passage id 'pos-000\\d' has another text"):
         build_trainset("ins-orig", a + b, num_negatives=3)  # seeds given as a list are checked too
 
