@@ -464,7 +464,10 @@ def fig_metrics_by_mode(
     if not metrics:
         raise ValueError("none of the requested metrics is in the results table")
     results = _labelled(results)
-    panels = [(b, d) for b in dict.fromkeys(results["backbone"]) for d in _panel_sets(results, dataset)]
+    # backbones in label order, as ``ifir table`` lists its blocks (and (b) maps its symbols)
+    panels = [
+        (b, d) for b in sorted(set(results["backbone"]), key=str) for d in _panel_sets(results, dataset)
+    ]
     cells = {
         (m, p): _panel_summary(results, per_query, m, *p, error, n_boot) for m in metrics for p in panels
     }
@@ -635,7 +638,7 @@ def fig_tradeoff(
     s = sx.merge(sy, on=["backbone", "mode"], suffixes=("_x", "_y"))
     if s.empty:
         raise ValueError(f"no run has both {x_metric} and {y_metric}")
-    backbones = list(dict.fromkeys(s["backbone"]))
+    backbones = sorted(set(s["backbone"]), key=str)  # one order, so one symbol, in every figure
     px_, py_ = _paper_values(published, x_metric), _paper_values(published, y_metric)
     paper = px_.merge(py_, on=["backbone", "mode"], suffixes=("_x", "_y"))
     n_rows = 2 if len(paper) else 1
@@ -760,7 +763,7 @@ def fig_per_query(
         backbone = per_query["run_id"].astype(str).map(dict(zip(runs["run_id"], runs["backbone"])))
         keep = [b not in common or d in common[b] for b, d in zip(backbone, per_query["dataset"].astype(str))]
         points, cis = per_query_summary(per_query[keep], results, metric, n_boot, seed)
-    backbones = list(dict.fromkeys(points["backbone"]))
+    backbones = sorted(set(points["backbone"]), key=str)
     fig = make_subplots(
         rows=1,
         cols=len(backbones),

@@ -730,6 +730,28 @@ def warn_once(logger: logging.Logger, message: str, *args) -> None:
     logger.warning(message, *args)
 
 
+def warn_if_fractions(results: pd.DataFrame, source: str) -> None:
+    """One warning per metric whose values mix fractions and x100: a value in (0, 1] of a metric
+    that cannot be negative (every one but p-MRR), beside values above 2 (a file written as mteb
+    reports, 0.051 for 5.1, was averaged with x100 rows, bolded, and set beside the paper's)."""
+    rows = results[(results["metric"].astype(str) != "p_mrr") & results["value"].notna()]
+    for metric, g in rows.groupby("metric", sort=False):
+        v = pd.to_numeric(g["value"], errors="coerce")
+        small = g[(v > 0) & (v <= 1)]
+        if len(small) and (v > 2).any():
+            warn_once(
+                log,
+                "%s: %d %s value(s) lie in (0, 1] beside others above 2: written as fractions, not x100? "
+                "(e.g. run %s, %s %.4g)",
+                source,
+                len(small),
+                metric,
+                small["run_id"].iloc[0],
+                small["dataset"].iloc[0],
+                float(small["value"].iloc[0]),
+            )
+
+
 def frame_path(frame: pd.DataFrame, default: str = "<results>") -> str:
     """The file a frame was read from (``attrs['path']``, as ``comparisons.load_tables`` sets it),
     for errors; ``default`` for a frame built in memory."""

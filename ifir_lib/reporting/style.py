@@ -13,6 +13,7 @@ Score). Not handled here: drawing (``figures``), data (``results``), captions (`
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -52,7 +53,11 @@ MODE_COLORS = {
     "ins-dv-inbatch": "#77AADD",
     "ins-dv-abstract": "#44AA99",  # the abstract reversal style: Ins-DV's blue shifted to teal
 }
-OTHER_COLOR = "#555555"  # a mode outside MODE_ORDER (e.g. a "custom" training run)
+OTHER_COLOR = "#555555"  # a status outside STATUS_COLORS
+# Modes outside MODE_COLORS (a researcher's variants, e.g. two learning rates): a colour and a dash
+# picked by the name's digest, the same in every figure; two variants in one grey were one line.
+SPARE_COLORS = ("#555555", "#117733", "#999933", "#AA4499", "#661100", "#DDCC77")
+SPARE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 # Line dash per mode, for line plots: a greyscale print still tells the modes apart.
 MODE_DASHES = {
     "base": "solid",
@@ -155,12 +160,19 @@ def _register_template() -> None:
 _register_template()
 
 
+def _spare(mode: str, choices: tuple, salt: str) -> str:
+    digest = hashlib.sha256(f"{salt}:{mode}".encode()).digest()
+    return choices[int.from_bytes(digest[:4], "big") % len(choices)]
+
+
 def mode_color(mode: str) -> str:
-    return MODE_COLORS.get(mode, OTHER_COLOR)
+    """The paper's and the ablations' colours; another mode one of ``SPARE_COLORS`` by its name."""
+    return MODE_COLORS.get(mode) or _spare(str(mode), SPARE_COLORS, "color")
 
 
 def mode_dash(mode: str) -> str:
-    return MODE_DASHES.get(mode, "solid")
+    """Like ``mode_color``: two custom modes of one colour still differ in dash (1 pair in 36 share both)."""
+    return MODE_DASHES.get(mode) or _spare(str(mode), SPARE_DASHES, "dash")
 
 
 def mode_label(mode: str) -> str:

@@ -38,6 +38,7 @@ from .results import (
     per_query_rows,
     result_rows,
     runs_to_read,
+    warn_if_fractions,
     warn_once,
     warnings_once,
 )
@@ -216,6 +217,7 @@ def summarize(
     if error not in ("auto", "spread", "ci"):
         raise ValueError("error must be 'auto', 'spread' or 'ci'")
     results = labelled_backbones(results)
+    warn_if_fractions(results[results["metric"] == metric], frame_path(results))
     runs = per_run(results, metric, dataset)
     use_pq = error == "auto" and per_query is not None and len(runs)
     boot = _two_stage(results, per_query, metric, dataset, n_boot, rng_seed) if use_pq else {}
@@ -300,10 +302,11 @@ def per_query_summary(
     ``(points[backbone, mode, dataset, query_id, value], cis[backbone, mode, mean, ci_low, ci_high, n])``.
     """
     runs = runs_to_read(add_backbone(results), frame_path(results))
+    runs = runs[runs["metric"] == metric] if "metric" in runs.columns else runs
     runs = runs[["run_id", "dataset", "backbone", "mode"]].astype({"dataset": str})
     runs = runs.drop_duplicates(["run_id", "dataset"])
-    pq = per_query[per_query["metric"] == metric].astype({"dataset": str})
-    pq = pq.merge(runs, on=["run_id", "dataset"], how="inner")
+    pq = per_query[(per_query["metric"] == metric) & per_query["value"].notna()].astype({"dataset": str})
+    pq = _every_run_s_queries(pq.merge(runs, on=["run_id", "dataset"], how="inner"), runs, metric)
     points = pq.groupby(["backbone", "mode", "dataset", "query_id"], sort=False)["value"].mean().reset_index()
     cis = []
     for (backbone, mode), g in points.groupby(["backbone", "mode"], sort=False):
@@ -320,6 +323,27 @@ def per_query_summary(
             }
         )
     return points, pd.DataFrame(cis, columns=["backbone", "mode", "mean", "ci_low", "ci_high", "n"])
+
+
+def _every_run_s_queries(pq: pd.DataFrame, runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The per-query rows of queries that every run of their mode and set scored, so each dot is
+    the mean over the same runs; one warning names the runs with no per-query rows (left out) and
+    counts the queries dropped (a mode's diamond came from 2 of its 3 runs under a caption saying
+    "averaged over the mode's runs")."""
+    cell = ["backbone", "mode", "dataset"]
+    scored = pq.groupby(cell)["run_id"].unique().map(set)
+    asked = runs.groupby(cell)["run_id"].unique().map(set)
+    lost = sorted(r for k, ids in asked.items() for r in ids - scored.get(k, set()) if k in scored)
+    n_runs = pq.groupby(cell)["run_id"].transform("nunique")
+    per_q = pq.groupby([*cell, "query_id"])["run_id"].transform("nunique")
+    kept = pq[per_q == n_runs]
+    dropped = kept.groupby([*cell, "query_id"]).ngroups
+    dropped = pq.groupby([*cell, "query_id"]).ngroups - dropped
+    said = [f"{len(lost)} run(s) without per-query rows left out ({', '.join(lost[:5])})"] if lost else []
+    said += [f"{dropped} query(ies) not scored by every run of their mode left out"] if dropped else []
+    if said:
+        warn_once(log, "%s per query: %s", metric, "; ".join(said))
+    return kept
 
 
 def synthesis_summary(rows: list[dict] | pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..core.errors import DataError
 from ..evaluation.corpora import FOLLOWIR_TASKS
-from .results import add_backbone, frame_path, load_published, mode_order, runs_to_read
+from .results import add_backbone, frame_path, load_published, mode_order, runs_to_read, warn_if_fractions
 from .style import backbone_labels, mode_label
 
 # column key (= the metric names of data/published_results.csv) -> (group, label, datasets, metric)
@@ -165,6 +165,7 @@ def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
         )
     df = runs_to_read(df[df["column"].notna()], source, whole=df)
     _check_one_set_per_column(df, source)
+    warn_if_fractions(df, source)
     empty = df[df["value"].isna()]
     if len(empty):
         log.warning(

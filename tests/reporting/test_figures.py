@@ -122,6 +122,10 @@ def test_every_mode_has_a_distinct_colour_and_dash():
     modes = ST.MODE_ORDER
     assert len({ST.mode_color(m) for m in modes}) == len(modes)
     assert len({ST.mode_dash(m) for m in modes if m != "base"}) == len(modes) - 1  # base has no loss curve
+    # a researcher's variants: two learning rates were one grey, one solid line in (b) and (e)
+    a, b = "ins-dv-lr1e-5", "ins-dv-lr1e-3"
+    assert (ST.mode_color(a), ST.mode_dash(a)) != (ST.mode_color(b), ST.mode_dash(b))
+    assert ST.mode_color(a) == ST.mode_color(a) and ST.mode_color(a) not in ST.MODE_COLORS.values()
 
 
 def _no_verification_rows(tmp_path):
@@ -287,3 +291,14 @@ def test_loss_curves_read_only_the_runs_given(tmp_path):
     some = R.load_train_logs(ex["runs"], only=kept)
     assert set(some["run"]) == set(runs[:-1]) and len(some) < len(every)
     assert R.load_train_logs(ex["runs"], only=[]).empty
+
+
+def test_backbones_follow_the_table_s_order_in_every_figure(tmp_path):
+    """``ifir table`` lists backbones by label; the figures took the file's order (and (b) its
+    symbols from it), so one backbone was first in one and second in the other."""
+    res = R.load_results(write_example_inputs(tmp_path)["results"])
+    two = pd.concat([res.assign(model="zeta-model"), res.assign(model="alpha-model")], ignore_index=True)
+    two = two.assign(run_id=two["run_id"] + "-" + two["model"])
+    fig = F.fig_metrics_by_mode(two, published=None, metrics=("p_mrr",))
+    titles = [a.text for a in fig.layout.annotations if "model" in str(a.text)]
+    assert titles and titles[0].startswith("alpha-model")

@@ -271,6 +271,31 @@ def _runs_on(sets_of: dict[tuple[str, int], dict[str, float]], extra=()) -> pd.D
     return results_frame([*rows, *extra]).assign(backbone="minilm")
 
 
+def test_figure_c_averages_every_query_over_the_same_runs(caplog):
+    """Ins-DV's third run had no per-query rows (or 1 of 3 queries): its diamond came from 2 of 3
+    runs and each dot averaged other runs, without a word."""
+    res = _runs_on({("ins-dv", s): {"core17": 2.0 * s} for s in (0, 1, 2)})
+    pq = pd.DataFrame(
+        [
+            {
+                "run_id": f"ins-dv-s{s}-core17",
+                "dataset": "core17",
+                "metric": "p_mrr",
+                "query_id": q,
+                "value": 2.0 * s,
+            }
+            for s in (0, 1, 2)
+            for q in ("q0", "q1", "q2")
+            if s < 2 or q == "q0"
+        ]
+    )
+    points, cis = S.per_query_summary(pq, res, n_boot=50)
+    assert points["query_id"].tolist() == ["q0"] and points["value"].tolist() == [2.0]
+    assert "2 query(ies) not scored by every run of their mode left out" in caplog.text
+    points, _ = S.per_query_summary(pq[pq["run_id"] != "ins-dv-s2-core17"], res, n_boot=50)
+    assert len(points) == 3 and "1 run(s) without per-query rows left out (ins-dv-s2-core17)" in caplog.text
+
+
 def test_a_run_lacking_a_set_the_others_average_is_left_out_and_named(caplog):
     """rng_seed 1 was not evaluated on the hard collection: averaged over the two it has it would
     look 10 points better than rng_seed 0, whose per-set scores are the same."""

@@ -411,6 +411,25 @@ def test_every_writer_drops_the_minus_of_a_rounded_zero_and_keeps_rows_whole():
     ) and "-0.00" not in format_comparisons(pd.DataFrame([row]))
 
 
+def test_rows_written_as_fractions_beside_x100_rows_are_named(tmp_path, caplog):
+    """A second file holding one run as mteb reports it (Score 0.213 for 21.3) was averaged with
+    the x100 rows, bolded, and set beside the paper's numbers without a word."""
+    path = _write_runs(
+        tmp_path / "r.csv", [("a", "m", "ins-dv", 0, "followir_v2", 5.4, "2026-01-01", "torch")]
+    )
+    res = load_results(path)
+    res = pd.concat(
+        [
+            res.assign(metric="map_at_1000", value=21.0),
+            res.assign(metric="map_at_1000", value=0.213, run_id="b", rng_seed=1),
+        ]
+    )
+    build_table(res)
+    assert (
+        "1 map_at_1000 value(s) lie in (0, 1] beside others above 2" in caplog.text and "run b" in caplog.text
+    )
+
+
 def test_two_backbones_with_one_short_name_keep_two_labels():
     """Labels were the last folder (cut to 24 characters), or any folder named like MiniLM: two
     backbones saved as ``expA/checkpoint-final`` and ``expB/checkpoint-final``, two checkpoints
