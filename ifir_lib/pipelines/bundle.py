@@ -34,7 +34,7 @@ from ..core.errors import ConfigError
 from ..core.jsonl import read_jsonl
 from ..core.models import load_model
 from ..evaluation.corpora import check_followir, load_followir
-from ..seeds.cues import followir_cues, model_cues, seed_cues
+from ..seeds.cues import NearCopies, followir_cues, model_cues, seed_cues
 from ..seeds.negative_audit import audit_counts, check_negative_audit, text_sha256
 from ..seeds.schema import (
     INSTRUCTION_TYPES,
@@ -317,10 +317,14 @@ def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
     """``check_followir``'s problems for ``folder``, and what it shares with the training seeds (a
     test set must not hold what the model was trained on): a document whose text, or title + " " +
     text, is a seed passage's; a document id that is a passage id; a query whose text with its
-    ``instruction_og`` or ``instruction_changed`` is a seed's query with one of its instructions.
-    Texts are compared after ``normalized_text`` (Unicode form, case and spacing do not hide a copy)."""
+    ``instruction_og`` or ``instruction_changed`` is a seed's query with one of its instructions; a
+    document sharing half its 8-word spans with a passage (``seeds.cues.NearCopies``: cut to its
+    first sentences, or a sentence short or long). Texts are compared after ``normalized_text``
+    (Unicode form, case and spacing do not hide a copy)."""
     ids, texts, asked = _trained_on(seeds)
     problems = check_followir(folder)  # raises on a malformed row, so the rows below are well formed
+    names = list(texts)
+    near = NearCopies(names)  # cut or padded copies: a passage made from a test document
     path = Path(folder) / "corpus.jsonl"
     for n, doc in read_jsonl(path):
         did, title = str(doc["_id"]), doc.get("title") or ""
@@ -329,6 +333,11 @@ def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
         elif title.strip() and normalized_text(title + " " + doc["text"]) in texts:
             problems.append(
                 f"{path}:{n}: field 'title': document {did!r} as title + ' ' + text repeats a training passage"
+            )
+        elif hit := near.match(doc["text"]):
+            problems.append(
+                f"{path}:{n}: field 'text': document {did!r} shares {hit[1]:.0%} of its 8-word spans with a "
+                f"training passage (a near-copy: {names[hit[0]][:60]!r}...)"
             )
         if did in ids:
             problems.append(f"{path}:{n}: field '_id': document id {did!r} is also a training passage id")

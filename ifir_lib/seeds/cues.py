@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import zlib
 from collections.abc import Iterable
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
@@ -200,3 +201,41 @@ def followir_cues(ev) -> dict:
             "instruction_words_mean": round(statistics.fmean(lengths), 1) if lengths else float("nan"),
         }
     return out
+
+
+class NearCopies:
+    """Finds the texts of one collection that another text largely repeats: cut to its first
+    sentences, a sentence short or long (a passage made from a test document is a leak though not
+    an exact copy). Texts are compared on their spans of ``n`` consecutive words (``_words``); one
+    span in ``every`` is kept (by its hash), so memory stays a fraction of the words at paper scale.
+
+    ``NearCopies(["a b c ..."]).match(text)`` -> ``(index, share)`` of the indexed text sharing
+    the largest share of the shorter text's spans, when that share is at least ``threshold``; else
+    None. Texts shorter than ``n`` words are left to exact comparison.
+    """
+
+    def __init__(self, texts: Iterable[str], n: int = 8, threshold: float = 0.5, every: int = 4):
+        self.n, self.threshold, self.every = n, threshold, every
+        self.sizes: list[int] = []
+        self.index: dict[int, list[int]] = {}
+        for i, text in enumerate(texts):
+            spans = self._spans(text)
+            self.sizes.append(len(spans))
+            for h in spans:
+                self.index.setdefault(h, []).append(i)
+
+    def _spans(self, text: str) -> set[int]:
+        w = _words(text)
+        spans = {zlib.crc32(" ".join(w[i : i + self.n]).encode()) for i in range(len(w) - self.n + 1)}
+        return {h for h in spans if h % self.every == 0}  # a stable hash: the same spans every run
+
+    def match(self, text: str) -> tuple[int, float] | None:
+        spans = self._spans(text)
+        hits: dict[int, int] = {}
+        for h in spans:
+            for i in self.index.get(h, ()):
+                hits[i] = hits.get(i, 0) + 1
+        # shares of the shorter text's kept spans; under 3 kept spans, too few to tell (exact check)
+        shares = [(i, k / m) for i, k in hits.items() if (m := min(len(spans), self.sizes[i])) >= 3]
+        best = max(shares, key=lambda x: x[1], default=None)
+        return best if best and best[1] >= self.threshold else None

@@ -252,6 +252,34 @@ def test_an_eval_document_copied_from_the_seeds_is_named(tmp_path, capsys):
     )
 
 
+def test_an_eval_document_cut_into_a_seed_passage_is_named(tmp_path, capsys):
+    """A passage made from a test document's first sentences, or with one sentence added, passed:
+    only whole-text copies were compared."""
+    from ifir_lib.seeds.cues import NearCopies
+
+    doc = " ".join(
+        f"Sentence {w} tells how the old stone bridge over the river was rebuilt in {1900 + i}."
+        for i, w in enumerate("abcdefgh")
+    )
+    near = NearCopies(
+        [doc[: len(doc) // 2], "An unrelated passage about cooking rice in a steel pot for ten people today."]
+    )
+    assert near.match(doc)[0] == 0 and near.match(doc + " One more sentence about the bridge.")[0] == 0
+    assert (
+        near.match("A passage about cooking rice in a steel pot for ten people, with other words around.")
+        is None
+    )
+    fir = _hand_written_followir(tmp_path / "fir")
+    corpus = fir / "corpus.jsonl"
+    corpus.write_text(
+        corpus.read_text().replace("Granite forms deep underground from slowly cooling magma.", doc)
+    )
+    seed = copy.deepcopy(MINIMAL)
+    seed["hard_negatives"] = [{"id": "my-1-hn1", "text": " ".join(doc.split(". ")[:4]) + "."}]
+    code, out, _ = _validate(capsys, _jsonl(tmp_path / "seeds.jsonl", [seed]), fir)
+    assert code == 1 and "document 'd3' shares" in out and "8-word spans with a training passage" in out
+
+
 LEAKS = {  # a seed that holds what the folder tests, in another form than an exact copy
     "query + instruction_og": (
         {
