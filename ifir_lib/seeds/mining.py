@@ -45,6 +45,9 @@ class MiningConfig:
     max_rel: float = 0.95
     replace: bool = False
     batch_size: int = 64
+    # seeds whose queries are this close are one query ("how to taper before a marathon" and "how do
+    # I taper before a marathon?"): neither takes the other's positive or instruction negatives
+    same_query_cosine: float = 0.9
 
     def __post_init__(self):
         """``k < 1`` took the whole pool (the loop stops at ``len == k``) and a ``max_rel`` outside
@@ -53,6 +56,8 @@ class MiningConfig:
             raise ConfigError(
                 f"k (--k) must be a whole number >= 1 (hard negatives per seed), got {self.k!r}"
             )
+        if not 0 < self.same_query_cosine <= 1:
+            raise ConfigError(f"same_query_cosine must be in (0, 1], got {self.same_query_cosine!r}")
         if not 0 < self.max_rel <= 1:
             raise ConfigError(
                 f"max_rel (--max-rel) must be in (0, 1] (a share of the positive's score), got {self.max_rel!r}"
@@ -72,21 +77,39 @@ def mine_negatives(
                 pool.append(p)
     todo = [i for i, s in enumerate(seeds) if cfg.replace or len(s.get("hard_negatives") or []) < cfg.k]
     docs = encode(model, [p["text"] for p in pool], "document", batch_size=cfg.batch_size)  # (n_pool, dim)
-    queries = encode(
-        model, [seeds[i]["query"] for i in todo], "query", batch_size=cfg.batch_size
-    )  # (n_todo, dim)
+    every_query = encode(model, [s["query"] for s in seeds], "query", batch_size=cfg.batch_size)
+    queries = every_query[todo]  # (n_todo, dim)
     sims = queries @ docs.T  # (n_todo, n_pool) cosine
     out, counts = (
         [dict(s) for s in seeds],
         {"mined": len(todo), "skipped_duplicate": 0, "skipped_false_negative": 0},
     )
     same_query = same_query_passages(seeds, lambda p: seen[p["text"]])
+    counts["near_same_query_seeds"] = 0
     short = []
     for row, i in progress(enumerate(todo), total=len(todo), desc="mine negatives", unit="seed"):
         s = seeds[i]
         kept = [] if cfg.replace else list(s.get("hard_negatives") or [])  # topped up, not replaced
-        # its own passages and those of seeds with its query, the positive first
-        own = list(dict.fromkeys([seen[s["positive"]["text"]], *same_query[normalized_text(s["query"])]]))
+        # its own passages and those of seeds with its query (or one worded a little otherwise),
+        # the positive first: another seed's answer to the same question is no negative of it
+        twins = [
+            seeds[t] for t in np.flatnonzero(every_query @ queries[row] >= cfg.same_query_cosine) if t != i
+        ]
+        near_only = [t for t in twins if normalized_text(t["query"]) != normalized_text(s["query"])]
+        counts["near_same_query_seeds"] += bool(near_only)
+        own = list(
+            dict.fromkeys(
+                [
+                    seen[s["positive"]["text"]],
+                    *same_query[normalized_text(s["query"])],
+                    *(
+                        seen[p["text"]]
+                        for t in near_only
+                        for p in (t["positive"], *t["instruction_negatives"])
+                    ),
+                ]
+            )
+        )
         pos_score = sims[row, own[0]]
         near = (docs @ docs[own].T).max(axis=1) >= cfg.dup_cosine  # (n_pool,) near any own passage
         chosen = list(kept)

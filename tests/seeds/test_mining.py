@@ -35,6 +35,22 @@ def test_mined_negatives_are_k_and_never_relevant_to_the_bare_query(minilm):
         assert not {p["id"] for p in a["hard_negatives"]} & _passage_ids(b), a["id"]
 
 
+def test_a_query_worded_a_little_otherwise_is_the_same_query(minilm):
+    """'how to taper before a marathon' and 'how do I taper before a marathon?' were two queries:
+    25 bundled seeds got their twin's positive or instruction negative as a hard negative."""
+    seeds = [make_seed(i) for i in range(10)]
+    twin = copy.deepcopy(seeds[0])
+    twin["id"], twin["query"] = "twin", seeds[0]["query"] + "?"
+    twin["positive"] = {"id": "twin-pos", "text": "Rooftop solar panels research: output per square metre."}
+    twin["instruction_negatives"] = [{"id": "twin-neg", "text": "Solar panels research on costs, 2019."}]
+    mined, counts = mine_negatives([*seeds, twin], MiningConfig(k=3, replace=True), model=minilm)
+    assert not {p["id"] for p in mined[0]["hard_negatives"]} & _passage_ids(twin)
+    assert not {p["id"] for p in mined[-1]["hard_negatives"]} & _passage_ids(seeds[0])
+    assert counts["near_same_query_seeds"] >= 2
+    with pytest.raises(ConfigError, match="same_query_cosine"):
+        MiningConfig(same_query_cosine=0)
+
+
 def test_k_and_max_rel_are_checked():
     """``k`` 0 or below took the whole pool (the loop stopped only at ``len == k``); ``max_rel``
     above 1 turned the false-negative guard off, at or below 0 it kept nothing."""
