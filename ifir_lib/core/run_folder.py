@@ -245,8 +245,7 @@ class RunFolder(os.PathLike):
             return None
         except PermissionError:  # alive, another user's
             pass
-        since = parts[5] if len(parts) > 5 else ""
-        return None if _started_after(int(parts[1]), since) else text
+        return None if _started_after(int(parts[1]), lock_path(self.path)) else text
 
     def status(self, info: dict | None = None) -> tuple[str, str]:
         """``(status, detail)``: ``'finished' -> ('done', '')``; a ``running`` run whose lock
@@ -310,18 +309,18 @@ class RunFolder(os.PathLike):
         return sorted((r for r in runs if r.has_model() or not with_model), key=lambda r: r.path)
 
 
-def _started_after(pid: int, since: str) -> bool:
-    """Whether process ``pid`` started after the lock line's ``since`` time: then the pid was
-    reused by another process and the holder is gone (a ``kill -9`` leaves its line in the lock;
-    a dead run read "running" once its pid came back). False when either time is unknown (Linux's
-    ``/proc`` gives the start)."""
+def _started_after(pid: int, lock: Path) -> bool:
+    """Whether process ``pid`` started after its lock line was written (the lock file's mtime, which
+    no time zone shifts): then the pid was reused by another process and the holder is gone (a
+    ``kill -9`` leaves its line in the lock; a dead run read "running" once its pid came back).
+    False when either time is unknown (Linux's ``/proc`` gives the start)."""
     try:
         ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
         boot = next(
             int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime")
         )
         began = boot + ticks / os.sysconf("SC_CLK_TCK")
-        held = time.mktime(time.strptime(since, "%Y-%m-%dT%H:%M:%S"))
+        held = lock.stat().st_mtime
     except (OSError, ValueError, IndexError, StopIteration):
         return False
-    return began > held + 2  # seconds: the line holds whole seconds; a holder starts before it writes it
+    return began > held + 2  # seconds: btime is whole seconds; a holder starts before it writes its line

@@ -225,7 +225,8 @@ def _warn_if_not_cosine(model, name: str) -> None:
     (``dot``, as TAS-B-like backbones do) is ranked by it under ``--engine mteb``: the two engines'
     numbers then differ (p-MRR -5.03 vs -3.96 on bundled v1 for a dot-product MiniLM)."""
     sim = getattr(model, "similarity_fn_name", None)
-    if sim not in (None, "cosine"):
+    normalised = any(type(m).__name__ == "Normalize" for m in getattr(model, "_modules", {}).values())
+    if sim not in (None, "cosine") and not (sim == "dot" and normalised):  # on unit vectors dot is cosine
         log.warning(
             "%s declares similarity %r; this engine ranks by cosine (mteb's engine by %r): "
             "their numbers differ, so compare rows of one engine",

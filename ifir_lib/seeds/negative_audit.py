@@ -125,8 +125,9 @@ def _norm(text: str) -> str:
 def check_negative_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
     """Problems: a borrowed hard negative with no audit row, a row no reviewer signed, a row for
     another text, or a verdict other than ``keep`` while the seed still carries it. Several rows
-    for one pair are settled as ``audit_rows`` settles reviews: any ``drop`` wins (a later ``keep``
-    row no longer overrides an earlier ``drop``, nor did file order decide)."""
+    for one pair and text are settled as ``audit_rows`` settles reviews: any ``drop`` wins (a later
+    ``keep`` row no longer overrides an earlier ``drop``, nor did file order decide); a drop of an
+    older text does not outvote a keep of the text the seed carries now."""
     if audit_path is None:
         return []
     if not Path(audit_path).exists():
@@ -136,13 +137,18 @@ def check_negative_audit(seeds: list[dict], audit_path: str | Path | None) -> li
         for f in ("seed", "hn", "verdict", "text_sha256"):
             if f not in row:
                 return [f"{audit_path}:{n}: missing field {f!r}"]
-        prev = rows.get((row["seed"], row["hn"]))
+        key = (row["seed"], row["hn"], row["text_sha256"])  # a verdict judges one text
+        prev = rows.get(key)
         if prev is None or prev[1]["verdict"] != "drop":  # any drop wins
-            rows[(row["seed"], row["hn"])] = (n, row)
+            rows[key] = (n, row)
+    latest = {(k[0], k[1]): v for k, v in sorted(rows.items(), key=lambda kv: kv[1][0])}  # any text
     problems = []
     for s in seeds:
         for h in borrowed(s):
-            n, row = rows.get((s["id"], h["id"]), (None, None))
+            # the rows that judged the text the seed carries now, else the pair's last (another text)
+            n, row = rows.get((s["id"], h["id"], text_sha256(h["text"]))) or latest.get(
+                (s["id"], h["id"]), (None, None)
+            )
             if row is None:
                 problems.append(
                     f"{s['id']}: borrowed hard negative {h['id']} is not in {Path(audit_path).name}"

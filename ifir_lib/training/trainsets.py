@@ -765,7 +765,8 @@ def _choose(mode, ids, usable, budget, rng_seed, counts) -> tuple[list[int], int
     if n_seeds > n_max:
         raise ConfigError(
             f"budget {budget} needs {n_seeds} seeds for {mode}, only {n_max} usable "
-            f"({counts.get('no_reversal', 0)} without an accepted reversal, {counts.get('curated_out', 0)} curated out)"
+            f"({counts.get('no_reversal', 0)} without an accepted reversal, {counts.get('curated_out', 0)} curated out); "
+            f"the largest budget they allow for {mode} is {_budget_for_seeds(mode, n_max)}: give it to every mode"
         )
 
     def order(positions):

@@ -83,7 +83,8 @@ def test_a_lock_line_whose_pid_was_reused_is_no_holder(tmp_path):
     assert run.lock_holder()  # this process, alive, started before its line
     other = subprocess.Popen(["sleep", "30"])
     try:
-        lock_path(run.path).write_text(line(other.pid, time.localtime(time.time() - 3600)))
+        lock_path(run.path).write_text(line(other.pid, time.localtime()))
+        os.utime(lock_path(run.path), (time.time() - 3600,) * 2)  # the line written an hour ago
         assert run.lock_holder() is None  # started an hour after the line: another process
     finally:
         other.kill()

@@ -140,10 +140,20 @@ def test_table_lists_each_metric_with_its_interval():
     assert t.loc[1, "queries"] == 0 and t["ci_low"].isna().tolist() == [False, True]
 
 
-def test_a_model_declaring_dot_similarity_is_named(minilm, fir, caplog, monkeypatch):
+def test_a_model_declaring_dot_similarity_is_named(minilm, fir, caplog):
     """This engine ranks by cosine; mteb's ranks by the model's own similarity (p-MRR -5.03 vs
-    -3.96 on v1 for a dot-product MiniLM): rows of the two engines are not one number."""
-    monkeypatch.setattr(minilm, "similarity_fn_name", "dot")
+    -3.96 on v1 for MiniLM without its Normalize module, scored by dot): rows of the two engines
+    are not one number. With the Normalize module dot is cosine, and nothing is said."""
+    from sentence_transformers import SentenceTransformer
+
+    raw = SentenceTransformer(modules=[minilm[0], minilm[1]], device="cpu", similarity_fn_name="dot")
     with caplog.at_level("WARNING"):
-        E.evaluate_followir(minilm, fir, bootstrap=0, name="dot-minilm")
+        E.evaluate_followir(raw, fir, bootstrap=0, name="dot-minilm", cache=False)
     assert "dot-minilm declares similarity 'dot'; this engine ranks by cosine" in caplog.text
+    caplog.clear()
+    unit = SentenceTransformer(
+        modules=[minilm[0], minilm[1], minilm[2]], device="cpu", similarity_fn_name="dot"
+    )
+    with caplog.at_level("WARNING"):
+        E.evaluate_followir(unit, fir, bootstrap=0, name="unit-dot", cache=False)
+    assert "declares similarity" not in caplog.text

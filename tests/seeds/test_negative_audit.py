@@ -114,6 +114,9 @@ def test_conflicting_rows_for_one_pair_any_drop_wins(tmp_path):
         assert na.check_negative_audit(SEEDS, audit) == [
             f"{audit}:{line}: B-002 carries A-001-hn1 with verdict 'drop'"
         ]
+    # a drop of the text the pair held before, then a keep of the text it carries now: the keep holds
+    old_drop = {**drop, "text_sha256": na.text_sha256("an older text of A-001-hn1")}
+    assert na.check_negative_audit(SEEDS, _write(tmp_path / "audit.jsonl", [old_drop, other, keep])) == []
 
 
 def test_a_seed_without_a_reversal_is_screened_without_the_i_prime_criterion():

@@ -78,8 +78,10 @@ def test_all_dv_holds_seeds_ins_dv_never_sees(tmp_path):
 def test_all_modes_need_more_seeds_and_none_takes_every_usable_one(bundled_seeds):
     seeds = bundled_seeds[:10]
     assert len(build_trainset("ins-dv", seeds, budget=12, num_negatives=3)) == 12  # 6 seeds
-    with pytest.raises(ConfigError, match="budget 12 needs 11 seeds for all-dv, only 10 usable"):
+    with pytest.raises(ConfigError, match="budget 12 needs 11 seeds for all-dv, only 10 usable") as e:
         build_trainset("all-dv", seeds, budget=12, num_negatives=3)
+    allowed = int(str(e.value).split("the largest budget they allow for all-dv is ")[1].split(":")[0])
+    assert len(build_trainset("all-dv", seeds, budget=allowed, num_negatives=3)) > 0  # the advice works
     # None: every usable seed, recorded under the smallest Ins-* budget that takes that many
     ts = build_trainset("all-orig", seeds, num_negatives=3)
     assert (ts.counts["seeds_used"], len(ts)) == (10, 20)
