@@ -313,6 +313,20 @@ def _trained_on(seeds: list[dict]) -> tuple[set[str], set[str], dict[str, str]]:
     return ids, texts, asked
 
 
+def _passage_names(seeds: list[dict]) -> dict[str, str]:
+    """``{passage text: "passage 'id' of seed 'id'"}``, the first seed holding each text."""
+    out: dict[str, str] = {}
+    for s in seeds:
+        for p in [
+            *passages_of(s),
+            s.get("counterpart_positive"),
+            *(s.get("counterpart_hard_negatives") or []),
+        ]:
+            if p:
+                out.setdefault(p["text"], f"passage {p['id']!r} of seed {s['id']!r}")
+    return out
+
+
 def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
     """``check_followir``'s problems for ``folder``, and what it shares with the training seeds (a
     test set must not hold what the model was trained on): a document whose text, or title + " " +
@@ -323,8 +337,8 @@ def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
     (Unicode form, case and spacing do not hide a copy)."""
     ids, texts, asked = _trained_on(seeds)
     problems = check_followir(folder)  # raises on a malformed row, so the rows below are well formed
-    names = list(texts)
-    near = NearCopies(names)  # cut or padded copies: a passage made from a test document
+    names = _passage_names(seeds)
+    near = NearCopies(list(names))  # cut or padded copies: a passage made from a test document
     path = Path(folder) / "corpus.jsonl"
     for n, doc in read_jsonl(path):
         did, title = str(doc["_id"]), doc.get("title") or ""
@@ -336,8 +350,8 @@ def _eval_problems(seeds: list[dict], folder: str | Path) -> list[str]:
             )
         elif hit := near.match(doc["text"]):
             problems.append(
-                f"{path}:{n}: field 'text': document {did!r} shares {hit[1]:.0%} of its 8-word spans with a "
-                f"training passage (a near-copy: {names[hit[0]][:60]!r}...)"
+                f"{path}:{n}: field 'text': document {did!r} and training {list(names.values())[hit[0]]} "
+                f"share {hit[1]:.0%} of the shorter one's 8-word spans (a near-copy)"
             )
         if did in ids:
             problems.append(f"{path}:{n}: field '_id': document id {did!r} is also a training passage id")

@@ -84,6 +84,7 @@ from .style import (
     mode_color,
     mode_dash,
     mode_label,
+    take_spare_styles,
 )
 from .summaries import (
     interval_phrase,
@@ -115,6 +116,7 @@ def _labelled(results: pd.DataFrame, runs_dir=None) -> pd.DataFrame:
     ``'minilm'`` and one that recorded the packaged folder are one backbone, "all-MiniLM-L6-v2";
     two different backbones with one short name keep apart."""
     out = add_backbone(results, runs_dir)
+    take_spare_styles(out["mode"])  # a custom mode's colour and dash, the same in every figure after
     return out.assign(backbone=out["backbone"].map(backbone_labels(out["backbone"])))
 
 
@@ -964,6 +966,7 @@ def fig_loss_curves(logs: pd.DataFrame, window: int | None = None) -> go.Figure:
     so greyscale print still works."""
     if logs.empty:
         raise ValueError("no training log lines with a loss")
+    take_spare_styles(logs["mode"])
     fig = go.Figure()
     for mode in mode_order(logs["mode"]):
         for run, g in logs[logs["mode"] == mode].groupby("run", sort=True):

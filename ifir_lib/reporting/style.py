@@ -160,19 +160,33 @@ def _register_template() -> None:
 _register_template()
 
 
-def _spare(mode: str, choices: tuple, salt: str) -> str:
-    digest = hashlib.sha256(f"{salt}:{mode}".encode()).digest()
+_SPARE_TAKEN: dict[str, int] = {}  # custom mode -> its slot in SPARE_COLORS x SPARE_DASHES, this process
+
+
+def take_spare_styles(modes: Iterable) -> None:
+    """Give the custom modes among ``modes`` (outside ``MODE_COLORS``) the next free colour and dash,
+    in sorted order, once per process: every figure drawn after sees the same, distinct styles
+    (``ins-dv-bs32`` and ``ins-dv-bs64`` shared a colour one pair in six when picked by name).
+    The figure builders call it with every mode they draw; ``make_all_figures`` with all of them first."""
+    for mode in sorted({str(m) for m in modes} - set(MODE_COLORS) - set(_SPARE_TAKEN)):
+        _SPARE_TAKEN[mode] = len(_SPARE_TAKEN)
+
+
+def _spare(mode: str, choices: tuple, salt: str, step: int = 1) -> str:
+    if mode in _SPARE_TAKEN:
+        return choices[(_SPARE_TAKEN[mode] // step) % len(choices)]
+    digest = hashlib.sha256(f"{salt}:{mode}".encode()).digest()  # a mode no builder named: by its name
     return choices[int.from_bytes(digest[:4], "big") % len(choices)]
 
 
 def mode_color(mode: str) -> str:
-    """The paper's and the ablations' colours; another mode one of ``SPARE_COLORS`` by its name."""
+    """The paper's and the ablations' colours; a custom mode its slot's colour (``take_spare_styles``)."""
     return MODE_COLORS.get(mode) or _spare(str(mode), SPARE_COLORS, "color")
 
 
 def mode_dash(mode: str) -> str:
-    """Like ``mode_color``: two custom modes of one colour still differ in dash (1 pair in 36 share both)."""
-    return MODE_DASHES.get(mode) or _spare(str(mode), SPARE_DASHES, "dash")
+    """Like ``mode_color``: the 7th to 12th custom modes reuse the colours with the next dash."""
+    return MODE_DASHES.get(mode) or _spare(str(mode), SPARE_DASHES, "dash", step=len(SPARE_COLORS))
 
 
 def mode_label(mode: str) -> str:

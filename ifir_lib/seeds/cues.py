@@ -15,6 +15,8 @@ import statistics
 import zlib
 from collections.abc import Iterable
 
+from .schema import normalized_text
+
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 _CAPITAL = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][A-Za-z0-9-]*[A-Za-z0-9]|[A-Z]{2,})\b")
 # English function words and the instruction's own vocabulary (document, relevant, ...): shared
@@ -206,16 +208,22 @@ def followir_cues(ev) -> dict:
 class NearCopies:
     """Finds the texts of one collection that another text largely repeats: cut to its first
     sentences, a sentence short or long (a passage made from a test document is a leak though not
-    an exact copy). Texts are compared on their spans of ``n`` consecutive words (``_words``); one
-    span in ``every`` is kept (by its hash), so memory stays a fraction of the words at paper scale.
+    an exact copy). Texts are compared after ``normalized_text`` (Unicode form, case, typographic
+    quotes and entities) on their spans of ``n`` consecutive words (any script); one span in
+    ``every`` is kept (by a stable hash), so memory stays a fraction of the words at paper scale.
+    A span held by more than ``common`` texts (boilerplate: a licence line, a site footer) counts
+    for none of them.
 
     ``NearCopies(["a b c ..."]).match(text)`` -> ``(index, share)`` of the indexed text sharing
-    the largest share of the shorter text's spans, when that share is at least ``threshold``; else
-    None. Texts shorter than ``n`` words are left to exact comparison.
+    the largest share of the shorter text's kept spans, when that share is at least
+    ``threshold``; else None. Under 5 kept spans on the shorter side (texts of a dozen words) is
+    too few to tell, and left to exact comparison.
     """
 
-    def __init__(self, texts: Iterable[str], n: int = 8, threshold: float = 0.5, every: int = 4):
-        self.n, self.threshold, self.every = n, threshold, every
+    def __init__(
+        self, texts: Iterable[str], n: int = 8, threshold: float = 0.5, every: int = 2, common: int = 50
+    ):
+        self.n, self.threshold, self.every, self.common = n, threshold, every, common
         self.sizes: list[int] = []
         self.index: dict[int, list[int]] = {}
         for i, text in enumerate(texts):
@@ -225,7 +233,7 @@ class NearCopies:
                 self.index.setdefault(h, []).append(i)
 
     def _spans(self, text: str) -> set[int]:
-        w = _words(text)
+        w = re.findall(r"\w+", normalized_text(text))
         spans = {zlib.crc32(" ".join(w[i : i + self.n]).encode()) for i in range(len(w) - self.n + 1)}
         return {h for h in spans if h % self.every == 0}  # a stable hash: the same spans every run
 
@@ -233,9 +241,11 @@ class NearCopies:
         spans = self._spans(text)
         hits: dict[int, int] = {}
         for h in spans:
-            for i in self.index.get(h, ()):
+            owners = self.index.get(h, ())
+            if len(owners) > self.common:
+                continue
+            for i in owners:
                 hits[i] = hits.get(i, 0) + 1
-        # shares of the shorter text's kept spans; under 3 kept spans, too few to tell (exact check)
-        shares = [(i, k / m) for i, k in hits.items() if (m := min(len(spans), self.sizes[i])) >= 3]
+        shares = [(i, k / m) for i, k in hits.items() if (m := min(len(spans), self.sizes[i])) >= 5]
         best = max(shares, key=lambda x: x[1], default=None)
         return best if best and best[1] >= self.threshold else None

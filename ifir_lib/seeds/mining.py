@@ -37,7 +37,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class MiningConfig:
-    """Settings of one mining run; ``k`` hard negatives per seed."""
+    """Settings of one mining run; ``k`` hard negatives per seed. ``dup_cosine``, ``max_rel`` and
+    ``same_query_cosine`` are cosines of the ``embedder`` and were set with MiniLM (the default):
+    another embedder may need others (with MiniLM, 0.9 merges one pair of distinct bundled
+    questions, "car batteries" and "electric car batteries")."""
 
     k: int = 3
     embedder: str = "minilm"

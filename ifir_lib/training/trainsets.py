@@ -766,7 +766,7 @@ def _choose(mode, ids, usable, budget, rng_seed, counts) -> tuple[list[int], int
         raise ConfigError(
             f"budget {budget} needs {n_seeds} seeds for {mode}, only {n_max} usable "
             f"({counts.get('no_reversal', 0)} without an accepted reversal, {counts.get('curated_out', 0)} curated out); "
-            f"the largest budget they allow for {mode} is {_budget_for_seeds(mode, n_max)}: give it to every mode"
+            f"budget {_budget_for_seeds(mode, n_max)} takes every usable seed for {mode}: give it to every mode"
         )
 
     def order(positions):

@@ -123,9 +123,14 @@ def test_every_mode_has_a_distinct_colour_and_dash():
     assert len({ST.mode_color(m) for m in modes}) == len(modes)
     assert len({ST.mode_dash(m) for m in modes if m != "base"}) == len(modes) - 1  # base has no loss curve
     # a researcher's variants: two learning rates were one grey, one solid line in (b) and (e)
-    a, b = "ins-dv-lr1e-5", "ins-dv-lr1e-3"
-    assert (ST.mode_color(a), ST.mode_dash(a)) != (ST.mode_color(b), ST.mode_dash(b))
-    assert ST.mode_color(a) == ST.mode_color(a) and ST.mode_color(a) not in ST.MODE_COLORS.values()
+    custom = ["ins-dv-bs32", "ins-dv-bs64", "ins-dv-ep1", "ins-dv-ep3", "ins-dv-lr1e-5", "ins-dv-lr1e-3"]
+    ST.take_spare_styles(["ins-dv", *custom])  # as a figure builder does with the modes it draws
+    assert len({ST.mode_color(m) for m in custom}) == len(custom)  # by name, 1 pair in 6 shared one
+    assert not {ST.mode_color(m) for m in custom} & set(ST.MODE_COLORS.values())
+    before = {m: (ST.mode_color(m), ST.mode_dash(m)) for m in custom}
+    ST.take_spare_styles(["another", "ins-dv-bs32"])  # a later figure: the same styles, a new one added
+    assert {m: (ST.mode_color(m), ST.mode_dash(m)) for m in custom} == before
+    assert (ST.mode_color("another"), ST.mode_dash("another")) not in before.values()
 
 
 def _no_verification_rows(tmp_path):

@@ -258,7 +258,7 @@ def test_an_eval_document_cut_into_a_seed_passage_is_named(tmp_path, capsys):
     from ifir_lib.seeds.cues import NearCopies
 
     doc = " ".join(
-        f"Sentence {w} tells how the old stone bridge over the river was rebuilt in {1900 + i}."
+        f"Sentence {w} tells how the town\u2019s old stone bridge over the river was rebuilt in {1900 + i}."
         for i, w in enumerate("abcdefgh")
     )
     near = NearCopies(
@@ -275,9 +275,10 @@ def test_an_eval_document_cut_into_a_seed_passage_is_named(tmp_path, capsys):
         corpus.read_text().replace("Granite forms deep underground from slowly cooling magma.", doc)
     )
     seed = copy.deepcopy(MINIMAL)
+    # cut to its first sentences; the document's typographic apostrophes are normalised as the passage's
     seed["hard_negatives"] = [{"id": "my-1-hn1", "text": " ".join(doc.split(". ")[:4]) + "."}]
     code, out, _ = _validate(capsys, _jsonl(tmp_path / "seeds.jsonl", [seed]), fir)
-    assert code == 1 and "document 'd3' shares" in out and "8-word spans with a training passage" in out
+    assert code == 1 and "document 'd3' and training passage 'my-1-hn1' of seed 'my-1' share" in out
 
 
 LEAKS = {  # a seed that holds what the folder tests, in another form than an exact copy

@@ -80,7 +80,7 @@ def test_all_modes_need_more_seeds_and_none_takes_every_usable_one(bundled_seeds
     assert len(build_trainset("ins-dv", seeds, budget=12, num_negatives=3)) == 12  # 6 seeds
     with pytest.raises(ConfigError, match="budget 12 needs 11 seeds for all-dv, only 10 usable") as e:
         build_trainset("all-dv", seeds, budget=12, num_negatives=3)
-    allowed = int(str(e.value).split("the largest budget they allow for all-dv is ")[1].split(":")[0])
+    allowed = int(str(e.value).split("; budget ")[1].split(" takes every usable seed for all-dv")[0])
     assert len(build_trainset("all-dv", seeds, budget=allowed, num_negatives=3)) > 0  # the advice works
     # None: every usable seed, recorded under the smallest Ins-* budget that takes that many
     ts = build_trainset("all-orig", seeds, num_negatives=3)
