@@ -734,15 +734,20 @@ def _sets_every_mode_has(points: pd.DataFrame) -> dict[str, set[str]]:
     return out
 
 
-def _per_query_caption(points: pd.DataFrame, metric: str, n_boot: int, backbones: list[str]) -> str:
+def _per_query_caption(
+    points: pd.DataFrame, cis: pd.DataFrame, metric: str, n_boot: int, backbones: list[str]
+) -> str:
     sets = list(dict.fromkeys(points["dataset"].astype(str)))
     name = metric_label(metric, sets)
     strata = ", queries resampled within each set" if len(sets) > 1 else ""
     weights = " (sets weighted equally)" if len(sets) > 1 else ""
+    short = cis[cis["runs"] < cis["runs_in_table"]]
+    fewer = "; ".join(f"{mode_label(r.mode)}: {r.runs} of its {r.runs_in_table}" for r in short.itertuples())
+    runs = f"the mode's runs with per-query scores ({fewer})" if fewer else "the mode's runs"
     return (
         f"Per-query {name} (×100) of each training mode, for {_and(backbones)} on "
         f"{_and([dataset_label(s) for s in sets])}: each dot is one query (its value averaged over "
-        "the mode's runs), the box its quartiles and median. Black diamonds and whiskers: the mean "
+        f"{runs}), the box its quartiles and median. Black diamonds and whiskers: the mean "
         f"over queries{weights} and its 95% bootstrap CI over queries (percentile, {n_boot} "
         f"resamples{strata})."
     )
@@ -792,7 +797,7 @@ def fig_per_query(
         template=TEMPLATE, width=min(PAGE_WIDTH, COLUMN_WIDTH * len(backbones)), height=440, boxmode="overlay"
     )
     _facet_layout(fig, len(backbones))
-    return _with_caption(fig, _per_query_caption(points, metric, n_boot, backbones))
+    return _with_caption(fig, _per_query_caption(points, cis, metric, n_boot, backbones))
 
 
 # ---- process figures: (d) synthesis outcomes -----------------------------------------------------

@@ -299,7 +299,9 @@ def per_query_summary(
     set, the latest). The mean and the percentile-bootstrap CI are stratified by dataset
     (``stats``): the mean of per-dataset means, as the FollowIR aggregate is formed, resampling
     queries within each dataset. Returns
-    ``(points[backbone, mode, dataset, query_id, value], cis[backbone, mode, mean, ci_low, ci_high, n])``.
+    ``(points[backbone, mode, dataset, query_id, value], cis[backbone, mode, mean, ci_low, ci_high, n,
+    runs, runs_in_table])``: ``runs`` the runs each dot averages, ``runs_in_table`` the mode's runs in
+    ``results`` (more when some have no per-query scores: ``_every_run_s_queries``).
     """
     runs = runs_to_read(add_backbone(results), frame_path(results))
     runs = runs[runs["metric"] == metric] if "metric" in runs.columns else runs
@@ -308,6 +310,11 @@ def per_query_summary(
     pq = per_query[(per_query["metric"] == metric) & per_query["value"].notna()].astype({"dataset": str})
     pq = _every_run_s_queries(pq.merge(runs, on=["run_id", "dataset"], how="inner"), runs, metric)
     points = pq.groupby(["backbone", "mode", "dataset", "query_id"], sort=False)["value"].mean().reset_index()
+    # runs averaged per dot, and the mode's runs in the table (the most over its sets): for the caption
+    used = pq.groupby(["backbone", "mode", "dataset"])["run_id"].nunique().groupby(["backbone", "mode"]).max()
+    had = (
+        runs.groupby(["backbone", "mode", "dataset"])["run_id"].nunique().groupby(["backbone", "mode"]).max()
+    )
     cis = []
     for (backbone, mode), g in points.groupby(["backbone", "mode"], sort=False):
         v, strata = g["value"].to_numpy(), g["dataset"].astype(str).tolist()
@@ -320,9 +327,14 @@ def per_query_summary(
                 "ci_low": lo,
                 "ci_high": hi,
                 "n": len(g),
+                "runs": int(used[(backbone, mode)]),
+                "runs_in_table": int(had.get((backbone, mode), used[(backbone, mode)])),
             }
         )
-    return points, pd.DataFrame(cis, columns=["backbone", "mode", "mean", "ci_low", "ci_high", "n"])
+    return points, pd.DataFrame(cis, columns=[*CI_COLUMNS])
+
+
+CI_COLUMNS = ("backbone", "mode", "mean", "ci_low", "ci_high", "n", "runs", "runs_in_table")
 
 
 def _every_run_s_queries(pq: pd.DataFrame, runs: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -53,8 +53,8 @@ class ScreenConfig:
 
 
 def screen(seeds: list[dict], cfg: ScreenConfig = ScreenConfig(), embed=None) -> list[dict]:
-    """One row per borrowed hard negative: its similarities, ``same_query`` (the owner seed has the
-    identical query) and ``flagged``. ``embed(texts) -> normalised array``; default: ``cfg.model``.
+    """One row per borrowed hard negative: its similarities, ``same_query`` (the owner seed, found by
+    the passage's id or else by its text, has the identical query) and ``flagged``. ``embed(texts) -> normalised array``; default: ``cfg.model``.
     A seed whose ``reference_reversal`` is null (or empty) is screened without the I' criterion:
     its ``margin_reversal`` is None (it was scored against the text "None"). A seed without the
     field is a ``ConfigError``."""
@@ -84,10 +84,13 @@ def screen(seeds: list[dict], cfg: ScreenConfig = ScreenConfig(), embed=None) ->
         if with_rev
         else {}
     )
+    # a passage's seed by its id (the bundled '<seed>-pos' pattern), else by the seed whose positive
+    # or instruction negative holds its text: with a user's own ids ('doc5') same_query never fired
+    by_text = {p["text"]: t for t in seeds for p in (t["positive"], *t["instruction_negatives"])}
     out = []
     for s, h in rows:
         e, p, n = emb[h["id"]], emb[s["positive"]["id"]], emb[n_star(s)["id"]]
-        src = by_id.get(owner(h["id"]))
+        src = by_id.get(owner(h["id"])) or by_text.get(h["text"])
         row = {
             "seed": s["id"],
             "hn": h["id"],

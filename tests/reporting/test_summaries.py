@@ -292,8 +292,13 @@ def test_figure_c_averages_every_query_over_the_same_runs(caplog):
     points, cis = S.per_query_summary(pq, res, n_boot=50)
     assert points["query_id"].tolist() == ["q0"] and points["value"].tolist() == [2.0]
     assert "2 query(ies) not scored by every run of their mode left out" in caplog.text
-    points, _ = S.per_query_summary(pq[pq["run_id"] != "ins-dv-s2-core17"], res, n_boot=50)
+    points, cis = S.per_query_summary(pq[pq["run_id"] != "ins-dv-s2-core17"], res, n_boot=50)
     assert len(points) == 3 and "1 run(s) without per-query rows left out (ins-dv-s2-core17)" in caplog.text
+    assert cis[["runs", "runs_in_table"]].values.tolist() == [[2, 3]]
+    from ifir_lib.reporting.figures import caption_for, fig_per_query
+
+    fig = fig_per_query(pq[pq["run_id"] != "ins-dv-s2-core17"], res, n_boot=50)
+    assert "averaged over the mode's runs with per-query scores (Ins-DV: 2 of its 3)" in caption_for(fig)
 
 
 def test_a_run_lacking_a_set_the_others_average_is_left_out_and_named(caplog):

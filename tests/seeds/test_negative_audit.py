@@ -44,6 +44,21 @@ def test_screen_flags_a_shared_query_and_a_near_positive():
     assert rows["B-002-pos"]["sim_positive"] > rows["A-001-hn1"]["sim_positive"]
 
 
+def test_screen_finds_the_shared_query_with_a_user_s_own_passage_ids():
+    """With ids like 'doc7' (not '<seed>-pos'), the passage's seed was never found, so a seed
+    borrowing its same-query twin's positive was not flagged by that criterion."""
+    ids = {k: f"doc{i}" for i, k in enumerate(TEXTS)}
+    texts = {ids[k]: v for k, v in TEXTS.items()}
+    own = [
+        {**s, "positive": {**s["positive"], "id": ids[s["positive"]["id"]]}}
+        | {"instruction_negatives": [{**p, "id": ids[p["id"]]} for p in s["instruction_negatives"]]}
+        | {"hard_negatives": [{"id": ids[h["id"]], "text": texts[ids[h["id"]]]} for h in s["hard_negatives"]]}
+        for s in SEEDS
+    ]
+    rows = {(r["seed"], r["hn"]): r for r in na.screen(own)}
+    assert rows[("A-001", ids["B-002-pos"])]["same_query"]
+
+
 def _write(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
