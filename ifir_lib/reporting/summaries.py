@@ -32,6 +32,7 @@ from .results import (
     add_backbone,
     check_per_query,
     frame_path,
+    is_aggregate,
     mode_order,
     panel_members,
     panel_sets,
@@ -51,17 +52,24 @@ RUN = ["model", "backbone", "mode", "rng_seed"]  # a run: a trained model (its f
 def metric_sets(results: pd.DataFrame, metric: str, dataset: str | None = None) -> list[str]:
     """The evaluation sets whose ``metric`` rows stand for a run (``per_run``). For ``dataset``:
     itself; for an aggregate (``followir``, ``mean``...) without a ``metric`` row, the FollowIR
-    collections it stands for (``results.panel_members``). Without ``dataset``: that, for each set
-    of ``results.panel_sets`` (every set, with FollowIR's collections under their aggregate).
-    Example: Score on followir, p-MRR on its collections, both on followir_mini -> score:
-    ``[followir, followir_mini]``; p_mrr: ``[core17, news21, robust04, followir_mini]``."""
+    collections it stands for (``results.panel_members``). Without ``dataset``: that, for the
+    aggregate when the table has one (the paper's FollowIR number; the other sets are named by
+    ``_complete_runs`` and drawn one panel each in figure (a)), else for every set. Example: Score
+    on followir, p-MRR on its collections, both on followir_mini -> score: ``[followir]``; p_mrr:
+    ``[core17, news21, robust04]``; without the followir rows, ``[followir_mini]`` for both."""
     have = list(dict.fromkeys(results.loc[results["metric"] == metric, "dataset"].astype(str)))
     every = results["dataset"].astype(str).unique()
     out = []
-    for d in [str(dataset)] if dataset is not None else panel_sets(every):
+    for d in [str(dataset)] if dataset is not None else _standing_sets(every):
         members = [d] if d in have else [m for m in panel_members(d, every)[1:] if m in have]
         out += [m for m in members if m not in out]
     return out
+
+
+def _standing_sets(every) -> list[str]:
+    """The sets a run's one number reads: the aggregates among ``results.panel_sets``, else all."""
+    sets = panel_sets(every)
+    return [d for d in sets if is_aggregate(d)] or sets
 
 
 def _complete_runs(results: pd.DataFrame, metric: str, dataset: str | None) -> pd.DataFrame:
@@ -72,6 +80,16 @@ def _complete_runs(results: pd.DataFrame, metric: str, dataset: str | None) -> p
     With ``dataset`` given, only runs with a row on that set are asked for it."""
     results = add_backbone(results)
     sets = metric_sets(results, metric, dataset)
+    every = results["dataset"].astype(str).unique()
+    if dataset is None and (apart := [d for d in panel_sets(every) if d not in _standing_sets(every)]):
+        warn_once(  # they were dropped in silence; a mean over unrelated benchmarks is no paper number
+            log,
+            "%s: each run's one number (figure (b), headline_table) reads %s; %s left out of it (figure (a) "
+            "draws every set; name a set to read it)",
+            metric,
+            ", ".join(_standing_sets(every)),
+            ", ".join(apart),
+        )
     rows = results[results["metric"] == metric]
     chosen = rows[rows["dataset"].astype(str).isin(sets)]
     d = runs_to_read(chosen, frame_path(results), whole=results)

@@ -208,7 +208,7 @@ def test_panel_sets_let_an_aggregate_row_stand_for_its_collections():
     assert F._panel_sets(res, "robust04") == ["robust04"]
 
 
-def test_an_aggregate_stands_for_its_collections_only(tmp_path):
+def test_an_aggregate_stands_for_its_collections_only(tmp_path, caplog):
     """Beside ``followir``, a bundled set kept its own panel in no figure: (a) drew FollowIR alone,
     and a metric without an aggregate row was averaged over every set under FollowIR's name."""
     res = R.load_results(write_example_inputs(tmp_path)["results"])
@@ -223,9 +223,16 @@ def test_an_aggregate_stands_for_its_collections_only(tmp_path):
         runs = part.groupby(["mode", "rng_seed"])["value"].mean().groupby("mode").mean()
         got = {ST.MODE_ORDER[int(x)]: y for x, y in zip(bars[axis].x, bars[axis].y)}
         assert got == pytest.approx(runs.to_dict())
-    # the per-run number reads each set once: the aggregate's own row, or its collections' mean
+    # a run's one number (figure (b), headline_table) reads the aggregate, as the paper's, and names
+    # the sets it leaves out (figure (a) draws them): its own row, or its collections' mean
     assert S.metric_sets(res, "score") == ["followir"]
-    assert S.metric_sets(res, "p_mrr") == ["robust04", "news21", "core17", "followir_mini"]
+    assert S.metric_sets(res, "p_mrr") == ["robust04", "news21", "core17"]
+    assert S.metric_sets(res, "p_mrr", "followir_mini") == ["followir_mini"]
+    S.headline_table(res, metrics=("p_mrr",))
+    assert (
+        "each run's one number (figure (b), headline_table) reads followir; followir_mini left out"
+        in caplog.text
+    )
 
 
 def test_status_order_puts_known_statuses_in_colour_order_then_others_sorted():
