@@ -8,8 +8,8 @@ writes that many processes make (the results table, the curation log, the embedd
 ``check_not_written(path)`` says when a live process writes ``path`` now, without taking it.
 The kernel drops a lock when its process exits, so a ``kill -9`` never leaves a stale lock;
 the ``.lock`` file itself stays behind and is harmless: empty after a normal exit, still naming
-the killed holder after a ``kill -9`` (``RunFolder.lock_holder`` checks that process). Not handled here: NFS, where
-``flock`` may not be enforced across hosts.
+the killed holder after a ``kill -9`` (``RunFolder.lock_holder`` checks that process). Not
+handled here: NFS, where ``flock`` may not be enforced across hosts.
 """
 
 from __future__ import annotations

@@ -296,14 +296,9 @@ def _trained_on(seeds: list[dict]) -> tuple[set[str], set[str], dict[str, str]]:
     words move into the instruction is not taken for another. Hash sets: one pass per file."""
     ids, texts, asked = set(), set(), {}
     for s in seeds:
-        for p in [
-            *passages_of(s),
-            s.get("counterpart_positive"),
-            *(s.get("counterpart_hard_negatives") or []),
-        ]:
-            if p:
-                ids.add(p["id"])
-                texts.add(normalized_text(p["text"]))
+        for p in _trained_passages(s):
+            ids.add(p["id"])
+            texts.add(normalized_text(p["text"]))
         for form in INSTRUCTION_FORMS:
             if isinstance(s.get(form), str) and s[form].strip():
                 asked.setdefault(
@@ -313,17 +308,18 @@ def _trained_on(seeds: list[dict]) -> tuple[set[str], set[str], dict[str, str]]:
     return ids, texts, asked
 
 
+def _trained_passages(seed: dict) -> list[dict]:
+    """Every passage ``seed`` trains on: its own (``passages_of``) and its counterpart passages."""
+    extra = [seed.get("counterpart_positive"), *(seed.get("counterpart_hard_negatives") or [])]
+    return [*passages_of(seed), *(p for p in extra if p)]
+
+
 def _passage_names(seeds: list[dict]) -> dict[str, str]:
     """``{passage text: "passage 'id' of seed 'id'"}``, the first seed holding each text."""
     out: dict[str, str] = {}
     for s in seeds:
-        for p in [
-            *passages_of(s),
-            s.get("counterpart_positive"),
-            *(s.get("counterpart_hard_negatives") or []),
-        ]:
-            if p:
-                out.setdefault(p["text"], f"passage {p['id']!r} of seed {s['id']!r}")
+        for p in _trained_passages(s):
+            out.setdefault(p["text"], f"passage {p['id']!r} of seed {s['id']!r}")
     return out
 
 

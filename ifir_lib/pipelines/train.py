@@ -18,6 +18,7 @@ handled here: the trainer itself, evaluation (``pipelines.evaluate``), the exper
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 from pathlib import Path
 
@@ -114,32 +115,24 @@ def train_modes(
     return out
 
 
-def training_sets(
-    modes=PAPER_MODES,
-    *,
-    preset: str | None = None,
-    seeds_path=SEEDS_PATH,
-    reversals_path: str | Path | None = None,
-    curation_path: str | Path | None = None,
-    budget: int | None = None,
-    rng_seed: int = 0,
-    heldout_seeds: int = 0,
-    narrative_share: float = NARRATIVE_SHARE,
-    **overrides,
-) -> dict[str, TrainSet]:
-    """``{mode: TrainSet}``: the sets ``train_modes`` trains when given the same arguments, built by
-    the same code, so what is shown of them before training (notebook 03's counts, example pair and
-    dry run) is what trains: the same reversals, curation decisions, budget and held-out split.
-    Building them again by hand (``build_trainset`` on the seeds alone) showed the bundled reference
-    reversals and no curation while the LLM's curated reversals trained. Example::
+def training_sets(modes=PAPER_MODES, **kwargs) -> dict[str, TrainSet]:
+    """``{mode: TrainSet}``: the sets ``train_modes(out_dir, modes=modes, **kwargs)`` trains, built by
+    the same code from its own arguments and defaults (``kwargs`` are ``train_modes``'; the ones
+    that do not choose data are ignored), so what is shown of them before training (notebook 03's
+    counts, example pair and dry run) is what trains: the same reversals, curation decisions, budget
+    and held-out split. Building them again by hand (``build_trainset`` on the seeds alone) showed
+    the bundled reference reversals and no curation while the LLM's curated reversals trained.
+    Example::
 
         training_sets(("ins-orig", "ins-dv"), preset="cpu", budget=80)["ins-dv"].counts["seeds_used"]
         -> 40
     """
-    cfg = TrainConfig.preset(preset, rng_seed=rng_seed, **overrides)
-    sets = _training_sets(
-        tuple(modes), cfg, seeds_path, reversals_path, curation_path, budget, heldout_seeds, narrative_share
-    )
+    bound = inspect.signature(train_modes).bind(None, modes=modes, **kwargs)  # a mistyped name: TypeError
+    bound.apply_defaults()
+    a = bound.arguments
+    cfg = TrainConfig.preset(a["preset"], rng_seed=a["rng_seed"], **a["overrides"])
+    fields = ("seeds_path", "reversals_path", "curation_path", "budget", "heldout_seeds", "narrative_share")
+    sets = _training_sets(tuple(modes), cfg, *(a[f] for f in fields))
     return {mode: ts for mode, (ts, _, _) in sets.items()}
 
 

@@ -46,7 +46,6 @@ from plotly.subplots import make_subplots
 from ..core.errors import FigureExportError
 from ..core.progress import progress
 from .results import (
-    add_backbone,
     is_aggregate,
     load_per_query,
     load_published,
@@ -77,7 +76,6 @@ from .style import (
     _rank,
     axis_title,
     backbone_label,
-    backbone_labels,
     dataset_label,
     is_followir,
     metric_label,
@@ -88,6 +86,7 @@ from .style import (
 )
 from .summaries import (
     interval_phrase,
+    labelled_backbones,
     metric_sets,
     per_query_summary,
     smoothed_losses,
@@ -112,12 +111,10 @@ FORMATS = ("pdf", "svg", "png", "html")  # print, print, screens, interactive (e
 
 
 def _labelled(results: pd.DataFrame, runs_dir=None) -> pd.DataFrame:
-    """``results`` with a ``backbone`` column in words (``backbone_labels``): a run that recorded
-    ``'minilm'`` and one that recorded the packaged folder are one backbone, "all-MiniLM-L6-v2";
-    two different backbones with one short name keep apart."""
-    out = add_backbone(results, runs_dir)
-    take_spare_styles(out["mode"])  # a custom mode's colour and dash, the same in every figure after
-    return out.assign(backbone=out["backbone"].map(backbone_labels(out["backbone"])))
+    """``results`` with backbones in words (``summaries.labelled_backbones``); its custom modes take
+    their colour and dash (``style.take_spare_styles``), the same in every figure after."""
+    take_spare_styles(results["mode"])
+    return labelled_backbones(results, runs_dir)
 
 
 def _paper_values(published: pd.DataFrame | None, metric: str) -> pd.DataFrame:

@@ -13,7 +13,6 @@ Score). Not handled here: drawing (``figures``), data (``results``), captions (`
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -172,21 +171,19 @@ def take_spare_styles(modes: Iterable) -> None:
         _SPARE_TAKEN[mode] = len(_SPARE_TAKEN)
 
 
-def _spare(mode: str, choices: tuple, salt: str, step: int = 1) -> str:
-    if mode in _SPARE_TAKEN:
-        return choices[(_SPARE_TAKEN[mode] // step) % len(choices)]
-    digest = hashlib.sha256(f"{salt}:{mode}".encode()).digest()  # a mode no builder named: by its name
-    return choices[int.from_bytes(digest[:4], "big") % len(choices)]
+def _spare(mode: str, choices: tuple, step: int = 1) -> str:
+    take_spare_styles([mode])  # a mode no builder named yet takes the next slot
+    return choices[(_SPARE_TAKEN[mode] // step) % len(choices)]
 
 
 def mode_color(mode: str) -> str:
     """The paper's and the ablations' colours; a custom mode its slot's colour (``take_spare_styles``)."""
-    return MODE_COLORS.get(mode) or _spare(str(mode), SPARE_COLORS, "color")
+    return MODE_COLORS.get(mode) or _spare(str(mode), SPARE_COLORS)
 
 
 def mode_dash(mode: str) -> str:
     """Like ``mode_color``: the 7th to 12th custom modes reuse the colours with the next dash."""
-    return MODE_DASHES.get(mode) or _spare(str(mode), SPARE_DASHES, "dash", step=len(SPARE_COLORS))
+    return MODE_DASHES.get(mode) or _spare(str(mode), SPARE_DASHES, step=len(SPARE_COLORS))
 
 
 def mode_label(mode: str) -> str:

@@ -141,12 +141,13 @@ def per_run(results: pd.DataFrame, metric: str, dataset: str | None = None) -> p
     )
 
 
-def labelled_backbones(results: pd.DataFrame) -> pd.DataFrame:
-    """``results`` with a ``backbone`` column in words (``style.backbone_labels``): a base row
-    recorded by the packaged folder and a run that recorded ``minilm`` are one backbone, as in
-    ``ifir table`` and the figures (summaries grouped them as two, and notebook 05 read "no
-    p-MRR yet" for a pair it held)."""
-    out = add_backbone(results)
+def labelled_backbones(results: pd.DataFrame, runs_dir=None) -> pd.DataFrame:
+    """``results`` with a ``backbone`` column in words (``style.backbone_labels``; ``add_backbone``
+    finds runs under ``runs_dir``): a base row recorded by the packaged folder and a run that
+    recorded ``minilm`` are one backbone, "all-MiniLM-L6-v2", and two different backbones with one
+    short name keep apart; the one labelling of ``ifir table``, the figures and the summaries
+    (summaries grouped the two spellings apart: notebook 05 read "no p-MRR yet" for a pair it held)."""
+    out = add_backbone(results, runs_dir)
     return out.assign(backbone=out["backbone"].map(backbone_labels(out["backbone"])))
 
 

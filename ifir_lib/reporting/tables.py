@@ -42,8 +42,9 @@ import pandas as pd
 
 from ..core.errors import DataError
 from ..evaluation.corpora import FOLLOWIR_TASKS
-from .results import add_backbone, frame_path, load_published, mode_order, runs_to_read, warn_if_fractions
-from .style import backbone_labels, mode_label
+from .results import frame_path, load_published, mode_order, runs_to_read, warn_if_fractions
+from .style import mode_label
+from .summaries import labelled_backbones
 
 # column key (= the metric names of data/published_results.csv) -> (group, label, datasets, metric)
 COLUMNS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
@@ -143,9 +144,7 @@ def _read(results: pd.DataFrame, runs_dir, source: str) -> pd.DataFrame:
     read as every reading path reads them (``results.runs_to_read``). Sets with no column and
     empty values are named in one warning each; no row mapping to a column, or none with a value,
     is a ``DataError``."""
-    df = add_backbone(results, runs_dir)
-    # the backbone in words: 'minilm' and the packaged folder are one block, "all-MiniLM-L6-v2"
-    df = df.assign(backbone=df["backbone"].map(backbone_labels(df["backbone"])))  # two backbones, two labels
+    df = labelled_backbones(results, runs_dir)  # 'minilm' and the packaged folder: one block
     df = df.assign(column=[column_of(d, m) for d, m in zip(df["dataset"], df["metric"])])
     if not df["column"].notna().any():
         have = sorted({f"{d}/{m}" for d, m in zip(results["dataset"], results["metric"])})
@@ -325,8 +324,8 @@ def markdown_table(frame: pd.DataFrame, right: Collection[str] = ()) -> str:
 
     Floats get 2 decimals (``fixed``), those of a p-value column (``p_...``, ``min_p``) 4; other
     values are ``str``; a ``|`` inside a cell is escaped and a line break becomes a space (it split
-    the row; ``**bold**`` made by ``to_markdown`` is kept). Columns named in ``right`` are right-aligned (``---:``), the rest
-    keep the default (``---``). Example: columns ``versus, diff, p_value`` and a row
+    the row; ``**bold**`` made by ``to_markdown`` is kept). Columns named in ``right`` are
+    right-aligned (``---:``), the rest keep the default (``---``). Example: columns ``versus, diff, p_value`` and a row
     ``(all-dv, 2.0, 0.01)`` -> ``| all-dv | 2.00 | 0.0100 |`` under ``|---|---|---|``.
     """
 

@@ -54,7 +54,8 @@ class ScreenConfig:
 
 def screen(seeds: list[dict], cfg: ScreenConfig = ScreenConfig(), embed=None) -> list[dict]:
     """One row per borrowed hard negative: its similarities, ``same_query`` (the owner seed, found by
-    the passage's id or else by its text, has the identical query) and ``flagged``. ``embed(texts) -> normalised array``; default: ``cfg.model``.
+    the passage's id or else by its text, has the identical query) and ``flagged``.
+    ``embed(texts) -> normalised array``; default: ``cfg.model``.
     A seed whose ``reference_reversal`` is null (or empty) is screened without the I' criterion:
     its ``margin_reversal`` is None (it was scored against the text "None"). A seed without the
     field is a ``ConfigError``."""

@@ -386,3 +386,13 @@ def test_a_built_set_needs_each_seeds_views_once_and_each_example_id_once(tmp_pa
     ):
         train_modes(tmp_path / "r", seeds_path=twice, **kw)
     assert train_modes(tmp_path / "r", seeds_path=save_trainset(dv, tmp_path / "d.jsonl"), **kw)
+
+
+def test_training_sets_are_the_sets_train_modes_trains():
+    """``training_sets`` reads ``train_modes``' own arguments and defaults (one signature)."""
+    from ifir_lib.pipelines.train import training_sets
+
+    sets = training_sets(("ins-orig", "ins-dv"), preset="cpu", budget=80)
+    assert {m: t.counts["seeds_used"] for m, t in sets.items()} == {"ins-orig": 80, "ins-dv": 40}
+    with pytest.raises(TypeError, match="buget"):
+        training_sets(("ins-dv",), preset="cpu", buget=80)
