@@ -39,6 +39,7 @@ from ..seeds.negative_audit import audit_counts, check_negative_audit, text_sha2
 from ..seeds.schema import (
     INSTRUCTION_TYPES,
     NARRATIVE_FIELDS,
+    REVERSAL_AUDITED_FIELDS,
     load_seeds,
     normalized_text,
     passage_fields,
@@ -382,16 +383,33 @@ def _audited(seeds: list[dict], audit_path: str | Path, ok: tuple[str, ...], shi
     return problems
 
 
+def reversal_texts_sha256(seed: dict) -> str:
+    """The hash a reversal verdict carries: the texts it judged (``REVERSAL_AUDITED_FIELDS``)."""
+    texts = [seed.get(f) for f in REVERSAL_AUDITED_FIELDS]
+    texts[5] = seed.get("reference_negative_index", 0)
+    return hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()
+
+
 def _check_audit(seeds: list[dict], audit_path: str | Path | None) -> list[str]:
-    """Every seed has an audit verdict ``pass`` or ``fixed`` naming the same target negative."""
+    """Every seed has an audit verdict ``pass`` or ``fixed`` naming the same target negative and
+    the same texts (``texts_sha256``: a query, instruction, passage or reversal edited after its
+    review no longer passes)."""
     if audit_path is None:
         return []
 
-    def same_target(s, row):
+    def same_texts(s, row):
         if row.get("reference_negative_index") != s.get("reference_negative_index", 0):
             return " audited with another target negative"
+        if "texts_sha256" not in row:
+            return (
+                ": no 'texts_sha256' (the hash of the texts the verdict judged, "
+                "ifir_lib.pipelines.bundle.reversal_texts_sha256)"
+            )
+        if row["texts_sha256"] != reversal_texts_sha256(s):
+            changed = "query, instruction, a passage, the reversal or the wording control"
+            return f": its {changed} changed after the review"
 
-    return _audited(seeds, audit_path, ("pass", "fixed"), "is in the seeds", same_target)
+    return _audited(seeds, audit_path, ("pass", "fixed"), "is in the seeds", same_texts)
 
 
 def narratives_sha256(seed: dict) -> str:

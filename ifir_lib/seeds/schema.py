@@ -63,6 +63,16 @@ STAGE_FIELDS = {
 # seeds to check a reversal's version, without the 30 hard negatives a Promptriever seed carries.
 VERSION_FIELDS = REQUIRED_FIELDS[:5]
 NARRATIVE_FIELDS = ("narrative", "reversal_narrative", "aug_narrative")
+# What a reversal verdict judged (rubric R1-R7, ifir_lib/data/README.md): its row's ``texts_sha256``.
+REVERSAL_AUDITED_FIELDS = (
+    "query",
+    "instruction",
+    "positive",
+    "instruction_negatives",
+    "reference_reversal",
+    "reference_negative_index",
+    "aug_instruction",
+)
 COUNTERPART_FIELDS = ("counterpart_positive", "counterpart_hard_negatives")
 INSTRUCTION_TYPES = (
     "exclusion",

@@ -107,6 +107,27 @@ def test_audit_must_cover_every_seed_with_a_passing_verdict(tmp_path):
     assert len(problems) == 1 and f"{kept[0]['id']} has verdict 'drop' but is in the seeds" in problems[0]
 
 
+def test_a_reversal_verdict_holds_only_for_the_texts_it_judged(tmp_path):
+    from ifir_lib.core.config import AUDIT_PATH
+
+    seeds = seed_io.load_seeds()
+    rows = [json.loads(line) for line in AUDIT_PATH.read_text().splitlines()]
+    line = {r["id"]: n for n, r in enumerate(rows, 1)}
+    a, b = seeds[3]["id"], seeds[7]["id"]
+    edits = {a: {"reference_reversal": "Find anything about it at all."}, b: {"instruction": "Only reviews."}}
+    edited = tmp_path / "seeds.jsonl"
+    edited.write_text("".join(json.dumps({**s, **edits.get(s["id"], {})}) + "\n" for s in seeds))
+    problems = bundle.validate_bundle(edited, narrative_audit_path=None, abstract_audit_path=None)
+    changed = "query, instruction, a passage, the reversal or the wording control changed after the review"
+    assert problems == [f"{AUDIT_PATH}:{line[i]}: {i}: its {changed}" for i in (a, b)]
+    unhashed = tmp_path / "audit.jsonl"  # a user's own audit file written before the hash
+    unhashed.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "texts_sha256"}) + "\n" for r in rows)
+    )
+    problems = bundle.validate_data(SEEDS_PATH, audits={"reversal": unhashed})
+    assert len(problems) == len(seeds) and "no 'texts_sha256'" in problems[0]
+
+
 def test_narratives_ship_only_with_a_passing_review_of_their_exact_text(tmp_path):
     from ifir_lib.core.config import NARRATIVE_AUDIT_PATH
 
