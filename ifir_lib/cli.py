@@ -26,7 +26,15 @@ from .core.errors import ConfigError, IfirError
 from .evaluation.backends import BACKENDS as EVAL_BACKENDS
 from .seeds.forms import NARRATIVE_SHARE
 
-_FMT = argparse.ArgumentDefaultsHelpFormatter
+
+class _FMT(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default unless its help already says it (no "(default: all) (default: None)")."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        return text if "default" in text.lower() else super()._get_help_string(action)
+
+
 log = logging.getLogger(__name__)
 
 

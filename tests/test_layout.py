@@ -212,3 +212,18 @@ def test_only_the_run_folder_module_names_the_run_file():
     """``ifir_run.json`` is read and written by ``core.run_folder.RunFolder`` alone."""
     naming = sorted(n for n, p in _modules().items() if "ifir_run.json" in p.read_text())
     assert naming == ["core.run_folder"]
+
+
+def test_every_option_states_its_default_once():
+    """An option whose help names its default is not given argparse's "(default: None)" too."""
+    import argparse
+    import re
+
+    from ifir_lib.cli import build_parser
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subs.choices.items():
+        options = re.split(r"\n  -", sub.format_help())
+        for text in options:
+            assert " ".join(text.split()).count("(default:") <= 1, (name, text)
