@@ -1,7 +1,7 @@
 """The ``ifir`` command line (also ``python -m ifir_lib``): one subcommand per pipeline stage.
 
 Subcommands are registered in pipeline order (``COMMANDS``: data, mine-negatives, synthesize,
-verify, train, evaluate, table, compare, figures, demo, experiment, runs). Each handler parses its flags
+synthesize-merge, verify, train, evaluate, table, compare, figures, demo, experiment, runs). Each handler parses its flags
 and calls one library function, the one the notebooks call (training: ``pipelines.train``;
 evaluation: ``pipelines.evaluate``), so no logic lives here. The same file has the same flag in
 every command (``--seeds``, ``--reversals``, ``--out``); presets are ``paper``, ``cpu`` and
@@ -87,7 +87,8 @@ def _preset_flag(p, kind: str) -> None:
         "--preset",
         choices=[*C.PRESET_NAMES, *C.PRESET_ALIASES],
         default=None,
-        help=f"{kind} preset (default: 'smoke' when IFIR_SMOKE or CI is set, else 'paper' with a GPU, else 'cpu')",
+        help=f"{kind} preset (default: 'smoke' when IFIR_SMOKE or CI is set, else 'paper' with a GPU, "
+        "else 'cpu'; 'cpu-smoke' and 'default' are old names of smoke and cpu)",
     )
 
 
@@ -517,7 +518,13 @@ def _add_train(sub):
         default=NARRATIVE_SHARE,
         help="share of seeds with narratives put in narrative form",
     )
-    p.add_argument("--loss", choices=["relation", "mnrl"], default="relation")
+    p.add_argument(
+        "--loss",
+        choices=["relation", "mnrl"],
+        default="relation",
+        help="relation: the method's loss (docs/method.md §3); mnrl: plain MultipleNegativesRankingLoss, "
+        "a baseline with sentence-transformers' own batches and in-batch negatives (recorded as such)",
+    )
     p.add_argument(
         "--report-to",
         default="auto",
@@ -574,17 +581,21 @@ _BACKEND_HELP = (
 )
 
 _FOLLOWIR_HELP = (
-    "FollowIR-format folder (repeatable; default: the bundled set when nothing else is given); its "
+    "FollowIR-format folder (repeatable; default: bundled set v1, followir_mini, when nothing else is "
+    "given; v2 is ifir_lib/data/followir_v2); its "
     "folder name labels its rows, so two sets of one name, a folder named like a bundled set "
     "(followir_mini, followir_v2) with other content, or a name the --out table holds with other "
     "content (its data_sha column) are refused: rename the folder"
 )
 
 
+_EVALUATE_HELP = (
+    "p-MRR, MAP@1000, nDCG@5 (FollowIR), nDCG@10 (BEIR, MAIR), with 95%% intervals; appends to a CSV"
+)
+
+
 def _add_evaluate(sub):
-    p = add_parser(
-        sub, "evaluate", "FollowIR p-MRR / Score and nDCG@10 with 95%% intervals; appends to a results CSV"
-    )
+    p = add_parser(sub, "evaluate", _EVALUATE_HELP)
     p.add_argument("--model", required=True, help="'minilm', a SentenceTransformer folder, or a hub name")
     p.add_argument(
         "--followir",

@@ -55,7 +55,9 @@ PAPER_MODES = ("ins-orig", "ins-dv", "all-orig", "all-dv")
 ABLATIONS = {
     "ins-dv-template": {"reversals": "template"},  # the template backend's trivial negation as I'
     "ins-dv-nocobatch": {"co_batch_views": False},  # a seed's two views in independent batches
-    "ins-dv-cobatch": {"co_batch_views": True},  # both views in one batch (the cpu experiment's is apart)
+    "ins-dv-cobatch": {
+        "co_batch_views": True
+    },  # both views in one batch (every preset's already: then it is ins-dv)
     "ins-dv-inbatch": {"in_batch_negatives": True},  # in-batch negatives on (the seed's own masked)
     # I' in the abstract style: N* selected by kind, property, time or stance, not its words (§2)
     "ins-dv-abstract": {"reversals": "abstract"},
@@ -110,8 +112,14 @@ def default_preset() -> str:
 
 def check_preset(name: str, kind: str) -> str:
     """``name`` if it is one of ``PRESET_NAMES`` (an old name in ``PRESET_ALIASES`` gives its
-    new one: ``'cpu-smoke' -> 'smoke'``), else a ``ConfigError`` naming the choices."""
-    name = PRESET_ALIASES.get(name, name)
+    new one: ``'cpu-smoke' -> 'smoke'``, printed: ``'default'`` is ``cpu``'s old name, not the
+    machine's default), else a ``ConfigError`` naming the choices."""
+    if name in PRESET_ALIASES:
+        old, name = name, PRESET_ALIASES[name]
+        print(
+            f"{kind} preset: {name} ({old!r} is its old name; no --preset: the machine's default)",
+            file=sys.stderr,
+        )
     if name not in PRESET_NAMES:
         raise ConfigError(f"unknown {kind} preset {name!r}; choose from {', '.join(PRESET_NAMES)}")
     return name

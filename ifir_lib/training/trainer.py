@@ -185,7 +185,8 @@ def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, **kwargs)
     (then the final step's; docs/method.md §6).
     The saved model reads ``cfg.save_max_seq_length`` tokens (default: as many as the base model).
 
-    ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (the baseline for benchmarks).
+    ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (a baseline): sentence-transformers'
+    own batches with in-batch negatives, recorded as such (``_as_mnrl``); the top layers as set.
     A NaN/inf loss stops the run with ``NonFiniteLossError``; earlier checkpoints are kept.
     Keyword arguments: ``mode``, ``manifest``, ``loss``, ``device``, ``heldout``, ``report_to``
     (``tracking.resolve_report_to``), ``keep_checkpoints`` (default False: a finished run's
@@ -227,6 +228,7 @@ def _train(
 
     if cfg.eval_steps > 0 and not heldout:
         raise ConfigError("eval_steps > 0 needs held-out seeds (train(..., heldout=...))")
+    cfg = _as_mnrl(cfg) if loss == "mnrl" else cfg
     cfg_dict = dataclasses.asdict(cfg)
     rank = int(os.environ.get("RANK", "0"))
     tracker_args, tracker_callbacks = reporting(
@@ -383,6 +385,21 @@ def _freeze_unused_pooler(model) -> None:
             pooler.requires_grad_(False)
 
 
+def _as_mnrl(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` as plain MultipleNegativesRankingLoss trains it: sentence-transformers' own batches
+    (views at random, not co-batched), in-batch negatives, no gradient caching. A setting it
+    cannot honour is named in a warning and recorded as what ran (the run record said
+    ``co_batch_views: true`` for a run that never co-batched). ``train_top_layers`` is honoured."""
+    ran = dict(co_batch_views=False, in_batch_negatives=True, mini_batch_size=None)
+    if changed := [f"{k}={getattr(cfg, k)!r}" for k, v in ran.items() if getattr(cfg, k) != v]:
+        log.warning(
+            "loss mnrl trains with sentence-transformers' own batches and in-batch negatives: "
+            "%s not honoured; recorded as co_batch_views=False, in_batch_negatives=True, mini_batch_size=None",
+            ", ".join(changed),
+        )
+    return dataclasses.replace(cfg, **ran)
+
+
 def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, world: int = 1):
     """The model (with its stored prompts), the dataset, the loss, the batch sampler and the
     per-column prompts: what ``SentenceTransformerTrainer`` needs beyond its arguments; ``world``
@@ -415,6 +432,10 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
     elif loss == "mnrl":
         loss_fn = MultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature)
         sampler = "batch_sampler"
+        if cfg.train_top_layers is not None:  # the same layers train; no cached document states
+            from .frozen import FrozenBottom
+
+            FrozenBottom(model, cfg.train_top_layers)
     else:
         raise ConfigError(f"unknown loss {loss!r}")
     return model, ds, loss_fn, sampler, prompts
@@ -564,5 +585,17 @@ def _drop_checkpoints(run: RunFolder) -> None:
 
 
 def mode_config(cfg: TrainConfig, mode: str) -> TrainConfig:
-    """``cfg`` with what an ablation mode changes (``config.ABLATIONS``); other modes keep it."""
-    return cfg.replace(**{k: v for k, v in ABLATIONS.get(mode, {}).items() if k != "reversals"})
+    """``cfg`` with what an ablation mode changes (``config.ABLATIONS``); other modes keep it. An
+    ablation whose one change ``cfg`` already has (``ins-dv-cobatch`` under a co-batching preset)
+    trains exactly as Ins-DV: a warning says so, as its comparison with Ins-DV measures nothing."""
+    changes = {k: v for k, v in ABLATIONS.get(mode, {}).items() if k != "reversals"}
+    if (
+        changes
+        and len(changes) == len(ABLATIONS[mode])
+        and all(getattr(cfg, k) == v for k, v in changes.items())
+    ):
+        said = ", ".join(f"{k}={v!r}" for k, v in changes.items())
+        log.warning(
+            "ablation %s changes nothing here (the config already has %s): it trains as ins-dv", mode, said
+        )
+    return cfg.replace(**changes)

@@ -80,3 +80,12 @@ def test_home_and_comma_in_path_arguments(tmp_path, monkeypatch):
     assert cli._names("v1,v2") == ("v1", "v2")
     evaluate = cli.build_parser().parse_args(["evaluate", "--model", "m"])
     assert evaluate.bootstrap_rng_seed is None  # the run's rng_seed, as the Python API draws it
+
+
+def test_an_old_preset_name_says_which_preset_it_is(capsys):
+    """``--preset default`` is ``cpu``'s old name: in smoke mode it gave budget 1,056, not smoke's 16, unsaid."""
+    from ifir_lib.core.config import check_preset
+
+    assert check_preset("default", "experiment") == "cpu"
+    assert "experiment preset: cpu ('default' is its old name" in capsys.readouterr().err
+    assert check_preset("smoke", "experiment") == "smoke" and capsys.readouterr().err == ""

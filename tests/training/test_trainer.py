@@ -91,6 +91,31 @@ def test_other_loss_in_same_run_dir_is_refused(smoke_run, tmp_path):
     assert train(ts.examples, old.path, cfg, mode="ins-dv", manifest=ts.manifest()).seconds == 0.0
 
 
+def test_mnrl_trains_the_layers_it_records_and_says_what_it_batches(smoke_run, tmp_path, caplog):
+    """``loss='mnrl'`` froze nothing under ``train_top_layers`` and recorded co-batched views it never had."""
+    from sentence_transformers import SentenceTransformer
+
+    from ifir_lib.core.models import resolve_model
+
+    cfg, ts, _ = smoke_run
+    cfg = cfg.replace(train_top_layers=1)
+    with caplog.at_level("WARNING"):
+        res = train(ts.examples, tmp_path / "mnrl", cfg, mode="ins-dv", device="cpu", loss="mnrl")
+    assert "co_batch_views=True" in caplog.text and "in_batch_negatives=False" in caplog.text
+    recorded = json.loads((res.run_dir / "ifir_run.json").read_text())["config"]
+    assert recorded["co_batch_views"] is False and recorded["in_batch_negatives"] is True
+    assert recorded["train_top_layers"] == 1
+    base = SentenceTransformer(resolve_model(cfg.base_model), device="cpu")[0].auto_model.state_dict()
+    trained = SentenceTransformer(str(res.run_dir), device="cpu")[0].auto_model.state_dict()
+    changed = {
+        k.split(".")[0] + ("." + k.split(".")[2] if ".layer." in k else "")
+        for k in base
+        if not base[k].equal(trained[k])
+    }
+    top = f"encoder.{len([k for k in base if k.endswith('attention.self.query.weight')]) - 1}"
+    assert changed and all(c == top or not c.startswith(("embeddings", "encoder")) for c in changed), changed
+
+
 def _built_run(tmp_path, bundled_seeds, sha_of=None):
     """A built training set (``ifir train --data``) and a finished run folder recorded as trained
     on ``sha_of``'s examples (None: a record with no hash, as built sets had before)."""

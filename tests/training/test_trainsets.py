@@ -323,6 +323,19 @@ def test_ablation_modes_are_ins_dv_with_one_thing_changed():
     assert mode_config(cfg, "ins-dv-template") == cfg == mode_config(cfg, "ins-dv")
 
 
+def test_an_ablation_that_changes_nothing_says_so(caplog):
+    """Under a co-batching preset ``ins-dv-cobatch`` is Ins-DV: the docs called it an ablation of the cpu preset."""
+    from ifir_lib.training.trainer import TrainConfig, mode_config
+
+    cfg = TrainConfig.preset("cpu")
+    with caplog.at_level("WARNING"):
+        assert mode_config(cfg, "ins-dv-cobatch") == mode_config(cfg, "ins-dv")
+        assert "ins-dv-cobatch changes nothing here" in caplog.text
+        caplog.clear()
+        mode_config(cfg, "ins-dv-nocobatch"), mode_config(cfg, "ins-dv-template"), mode_config(cfg, "ins-dv")
+        assert "changes nothing" not in caplog.text
+
+
 def test_abstract_mode_trains_the_abstract_reversals_and_needs_them():
     from ifir_lib.testing.inputs import make_seed
 
