@@ -82,7 +82,8 @@ class FollowIRData:
         return out
 
 
-def _preview(ids, n: int = 5) -> str:
+def preview_ids(ids, n: int = 5) -> str:
+    """The first ``n`` of ``ids`` in order, and ``...`` when there are more."""
     ids = sorted(ids)
     return ", ".join(ids[:n]) + (" ..." if len(ids) > n else "")
 
@@ -233,7 +234,7 @@ def _drop_unscorable(corpus, queries, qrels_og, qrels_changed, top, unknown_qrel
     def drop(qids, why):
         qids = [q for q in qids if q in queries]
         if qids:
-            problems.append(f"{len(qids)} queries {why}: {_preview(qids)}")
+            problems.append(f"{len(qids)} queries {why}: {preview_ids(qids)}")
             for q in qids:
                 queries.pop(q, None)
 
@@ -241,7 +242,7 @@ def _drop_unscorable(corpus, queries, qrels_og, qrels_changed, top, unknown_qrel
         strays = sorted(q for q in qrels if q not in queries)
         if strays:
             problems.append(
-                f"{kind}/test.jsonl judges {len(strays)} queries not in queries.jsonl: {_preview(strays)}; ignored"
+                f"{kind}/test.jsonl judges {len(strays)} queries not in queries.jsonl: {preview_ids(strays)}; ignored"
             )
     unknown = collections.Counter()
     for qrels in (qrels_og, qrels_changed):
@@ -261,7 +262,7 @@ def _drop_unscorable(corpus, queries, qrels_og, qrels_changed, top, unknown_qrel
     if not_in_corpus:
         problems.append(
             f"{sum(not_in_corpus.values())} candidates in top_ranked are not in the corpus "
-            f"(in {len(not_in_corpus)} queries: {_preview(not_in_corpus)}); those candidates are ignored"
+            f"(in {len(not_in_corpus)} queries: {preview_ids(not_in_corpus)}); those candidates are ignored"
         )
     drop(
         [q for q, v in queries.items() if not v["instruction_changed"].strip()],
@@ -312,13 +313,13 @@ def _changed_doc_problems(queries, qrels_og, qrels_changed, top) -> list[str]:
     if outside:
         problems.append(
             f"{sum(outside.values())} changed documents are not among their query's candidates in "
-            f"top_ranked.jsonl (in {len(outside)} queries: {_preview(outside)}); each ranks last under "
+            f"top_ranked.jsonl (in {len(outside)} queries: {preview_ids(outside)}); each ranks last under "
             "both instructions and adds 0 to p-MRR (as in mteb)"
         )
     if unjudged:
         problems.append(
             f"{sum(unjudged.values())} documents relevant under the original instruction have no "
-            f"judgment in qrels_changed (in {len(unjudged)} queries: {_preview(unjudged)}); they count "
+            f"judgment in qrels_changed (in {len(unjudged)} queries: {preview_ids(unjudged)}); they count "
             "as changed (not relevant), which is wrong if qrels_changed lists only the judgments that differ"
         )
     return problems
@@ -476,10 +477,10 @@ def _note_changed_docs(folder: Path, og, changed, found: dict) -> None:
         outside, unjudged = changed_doc_gaps(docs, changed.get(qid, {}), top.get(qid, []))
         if outside:
             what = f"query {qid!r}: changed documents not among its candidates in top_ranked.jsonl"
-            _note(found, path, n, "corpus-id", Kept(f"{what} (0 in p-MRR): {_preview(outside)}"))
+            _note(found, path, n, "corpus-id", Kept(f"{what} (0 in p-MRR): {preview_ids(outside)}"))
         if unjudged and qid in changed:
             what = f"query {qid!r}: relevant documents with no judgment in qrels_changed (count as changed)"
-            _note(found, path, n, "corpus-id", Kept(f"{what}: {_preview(unjudged)}"))
+            _note(found, path, n, "corpus-id", Kept(f"{what}: {preview_ids(unjudged)}"))
 
 
 def _capped(found: dict[tuple, list[str]], cap: int) -> list[str]:
@@ -597,7 +598,7 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict
             "%s: %d documents in corpus.jsonl have no text and no title (kept, as empty documents): %s",
             folder,
             len(empty),
-            _preview(empty),
+            preview_ids(empty),
         )
     tsv, jsl = folder / "qrels" / f"{split}.tsv", folder / "qrels" / f"{split}.jsonl"
     if tsv.exists():
@@ -613,14 +614,14 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[dict, dict, dict
         (bad_doc, "have qrels naming documents missing from corpus.jsonl"),
     ):
         if ids:
-            log.warning("%s: %d queries %s; excluded: %s", folder, len(ids), why, _preview(ids))
+            log.warning("%s: %d queries %s; excluded: %s", folder, len(ids), why, preview_ids(ids))
     unjudged = sorted(q for q, d in qrels.items() if q in queries and not any(s > 0 for s in d.values()))
     if unjudged:
         log.warning(
             "%s: %d queries have no relevant document (every judgment 0); not evaluated: %s",
             folder,
             len(unjudged),
-            _preview(unjudged),
+            preview_ids(unjudged),
         )
     qrels = {
         q: d

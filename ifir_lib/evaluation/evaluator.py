@@ -38,10 +38,17 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import DataError
-from ..core.models import format_document, format_query, load_model, model_fingerprint, using_prompts
+from ..core.models import (
+    format_document,
+    format_query,
+    load_model,
+    model_fingerprint,
+    prompt_name,
+    using_prompts,
+)
 from . import metrics as M
 from .backends import encoder_for
-from .corpora import FollowIRData, load_beir, load_followir, score_metric_for
+from .corpora import FollowIRData, load_beir, load_followir, preview_ids, score_metric_for
 from .embed_cache import encode_cached
 from .stats import bootstrap_ci
 from .tasks import FOLLOWIR_TASK_TYPE, prompts_for
@@ -236,6 +243,40 @@ def _warn_if_not_cosine(model, name: str) -> None:
         )
 
 
+def changes_cut_off(model, data: FollowIRData) -> list[str]:
+    """Queries whose og and changed texts are the same once the model has read them (prompt
+    included, cut at its ``max_seq_length``): the changed sentence lies past what it reads, so
+    both runs are one ranking and p-MRR is 0 by construction. ``[]`` without a tokenizer."""
+    tok = getattr(model, "tokenizer", None)
+    if tok is None or not callable(tok) or not data.queries:
+        return []
+    prompt = (getattr(model, "prompts", None) or {}).get(prompt_name(model, "query")) or ""
+    qids = list(data.queries)
+    kw = dict(truncation=True, max_length=getattr(model, "max_seq_length", None) or 512)
+
+    def ids(key):
+        return tok([prompt + format_query(data.queries[q]["text"], data.queries[q][key]) for q in qids], **kw)
+
+    og, changed = ids("instruction_og")["input_ids"], ids("instruction_changed")["input_ids"]
+    return [q for q, a, b in zip(qids, og, changed) if list(a) == list(b)]
+
+
+def warn_changes_cut_off(model, data: FollowIRData, name: str) -> list[str]:
+    """``changes_cut_off`` as a warning and a problem line (``[]`` when none): the queries stay in
+    the mean, as mteb keeps them, but a reader learns that their 0 says nothing of the model."""
+    cut = changes_cut_off(model, data)
+    if not cut:
+        return []
+    n = getattr(model, "max_seq_length", None)
+    problem = (
+        f"{len(cut)} of {len(data.queries)} queries read the same with both instructions once cut at "
+        f"the model's {n} tokens (the change lies past them): p-MRR 0 by construction, kept in the mean: "
+        f"{preview_ids(cut)}"
+    )
+    log.warning("%s: %s", data.name, problem)
+    return [problem]
+
+
 def evaluate_followir(
     model,
     folder,
@@ -273,6 +314,7 @@ def evaluate_followir(
     used = prompts_for(model, "followir", prompts, task_name=data.name, task_type=FOLLOWIR_TASK_TYPE)
     with using_prompts(model, used):
         fp = model_fingerprint(model)
+        cut = warn_changes_cut_off(model, data, name)
         og, ch, timings = rerank_followir(
             encoder, data, batch_size=batch_size, cache=cache, top_k=top_k, fingerprint=fp
         )
@@ -288,7 +330,7 @@ def evaluate_followir(
         pq,
         {"og": og, "changed": ch},
         fingerprint=fp,
-        problems=list(data.problems),
+        problems=list(data.problems) + cut,
         qrel_diff=data.qrel_diff,
         score_metric=sm,
         data=data,

@@ -157,3 +157,34 @@ def test_a_model_declaring_dot_similarity_is_named(minilm, fir, caplog):
     with caplog.at_level("WARNING"):
         E.evaluate_followir(unit, fir, bootstrap=0, name="unit-dot", cache=False)
     assert "declares similarity" not in caplog.text
+
+
+def test_an_instruction_change_past_the_models_length_is_named(minilm, fir, caplog):
+    """A changed sentence after MiniLM's 256 tokens: both runs are one ranking and p-MRR is 0 by
+    construction; those zeros were averaged in without a word (probe 46 N, 16 of 32 v1 queries)."""
+    import copy
+
+    from ifir_lib.evaluation.corpora import load_followir
+
+    data = copy.deepcopy(load_followir(fir))
+    background = " ".join(["The committee reviewed the background of the matter at length."] * 40)
+    first, second = list(data.queries)[:2]
+    for q in (first, second):  # same long preamble before both instructions, the change at the end
+        v = data.queries[q]
+        v["instruction_og"] = background + " " + v["instruction_og"]
+        v["instruction_changed"] = background + " " + v["instruction_changed"]
+    assert E.changes_cut_off(minilm, data) == [first, second]
+    with caplog.at_level("WARNING"):
+        res = E.evaluate_followir(minilm, data, bootstrap=0, cache=False)
+    said = f"2 of {len(data.queries)} queries read the same with both instructions once cut at"
+    assert said in caplog.text and any(said in p for p in res.problems)
+    assert res.per_query["p_mrr"][first] == 0.0
+    assert E.changes_cut_off(minilm, load_followir(fir)) == []
+    from ifir_lib.evaluation.corpora import write_followir
+    from ifir_lib.pipelines.evaluate import evaluate_models
+
+    long = write_followir(data, fir.parent / "long")
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # mteb's engine on the same folder: the same rows, named too
+        out = evaluate_models(["minilm"], followir=[long], engine="mteb", bootstrap=0, style=None)
+    assert said in caplog.text and any(said in p for p in out["minilm"][0].problems)
