@@ -2,8 +2,8 @@
 
 The slice is chosen by a hash of each seed id, independent of any ``rng_seed`` and of the seeds'
 order, so every mode and every training seed stops on the same held-out seeds, and none of them
-is trained on. Seeds that share a positive text, or a query and instruction (a copy under another
-id, a re-export with one character changed: ``related_seeds``) stay on one side together.
+is trained on. Seeds that share a relevant passage or a question (a copy under another id, a
+re-export with one character changed, a reversed twin: ``related_seeds``) stay on one side together.
 ``HeldOutEvaluator`` scores a model on three pairwise accuracies that need no reversal of the
 mode being trained, and the trainer keeps the checkpoint where their mean is highest:
 
@@ -26,7 +26,7 @@ from sentence_transformers.sentence_transformer.evaluation import SentenceEvalua
 
 from ..core.models import encode, format_query
 from ..seeds.forms import forms
-from ..seeds.schema import text_key
+from ..seeds.schema import NARRATIVE_FIELDS, text_key
 
 
 def _rank(seed_id: str) -> str:
@@ -60,10 +60,30 @@ def split_heldout(seeds: list[dict], n: int) -> tuple[list[dict], list[dict]]:
     return [s for s in seeds if s["id"] not in held], [s for s in seeds if s["id"] in held]
 
 
+# the instructions a seed trains or is scored under, each a question with a relevant passage
+_QUESTIONS = ("instruction", "reference_reversal", "aug_instruction", "abstract_reversal", *NARRATIVE_FIELDS)
+
+
+def _seed_keys(s: dict) -> list[bytes]:
+    """Every passage relevant under one of ``s``'s views (P+ and N*) and every question it asks
+    (its query with each instruction, reversals and narratives included)."""
+    k = s.get("reference_negative_index", 0)
+    relevant = [s["positive"]["text"]]
+    if 0 <= k < len(s.get("instruction_negatives") or []):
+        relevant.append(s["instruction_negatives"][k]["text"])
+    asks = [s.get(f) for f in _QUESTIONS]
+    return [text_key("positive", t) for t in relevant] + [
+        text_key("question", s["query"], i) for i in asks if i
+    ]
+
+
 def related_seeds(seeds: list[dict]) -> dict[str, str]:
-    """``{seed id: its group's root id}``, grouping seeds that share a positive text, or a query
-    and instruction (``normalized_text``: two exports of one seed set, a seed re-worded by one
-    character, one question with two positives). Union-find over both keys."""
+    """``{seed id: its group's root id}``, grouping seeds that share a relevant passage (P+ or N*)
+    or a question (the query with any of its instructions, reversals and narratives), compared
+    after ``normalized_text``: two exports of one seed set, a seed re-worded by one character, one
+    question with two positives, and a seed's reversed twin (its I' as instruction, its N* as
+    positive), which trained exactly the held-out seed's ``rev_acc`` and ``orig_acc`` pairs.
+    Union-find over every key."""
     parent = {s["id"]: s["id"] for s in seeds}
 
     def root(x):
@@ -73,11 +93,7 @@ def related_seeds(seeds: list[dict]) -> dict[str, str]:
 
     first: dict[bytes, str] = {}  # a digest per key (``text_key``), not the texts
     for s in seeds:
-        keys = (
-            text_key("positive", s["positive"]["text"]),
-            text_key("question", s["query"], s["instruction"]),
-        )
-        for key in keys:
+        for key in _seed_keys(s):
             other = first.setdefault(key, s["id"])
             a, b = root(other), root(s["id"])
             if a != b:

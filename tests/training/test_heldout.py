@@ -69,6 +69,29 @@ def test_copies_of_a_seed_under_other_ids_stay_on_one_side(respell):
     }, "a group goes where its smallest hash puts it"
 
 
+def test_a_seeds_reversed_twin_stays_on_its_side():
+    """A twin row (the seed's I' as its instruction, N* as its positive, the seed's P+ among its
+    negatives) was trained while the seed was held out: exactly its rev_acc and orig_acc pairs
+    (probe 46 K). Its instruction, positive and reversal are all other texts than the seed's own."""
+    seeds = [make_seed(i) for i in range(12)]
+    twins = []
+    for s in seeds:
+        k = s.get("reference_negative_index", 0)
+        t = copy.deepcopy(s)
+        t["id"], t["instruction"], t["reference_reversal"] = (
+            "twin-" + s["id"],
+            s["reference_reversal"],
+            s["instruction"],
+        )
+        t["positive"], t["instruction_negatives"][k] = s["instruction_negatives"][k], s["positive"]
+        t["positive"]["id"], t["instruction_negatives"][k]["id"] = "twin-p-" + s["id"], "twin-n-" + s["id"]
+        twins.append(t)
+    for n in (3, 5):
+        train, held = split_heldout(seeds + twins, n)
+        held_ids = {s["id"] for s in held}
+        assert held and all((s["id"] in held_ids) == ("twin-" + s["id"] in held_ids) for s in seeds)
+
+
 def test_a_reexport_with_one_character_changed_stays_on_one_side_in_any_order():
     """New seed and passage ids, the instruction's final period dropped: the same query and
     positive landed on both sides (6 of 8 held-out seeds in the probe), and concatenating the two
