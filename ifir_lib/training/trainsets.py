@@ -736,6 +736,11 @@ def seeds_for_budget(mode: str, budget: int) -> int:
     """
     mode = data_mode(mode)
     if mode in ("ins-dv", "ins-aug"):
+        if budget % 2:  # B // 2 seeds in two views: B - 1 examples, under a budget recorded as B
+            raise ConfigError(
+                f"budget {budget} is odd: {mode} trains B/2 seeds in two views, {budget - 1} examples "
+                f"against Ins-orig's {budget}; give an even budget ({budget - 1} or {budget + 1})"
+            )
         return budget // 2
     if mode in ("all-orig", "all-dv"):
         # round half up; 1e-9 absorbs float error (B * 440/480 is a whole number of twelfths)
@@ -755,6 +760,11 @@ def _budget_for_seeds(mode: str, n: int) -> int:
     return n
 
 
+def _even(budget: int) -> int:
+    """``budget`` or the one below it: an odd budget cannot be matched by a two-view mode."""
+    return budget - budget % 2
+
+
 def _choose(mode, ids, usable, budget, rng_seed, counts) -> tuple[list[int], int]:
     """``(chosen positions, budget)``: the first seeds of one seeded order shared by every mode
     (so smaller budgets are prefixes of larger ones); Ins-orig tops up with seeds without reversal."""
@@ -766,7 +776,8 @@ def _choose(mode, ids, usable, budget, rng_seed, counts) -> tuple[list[int], int
         raise ConfigError(
             f"budget {budget} needs {n_seeds} seeds for {mode}, only {n_max} usable "
             f"({counts.get('no_reversal', 0)} without an accepted reversal, {counts.get('curated_out', 0)} curated out); "
-            f"budget {_budget_for_seeds(mode, n_max)} takes every usable seed for {mode}: give it to every mode"
+            f"budget {_even(_budget_for_seeds(mode, n_max))} fits them (even, as two-view modes need): "
+            "give it to every mode"
         )
 
     def order(positions):
@@ -882,9 +893,18 @@ def _check_example(path, n: int, row: dict) -> None:
         raise DataError(path, n, "must be an object with 'id' and 'text'", "positive")
     if not isinstance(row["negatives"], list) or not row["negatives"]:
         raise DataError(path, n, "must be a non-empty list of {id, text}", "negatives")
+    positive = (row["positive"]["id"], normalized_text(row["positive"]["text"]))
     for i, p in enumerate(row["negatives"]):
         if not isinstance(p, dict) or not p.get("text") or not p.get("id"):
             raise DataError(path, n, "needs 'id' and 'text'", f"negatives[{i}]")
+        if p["id"] == positive[0] or normalized_text(p["text"]) == positive[1]:
+            what = "id" if p["id"] == positive[0] else "text"
+            raise DataError(
+                path,
+                n,
+                f"is the positive (its {what}): one passage on both sides of the loss",
+                f"negatives[{i}]",
+            )
 
 
 def _example_passages(row: dict):

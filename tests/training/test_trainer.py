@@ -214,7 +214,10 @@ def test_killed_run_resumes_from_last_checkpoint(tmp_path):
     assert "resuming" in done.stderr
     steps = [json.loads(line)["step"] for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert steps == sorted(set(steps)) and steps[-1] == 4  # one line per step, none duplicated
-    assert json.loads((out / "ifir_run.json").read_text())["steps"] == 4
+    info = json.loads((out / "ifir_run.json").read_text())
+    assert info["steps"] == 4
+    losses = [json.loads(line)["loss"] for line in (out / "train_log.jsonl").read_text().splitlines()]
+    assert info["train_loss"] == pytest.approx(sum(losses) / 4)  # every step's, not the resumed two's
 
 
 @pytest.mark.slow

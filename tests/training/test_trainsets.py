@@ -80,8 +80,9 @@ def test_all_modes_need_more_seeds_and_none_takes_every_usable_one(bundled_seeds
     assert len(build_trainset("ins-dv", seeds, budget=12, num_negatives=3)) == 12  # 6 seeds
     with pytest.raises(ConfigError, match="budget 12 needs 11 seeds for all-dv, only 10 usable") as e:
         build_trainset("all-dv", seeds, budget=12, num_negatives=3)
-    allowed = int(str(e.value).split("; budget ")[1].split(" takes every usable seed for all-dv")[0])
-    assert len(build_trainset("all-dv", seeds, budget=allowed, num_negatives=3)) > 0  # the advice works
+    allowed = int(str(e.value).split("; budget ")[1].split(" fits them (even")[0])
+    assert allowed % 2 == 0 and len(build_trainset("all-dv", seeds, budget=allowed, num_negatives=3)) > 0
+    assert len(build_trainset("ins-dv", seeds, budget=allowed, num_negatives=3)) == allowed  # advice for both
     # None: every usable seed, recorded under the smallest Ins-* budget that takes that many
     ts = build_trainset("all-orig", seeds, num_negatives=3)
     assert (ts.counts["seeds_used"], len(ts)) == (10, 20)
@@ -260,6 +261,16 @@ def test_training_file_errors_name_file_and_line(tmp_path, bundled_seeds):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"train\.jsonl:3: field 'negatives'"):
         load_trainset(path)
+    for other_id, what in ((False, "id"), (True, "text")):  # the positive among its own negatives
+        bad = json.loads(lines[1])
+        twin = dict(bad["positive"], id="mined-dup-17") if other_id else bad["positive"]
+        bad["negatives"] = [bad["negatives"][0], dict(twin, text=twin["text"].upper() + " ")]
+        lines[2] = json.dumps(bad)
+        path.write_text("\n".join(lines) + "\n")
+        with pytest.raises(
+            DataError, match=rf"train\.jsonl:3: field 'negatives\[1\]': is the positive \(its {what}\)"
+        ):
+            load_trainset(path)
 
 
 def test_two_built_sets_numbered_alike_are_refused_and_a_repeat_read_once(tmp_path, caplog):
@@ -579,3 +590,15 @@ def test_bundled_sets_at_30_negatives_hold_no_same_query_passage_or_audit_drop(b
             elif normalized_text(p["text"]) in twins:
                 hits.append((ex["id"], p["id"], "same query"))
     assert hits == []
+
+
+def test_an_odd_budget_is_refused_where_two_views_would_train_one_example_less():
+    """Budget 17: Ins-orig trained 17 examples, Ins-DV and Ins-aug 16, all recorded as 17 (probe 46 K)."""
+    from ifir_lib.testing.inputs import make_seed
+
+    seeds = [make_seed(i) for i in range(12)]
+    assert len(build_trainset("ins-orig", seeds, budget=7, num_negatives=2).examples) == 7
+    for mode in ("ins-dv", "ins-dv-nocobatch"):
+        with pytest.raises(ConfigError, match="budget 7 is odd: .* 6 examples against Ins-orig's 7"):
+            build_trainset(mode, seeds, budget=7, num_negatives=2)
+    assert len(build_trainset("ins-dv", seeds, budget=8, num_negatives=2).examples) == 8
