@@ -350,7 +350,29 @@ def build_model(name: str, *, max_seq_length: int, pooling: str = "cls", device:
                 f"base model {name!r} is neither a local folder nor reachable (HF_HUB_OFFLINE=1)"
             )
         model = SentenceTransformer(path, device=device, trust_remote_code=True)
+    _as_float32(model, name)
     # training may use shorter sequences than the model reads at inference; ``train`` restores this
     model.native_max_seq_length = model.max_seq_length
     model.max_seq_length = max_seq_length
     return model
+
+
+def _as_float32(model, name: str) -> None:
+    """Cast ``model`` to float32 when a parameter is stored in another dtype, with a warning
+    naming it. transformers loads a checkpoint in the dtype it was saved in, and a base saved in
+    fp16 or bf16 (as many hub checkpoints are) then trained in pure half precision: AdamW on fp16
+    weights, no fp32 master copy and no loss scaling, so half the weights never moved and others
+    blew up, all finite. Mixed precision (a preset with ``bf16`` on a GPU) still autocasts each step."""
+    import torch
+
+    stored = sorted(
+        {str(p.dtype).removeprefix("torch.") for p in model.parameters() if p.dtype != torch.float32}
+    )
+    if stored:
+        log.warning(
+            "base model %s is stored in %s; cast to float32 for training (mixed precision, where the "
+            "preset uses bf16, still autocasts each step)",
+            name,
+            ", ".join(stored),
+        )
+        model.float()

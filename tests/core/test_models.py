@@ -5,7 +5,7 @@ import copy
 import numpy as np
 import torch
 
-from ifir_lib.core.models import load_model
+from ifir_lib.core.models import build_model, load_model
 
 
 def test_a_folder_trained_again_is_loaded_again(tmp_path, minilm):
@@ -38,3 +38,14 @@ def test_a_cached_model_a_caller_changed_is_loaded_again(tmp_path, minilm, caplo
     assert again is not first and again.max_seq_length == minilm.max_seq_length
     assert "max_seq_length changed since" in caplog.text
     assert load_model(str(folder), device="cpu") is again  # unchanged since: cached
+
+
+def test_a_base_saved_in_fp16_is_built_for_training_in_float32(tmp_path, minilm, caplog):
+    """transformers loads a checkpoint in its stored dtype: a base saved in fp16 trained in pure fp16
+    on a CPU (AdamW on fp16 weights, no master copy), and half its weights never moved."""
+    half = copy.deepcopy(minilm).half()
+    half.save(str(tmp_path / "base16"))
+    with caplog.at_level("WARNING"):
+        model = build_model(str(tmp_path / "base16"), max_seq_length=32, pooling="mean", device="cpu")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert "stored in float16; cast to float32" in caplog.text
