@@ -340,8 +340,10 @@ def build_model(name: str, *, max_seq_length: int, pooling: str = "cls", device:
     path = resolve_model(name)
     p = Path(path)
     if p.exists() and not (p / "modules.json").exists():
-        # a raw backbone folder (e.g. a transformers checkpoint): add pooling + normalisation
-        tr = Transformer(str(p), max_seq_length=max_seq_length)
+        # a raw backbone folder (e.g. a transformers checkpoint): add pooling + normalisation. Built
+        # at the backbone's own length (its tokenizer's, capped at its position embeddings), the
+        # ``native_max_seq_length`` the trained model is saved with; the training length is set below
+        tr = Transformer(str(p))
         pool = Pooling(tr.get_word_embedding_dimension(), pooling_mode=pooling)
         model = SentenceTransformer(modules=[tr, pool, Normalize()], device=device)
     else:

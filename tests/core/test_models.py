@@ -1,11 +1,13 @@
 """Loading models: the per-process cache never outlives the folder's weights."""
 
 import copy
+import shutil
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ifir_lib.core.models import build_model, load_model
+from ifir_lib.core.models import build_model, load_model, resolve_model
 
 
 def test_a_folder_trained_again_is_loaded_again(tmp_path, minilm):
@@ -49,3 +51,26 @@ def test_a_base_saved_in_fp16_is_built_for_training_in_float32(tmp_path, minilm,
         model = build_model(str(tmp_path / "base16"), max_seq_length=32, pooling="mean", device="cpu")
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     assert "stored in float16; cast to float32" in caplog.text
+
+
+def raw_backbone(folder: Path) -> Path:
+    """MiniLM as a raw transformers checkpoint: config, weights and tokenizer, no ``modules.json``."""
+    folder.mkdir(parents=True)
+    packaged = Path(resolve_model("minilm"))
+    for name in (
+        "config.json",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ):
+        shutil.copy(packaged / name, folder / name)
+    (folder / "model.safetensors").symlink_to(packaged / "model.safetensors")
+    return folder
+
+
+def test_a_raw_backbone_keeps_its_own_length_for_the_saved_model(tmp_path):
+    """The raw branch built the transformer at the training length and recorded that as native: a
+    backbone trained under the smoke preset was saved reading 96 tokens where its base reads 512."""
+    model = build_model(str(raw_backbone(tmp_path / "raw")), max_seq_length=32, pooling="cls", device="cpu")
+    assert model.max_seq_length == 32 and model.native_max_seq_length == 512
