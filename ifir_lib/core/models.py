@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .config import DOCUMENT_PROMPT_NAME, QUERY_INSTRUCTION_SEP, QUERY_PROMPT_NAME, cache_dir
+from .digests import files_digest
 from .errors import ConfigError, DataError
 from .progress import progress_enabled
 from .run_folder import RUN_FILE
@@ -162,6 +163,30 @@ def _folder_state(p: Path) -> tuple:
     """``(relative path, size, mtime_ns)`` of each of ``model_files(p)``: what ``load_model``'s
     cache is keyed on besides the path."""
     return tuple((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns) for f in model_files(p))
+
+
+def model_digest(p: Path) -> str | None:
+    """sha256[:16] of a local model folder's ``model_files`` (each labelled by its name), or None
+    for a hub name or a folder without model files: what the folder holds, wherever it lies. An
+    experiment's plan records it for its base model (``plan.input_digests``) and every run for
+    its own (``base_record``); cached per process on the files' sizes and times."""
+    return _model_digest(str(p), _folder_state(p)) if p.is_dir() else None
+
+
+@functools.lru_cache(maxsize=8)
+def _model_digest(path: str, state: tuple) -> str | None:
+    files = model_files(Path(path))
+    return files_digest((f.name, f) for f in files) if files else None
+
+
+def base_record(name: str) -> dict:
+    """What a training run records of its base model ``name``: ``base_model``, absolute when it is
+    a local folder given by a relative path (``./mybase`` named no folder once the run was looked
+    at from elsewhere), and ``base_model_sha256``, the ``model_digest`` of the folder it resolves
+    to (None for a hub name). Two runs from ``./mybase`` in two project folders, or from a
+    folder replaced between them, differ here though their configs name the same string."""
+    shown = os.path.abspath(name) if Path(name).is_dir() and not Path(name).is_absolute() else name
+    return {"base_model": shown, "base_model_sha256": model_digest(Path(resolve_model(name)))}
 
 
 @functools.lru_cache(maxsize=4)

@@ -3,8 +3,9 @@
 A run folder is a SentenceTransformer folder plus its provenance::
 
     RUN/                      SentenceTransformer(RUN) loads it once finished (modules.json)
-    RUN/ifir_run.json         mode, rng_seed, base_model, config, loss, data manifest, world_size,
-                              git commit and start (each resume in ``resumes``), status
+    RUN/ifir_run.json         mode, rng_seed, base_model (absolute for a local folder) and
+                              base_model_sha256 (its files' digest), config, loss, data manifest,
+                              world_size, git commit and start (each resume in ``resumes``), status
     RUN/train_log.jsonl       one line per logged step: loss, learning rate, epoch
     RUN/heldout_log.jsonl     one line per held-out evaluation (when the run early-stops)
     RUN/checkpoints/          HF Trainer checkpoints (``checkpoint-<step>``); a rerun resumes;
@@ -265,11 +266,15 @@ class RunFolder(os.PathLike):
 
     # ---- siblings and search --------------------------------------------------------------
     def copy_finished_sibling(
-        self, mode: str, config: dict, manifest: dict, loss: str = "relation"
+        self, mode: str, config: dict, manifest: dict, loss: str = "relation", *, base: dict
     ) -> str | None:
         """Copy a finished sibling that trained on the same examples (``sha256``) with the same
-        ``config`` and ``loss`` into this (absent) folder, recorded as a finished run of ``mode``;
-        returns the sibling's name, or None (nothing copied). A sibling whose record has no
+        ``config`` and ``loss`` from the same base model content into this (absent) folder,
+        recorded as a finished run of ``mode``; returns the sibling's name, or None (nothing
+        copied). ``base`` is this run's ``core.models.base_record``: its ``base_model_sha256``
+        must equal the sibling's (both None: one hub name, which the config compares), since the
+        config names the base by the string given (``./mybase`` from two project folders, or a
+        folder replaced between two runs, held other models). A sibling whose record has no
         ``loss`` (written before runs recorded it) counts as ``relation``, the default.
 
         Example: the bundled seeds all have an instruction, so ``all-dv`` at the same number of
@@ -281,14 +286,14 @@ class RunFolder(os.PathLike):
         for sibling in (RunFolder(p.parent) for p in sorted(self.path.parent.glob(f"*/{RUN_FILE}"))):
             info = sibling.info()
             same = info.get("config") == config and info.get("data", {}).get("sha256") == manifest["sha256"]
-            same = same and info.get("loss", "relation") == loss
+            same = same and info.get("loss", "relation") == loss and _same_base(info, base)
             if not same or sibling.path.name.startswith(".") or not sibling.is_finished():
                 continue
             tmp = RunFolder(self.path.with_name(f".{self.path.name}.copying-{os.getpid()}"))
             shutil.copytree(
                 sibling.path, tmp.path, ignore=shutil.ignore_patterns("checkpoints", "tb"), dirs_exist_ok=True
             )
-            info.update(mode=mode, data=manifest, same_as=sibling.path.name)
+            info.update(mode=mode, data=manifest, same_as=sibling.path.name, **base)
             tmp.write(info)
             try:
                 tmp.path.rename(self.path)  # atomic: a second process copying the same run loses here
@@ -307,6 +312,14 @@ class RunFolder(os.PathLike):
             return []
         runs = (cls(p.parent) for p in root.rglob(RUN_FILE) if "checkpoints" not in p.relative_to(root).parts)
         return sorted((r for r in runs if r.has_model() or not with_model), key=lambda r: r.path)
+
+
+def _same_base(info: dict, base: dict) -> bool:
+    """Whether a run record was trained from ``base``'s content (``base_model_sha256``). A record
+    written before runs kept the digest has none: its base is unknown, so it is not copied (the
+    run trains); ``trainer._check_rerun`` still accepts such a record in its own folder."""
+    key = "base_model_sha256"
+    return key in info and key in base and info[key] == base[key]
 
 
 def _started_after(pid: int, lock: Path) -> bool:

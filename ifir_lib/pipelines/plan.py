@@ -30,7 +30,7 @@ from ..core import config as C
 from ..core.digests import files_digest
 from ..core.errors import ConfigError, DataError
 from ..core.locks import check_not_written, shared_append
-from ..core.models import model_files
+from ..core.models import model_digest
 from ..core.run_folder import RUN_FILE
 from ..evaluation.corpora import FOLLOWIR_TASKS
 from ..evaluation.mteb_glue import expand_task_names
@@ -67,7 +67,7 @@ OUTPUTS += ("figures", "experiment.json")
 def input_digests(fields: dict) -> dict[str, str]:
     """``{field: sha256[:16]}`` of each input named by ``PATH_FIELDS`` in ``fields`` that exists (a
     folder: its files, in name order), and of a ``base_model`` that is a local folder (its model
-    files, ``core.models.model_files``). The plan stores paths; this is what the files held, so a
+    files, ``core.models.model_digest``). The plan stores paths; this is what the files held, so a
     file replaced between two runs of one experiment, or a base model folder swapped, is seen. ``"bundled"`` and unset inputs are
     left out (the package's own data)."""
     out = {}
@@ -75,12 +75,12 @@ def input_digests(fields: dict) -> dict[str, str]:
         path = fields.get(k)
         if not isinstance(path, str) or path == "bundled" or not Path(path).exists():
             continue
-        files = [Path(path)]
         if k in MODEL_FIELDS:  # a local model folder: its weights and config (a hub name has none)
-            files = model_files(files[0])
-            if not files:
-                continue
-        elif files[0].is_dir():  # an Arrow seeds folder: its tables, not lock files or hidden temp files
+            if digest := model_digest(Path(path)):
+                out[k] = digest
+            continue
+        files = [Path(path)]
+        if files[0].is_dir():  # an Arrow seeds folder: its tables, not lock files or hidden temp files
             files = sorted(p for p in files[0].rglob("*") if p.is_file() and not _bookkeeping(p.name))
         out[k] = files_digest((f.name, f) for f in files)
     return out

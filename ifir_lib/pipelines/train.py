@@ -3,7 +3,7 @@
 ``ifir train``, the demo, the experiment, notebook 03 and the benches all call it. For each
 mode it builds the matched-budget set (``training.trainsets``) from the seeds and reversals, or
 reads an already built set, applies what an ablation changes (``trainer.mode_config``), reuses
-a finished sibling run trained on the same examples, and trains (``training.trainer.train``)
+a finished sibling run trained on the same examples from the same base model content, and trains (``training.trainer.train``)
 into ``OUT/<mode>/`` (``flat=True``: into ``OUT`` itself, one mode). Example::
 
     train_modes("out/runs", modes=("ins-orig", "ins-dv"), preset="cpu", budget=80)
@@ -25,6 +25,7 @@ from pathlib import Path
 from ..core.config import PAPER_MODES, SEEDS_PATH, data_mode
 from ..core.errors import ConfigError
 from ..core.jsonl import read_jsonl
+from ..core.models import base_record
 from ..core.run_folder import RunFolder, data_sources
 from ..curation.decisions import load_decisions
 from ..seeds.forms import NARRATIVE_SHARE
@@ -97,7 +98,8 @@ def train_modes(
             out[mode] = estimate(mcfg, examples, world_size=world_size, launch_config=launch_config)
             continue
         run = RunFolder(out_dir if flat else Path(out_dir) / mode)
-        same = run.copy_finished_sibling(mode, dataclasses.asdict(mcfg), manifest, loss=loss)
+        base = base_record(mcfg.base_model)
+        same = run.copy_finished_sibling(mode, dataclasses.asdict(mcfg), manifest, loss=loss, base=base)
         if same:
             log.warning("%s: same examples and config as %s; copied that finished run", mode, same)
         log.info("training %s on %d examples", mode, len(examples))

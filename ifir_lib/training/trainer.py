@@ -36,7 +36,7 @@ from ..core.config import (
 )
 from ..core.errors import ConfigError, NonFiniteLossError
 from ..core.locks import exclusive
-from ..core.models import build_model, model_fingerprint, resolve_model
+from ..core.models import base_record, build_model, model_fingerprint, resolve_model
 from ..core.progress import progress_enabled
 from ..core.run_folder import RUN_FILE, RunFolder
 from .samplers import DualViewBatchSampler, SingleViewBatchSampler
@@ -234,7 +234,8 @@ def _train(
     tracker_args, tracker_callbacks = reporting(
         report_to, run.path, cfg_dict, mode=mode, rng_seed=cfg.rng_seed, evaluates=cfg.eval_steps > 0
     )  # an uninstalled tracker fails here, before the model loads
-    if _check_rerun(run, cfg_dict, mode, manifest, loss):
+    base = base_record(cfg.base_model)
+    if _check_rerun(run, cfg_dict, mode, manifest, loss, base_sha=base["base_model_sha256"]):
         log.warning("%s already finished; nothing to do", run.path)
         return TrainResult(run.path, run.info().get("steps", 0), 0.0, 0.0, run.read_log())
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -242,7 +243,9 @@ def _train(
     if resuming:
         _check_resume_world(run, world)
     if rank == 0:
-        record = dict(mode=mode, rng_seed=cfg.rng_seed, base_model=cfg.base_model, config=cfg_dict, loss=loss)
+        # ``base_model`` here is absolute for a local folder; ``config.base_model`` stays as given,
+        # so what a rerun and a sibling compare (the config) is what finished runs recorded
+        record = dict(mode=mode, rng_seed=cfg.rng_seed, **base, config=cfg_dict, loss=loss)
         record.update(data=manifest or {}, heldout_seeds=len(heldout or []), world_size=world)
         run.start(record, git_commit(), resuming=resuming)
     model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device, world)
@@ -319,11 +322,19 @@ def _check_new_folder(run: RunFolder, base_model: str | None) -> None:
 
 
 def _check_rerun(
-    run: RunFolder, cfg_dict: dict, mode: str, manifest: dict | None = None, loss: str = "relation"
+    run: RunFolder,
+    cfg_dict: dict,
+    mode: str,
+    manifest: dict | None = None,
+    loss: str = "relation",
+    *,
+    base_sha: str | None,
 ) -> bool:
     """True when ``run`` already holds this finished run; a ``ConfigError`` when it holds another:
-    another config, loss or mode, or other training data (``sha256`` of the examples), so a rerun
-    on new reversals, or on a rebuilt training set, never silently reuses a model trained on the old.
+    another config, loss or mode, other base model content (``base_sha``, the base folder's
+    ``model_digest``), or other training data (``sha256`` of the examples), so a rerun on new
+    reversals, on a rebuilt training set or from a base folder replaced in place, never silently
+    reuses a model trained on the old.
 
     A record without ``loss`` (written before runs recorded it) counts as ``relation``, the
     default (an older ``mnrl`` run cannot be told from it). A built set trained before built sets
@@ -341,6 +352,7 @@ def _check_rerun(
             f"{run.run_file}: this run directory holds a run with another config, loss or mode; "
             "use a new --out or delete it"
         )
+    _check_same_base(run, prev, base_sha, mode)
     old_data, new_data = prev.get("data") or {}, manifest or {}
     old_sha, new_sha = old_data.get("sha256"), new_data.get("sha256")
     if (
@@ -370,6 +382,20 @@ def _check_rerun(
             "or data that cannot be compared); use a new --out or delete it"
         )
     return prev.get("status") == "finished" and run.has_model()
+
+
+def _check_same_base(run: RunFolder, prev: dict, base_sha: str | None, mode: str) -> None:
+    """A ``ConfigError`` when ``prev`` (the folder's record) was trained from other base model
+    content than ``base_sha``. A record written before runs kept ``base_model_sha256`` is accepted
+    as it is: its base cannot be checked, and refusing it would retrain every finished demo
+    folder (a sibling is not copied on such a record: ``RunFolder.copy_finished_sibling``)."""
+    if "base_model_sha256" not in prev or prev["base_model_sha256"] == base_sha:
+        return
+    old, new = (s or "none (not a local folder)" for s in (prev["base_model_sha256"], base_sha))
+    raise ConfigError(
+        f"{run.run_file}: this run directory holds a {mode} run trained from other base model content "
+        f"({prev.get('base_model')}: sha256 {old}, now {new}); use a new --out or delete it"
+    )
 
 
 def _freeze_unused_pooler(model) -> None:

@@ -36,11 +36,21 @@ def test_record_failure_marks_only_a_running_run(tmp_path):
     assert run.info()["status"] == "finished"
 
 
+BASE = {"base_model": "/m/base", "base_model_sha256": "b1"}
+
+
 def _finished(path, **record):
     run = RunFolder(path)
     run.path.mkdir(parents=True)
     run.write(
-        {"mode": "ins-dv", "config": {"lr": 1}, "data": {"sha256": "abc"}, "status": "finished", **record}
+        {
+            "mode": "ins-dv",
+            "config": {"lr": 1},
+            "data": {"sha256": "abc"},
+            "status": "finished",
+            **BASE,
+            **record,
+        }
     )
     (run.path / "modules.json").write_text("[]")
     return run
@@ -50,19 +60,55 @@ def test_a_sibling_trained_with_another_loss_is_not_copied(tmp_path):
     """An mnrl ins-dv run is no relation-loss all-dv run, however alike their examples and config."""
     _finished(tmp_path / "ins-dv", loss="mnrl")
     target = RunFolder(tmp_path / "all-dv")
-    assert target.copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, loss="relation") is None
+    assert (
+        target.copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, loss="relation", base=BASE)
+        is None
+    )
     assert not target.path.exists()
-    copied = target.copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, loss="mnrl")
+    copied = target.copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, loss="mnrl", base=BASE)
     assert copied == "ins-dv" and target.info()["loss"] == "mnrl" and target.info()["mode"] == "all-dv"
 
 
 def test_a_sibling_recorded_without_a_loss_counts_as_relation(tmp_path):
     _finished(tmp_path / "ins-dv")  # written before runs recorded their loss
     assert (
-        RunFolder(tmp_path / "a").copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, "mnrl")
+        RunFolder(tmp_path / "a").copy_finished_sibling(
+            "all-dv", {"lr": 1}, {"sha256": "abc"}, "mnrl", base=BASE
+        )
         is None
     )
-    assert RunFolder(tmp_path / "b").copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}) == "ins-dv"
+    assert (
+        RunFolder(tmp_path / "b").copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, base=BASE)
+        == "ins-dv"
+    )
+
+
+def test_a_sibling_is_copied_only_from_the_same_base_content(tmp_path):
+    """The config names the base by the string given: ``./mybase`` from two project folders, or a
+    folder replaced between two runs, was copied as the same run. A record from before runs kept
+    the digest has an unknown base: not copied (the run trains)."""
+    _finished(tmp_path / "ins-dv")
+    other = {"base_model": "/n/base", "base_model_sha256": "b2"}
+    target = RunFolder(tmp_path / "all-dv")
+    assert target.copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, base=other) is None
+    assert target.copy_finished_sibling("all-dv", {"lr": 1}, {"sha256": "abc"}, base=BASE) == "ins-dv"
+    assert target.info()["base_model"] == "/m/base" and target.info()["same_as"] == "ins-dv"
+    old = _finished(tmp_path / "old" / "ins-dv")
+    old.write({k: v for k, v in old.info().items() if k != "base_model_sha256"})  # recorded before it
+    assert (
+        RunFolder(tmp_path / "old" / "all-dv").copy_finished_sibling(
+            "all-dv", {"lr": 1}, {"sha256": "abc"}, base=BASE
+        )
+        is None
+    )
+    hub = {"base_model": "org/model", "base_model_sha256": None}  # a hub name: the config compares it
+    _finished(tmp_path / "hub" / "ins-dv", **hub)
+    assert (
+        RunFolder(tmp_path / "hub" / "all-dv").copy_finished_sibling(
+            "all-dv", {"lr": 1}, {"sha256": "abc"}, base=hub
+        )
+        == "ins-dv"
+    )
 
 
 def test_a_lock_line_whose_pid_was_reused_is_no_holder(tmp_path):

@@ -424,3 +424,38 @@ def test_training_sets_are_the_sets_train_modes_trains():
     assert {m: t.counts["seeds_used"] for m, t in sets.items()} == {"ins-orig": 80, "ins-dv": 40}
     with pytest.raises(TypeError, match="buget"):
         training_sets(("ins-dv",), preset="cpu", buget=80)
+
+
+def test_a_run_from_other_base_content_under_the_same_path_is_neither_copied_nor_reused(
+    tmp_path, minilm, monkeypatch
+):
+    """``--base-model ./mybase`` named the base by its string: a new checkpoint put in ``./mybase``
+    got a copy of the finished sibling trained from the old one, recorded as "same examples and
+    config", and a rerun into the old run's folder found it finished."""
+    import copy
+
+    import torch
+
+    from ifir_lib.pipelines.train import train_modes
+    from ifir_lib.training.trainer import _check_rerun
+
+    monkeypatch.chdir(tmp_path)
+    minilm.save("mybase")
+    kw = dict(preset="smoke", rng_seed=0, max_steps=1, report_to="none", base_model="./mybase")
+    kw.update(batch_size=2, max_seq_length=16, num_negatives=1)  # fast: what is checked is the base
+    train_modes("runs", modes=("ins-dv",), budget=22, **kw)
+    first = RunFolder("runs/ins-dv").info()
+    assert first["base_model"] == str(tmp_path / "mybase") and first["config"]["base_model"] == "./mybase"
+    other = copy.deepcopy(minilm)
+    with torch.no_grad():
+        next(other.parameters()).mul_(1.5)
+    other.save("mybase")  # another checkpoint in the same folder
+    train_modes("runs", modes=("all-dv",), budget=12, **kw)  # ins-dv's examples, the other base
+    info = RunFolder("runs/all-dv").info()
+    assert "same_as" not in info and info["base_model_sha256"] != first["base_model_sha256"]
+    with pytest.raises(ConfigError, match="trained from other base model content"):
+        train_modes("runs", modes=("ins-dv",), budget=22, **kw)
+    # a record written before runs kept the digest is accepted in its own folder (not retrained)
+    old = RunFolder("runs/ins-dv")
+    old.write({k: v for k, v in first.items() if k != "base_model_sha256"})
+    assert _check_rerun(old, first["config"], "ins-dv", first["data"], base_sha=info["base_model_sha256"])
