@@ -60,7 +60,8 @@ class FrozenBottom:
             for m in module.modules():
                 if isinstance(m, nn.Dropout):
                     m.p = 0.0
-        # runs of one base model in one process (an experiment) share the cache: ``share_as`` names it
+        # runs of one base model in one process (an experiment) share the cache: ``share_as`` names
+        # it, by the model's content (``trainer`` passes ``model_fingerprint(model, modules=False)``)
         self.cache: dict[tuple[int, ...], Tensor] = (
             _SHARED.setdefault((share_as, self.k), {}) if share_as else {}
         )

@@ -454,7 +454,10 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
         if cfg.train_top_layers is not None:
             from .frozen import FrozenBottom
 
-            loss_fn.doc_encoder = FrozenBottom(model, cfg.train_top_layers, share_as=str(cfg.base_model))
+            # runs from one base model in one process share the frozen states: keyed on the weights
+            # built, not the base model's name (a folder replaced in place kept the old states)
+            share_as = model_fingerprint(model, modules=False)
+            loss_fn.doc_encoder = FrozenBottom(model, cfg.train_top_layers, share_as=share_as)
     elif loss == "mnrl":
         loss_fn = MultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature)
         sampler = "batch_sampler"

@@ -58,3 +58,28 @@ def test_schedules():
         TrainConfig.preset("smoke", lr_schedule="wsd", max_steps=0)
     with pytest.raises(ConfigError, match="lr_schedule must be one of"):
         TrainConfig.preset("smoke", lr_schedule="cosine")
+
+
+def test_frozen_states_are_shared_by_the_base_content_not_its_name(tmp_path, bundled_seeds):
+    """The process-wide cache was keyed on the base model's name: a folder replaced in place (a
+    notebook kernel, a long-lived process) trained its top layers on the old backbone's states."""
+    from ifir_lib.core.models import load_model
+    from ifir_lib.training.trainer import _model_and_data
+
+    base = tmp_path / "base"
+    load_model("minilm", device="cpu").save(str(base))
+    cfg = TrainConfig.preset("smoke", base_model=str(base), train_top_layers=1)
+    ts = build_trainset("ins-dv", bundled_seeds, budget=4, num_negatives=cfg.num_negatives)
+    old, _, old_loss, *_ = _model_and_data(cfg, ts.examples, "relation", "cpu")
+    features = dict(old.tokenize(TEXTS))
+    with torch.no_grad():
+        old_loss.doc_encoder.encode(features)  # the old base's states, in the process-wide cache
+        old[0].auto_model.embeddings.word_embeddings.weight.mul_(1.5)
+    old.save(str(base))  # another checkpoint in the same folder
+    new, _, new_loss, *_ = _model_and_data(cfg, ts.examples, "relation", "cpu")
+    new.eval()
+    with torch.no_grad():
+        cached, full = new_loss.doc_encoder.encode(features), new(features)["sentence_embedding"]
+    assert torch.allclose(cached, full, atol=1e-5)
+    again = _model_and_data(cfg, ts.examples, "relation", "cpu")[2].doc_encoder
+    assert again.cache is new_loss.doc_encoder.cache  # one base content: still shared
