@@ -439,6 +439,7 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
     model = build_model(cfg.base_model, max_seq_length=cfg.max_seq_length, pooling=cfg.pooling, device=device)
     if world > 1:
         _freeze_unused_pooler(model)
+    _warn_replaced_prompts(model, cfg)
     model.prompts = {QUERY_PROMPT_NAME: cfg.query_prompt, DOCUMENT_PROMPT_NAME: cfg.document_prompt}
     ds = as_train_dataset(examples, cfg.num_negatives, with_labels=loss == "relation")  # list or Dataset
     doc_cols = [c for c in ds.column_names if c not in ("query", "label")]
@@ -468,6 +469,24 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
     else:
         raise ConfigError(f"unknown loss {loss!r}")
     return model, ds, loss_fn, sampler, prompts
+
+
+def _warn_replaced_prompts(model, cfg: TrainConfig) -> None:
+    """Warn when the base model stores non-empty prompts that training replaces with
+    ``cfg.query_prompt`` / ``cfg.document_prompt``: an E5-style base (``query: ``, ``passage: ``)
+    was trained and scored without the prefixes it was pretrained with, while its base row,
+    scored with its stored prompts, kept them."""
+    kept = (cfg.query_prompt, cfg.document_prompt)
+    dropped = {k: v for k, v in (getattr(model, "prompts", None) or {}).items() if v and v not in kept}
+    if dropped:
+        log.warning(
+            "base model %s stores the prompts %s; training replaces them with query_prompt %r and "
+            "document_prompt %r (to keep them: TrainConfig(query_prompt=..., document_prompt=...))",
+            cfg.base_model,
+            dropped,
+            cfg.query_prompt,
+            cfg.document_prompt,
+        )
 
 
 def _training_args(cfg: TrainConfig, run: RunFolder, sampler, prompts: dict, tracker_args: dict, device):

@@ -459,3 +459,28 @@ def test_a_run_from_other_base_content_under_the_same_path_is_neither_copied_nor
     old = RunFolder("runs/ins-dv")
     old.write({k: v for k, v in first.items() if k != "base_model_sha256"})
     assert _check_rerun(old, first["config"], "ins-dv", first["data"], base_sha=info["base_model_sha256"])
+
+
+def test_training_names_the_base_model_s_stored_prompts_it_replaces(tmp_path, minilm, bundled_seeds, caplog):
+    """An E5-style base (``query: `` / ``passage: ``) was trained and scored without its prefixes,
+    and its base row with them, without a word."""
+    import copy
+
+    from ifir_lib.training.trainer import _model_and_data
+
+    e5 = copy.deepcopy(minilm)
+    e5.prompts = {"query": "query: ", "passage": "passage: "}
+    e5.save(str(tmp_path / "e5like"))
+    cfg = TrainConfig.preset("smoke", base_model=str(tmp_path / "e5like"))
+    ts = build_trainset("ins-dv", bundled_seeds, budget=4, num_negatives=cfg.num_negatives)
+    with caplog.at_level("WARNING"):
+        model = _model_and_data(cfg, ts.examples, "relation", "cpu")[0]
+    assert model.prompts == {"query": "", "document": ""}  # the training prompts, as before
+    said = "stores the prompts {'query': 'query: ', 'passage': 'passage: '}; training replaces them"
+    assert said in caplog.text and "TrainConfig(query_prompt=..., document_prompt=...)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        _model_and_data(
+            cfg.replace(query_prompt="query: ", document_prompt="passage: "), ts.examples, "relation", "cpu"
+        )
+    assert "training replaces them" not in caplog.text
