@@ -202,7 +202,20 @@ def _load_model(name: str, path: str, device: str | None, state: tuple):
         )
     if p.is_dir() and not (p / "modules.json").exists() and not (p / "config.json").exists():
         raise DataError(p, None, "not a SentenceTransformer folder (no modules.json or config.json)")
+    if is_raw_backbone(p):
+        log.warning(
+            "%s: not a sentence-transformers folder (config.json, no modules.json): scored with mean "
+            "pooling, sentence-transformers' default; training builds it with TrainConfig.pooling "
+            "('cls' in the paper preset), so a base row scored here may not be the model training starts from",
+            path,
+        )
     return SentenceTransformer(path, device=device or default_device())
+
+
+def is_raw_backbone(p: Path) -> bool:
+    """A transformers checkpoint folder (``config.json``, no ``modules.json``): sentence-transformers
+    loads it with mean pooling (``load_model``), ``build_model`` with the pooling it is given."""
+    return p.is_dir() and (p / "config.json").exists() and not (p / "modules.json").exists()
 
 
 def format_query(query: str, instruction: str | None) -> str:

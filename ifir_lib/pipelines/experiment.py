@@ -28,6 +28,7 @@ Not handled here: training, evaluation, statistics and figures themselves (``pip
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import shlex
@@ -39,7 +40,7 @@ from pathlib import Path
 from ..core import config as C
 from ..core.errors import ConfigError
 from ..core.locks import exclusive
-from ..core.models import build_model
+from ..core.models import build_model, is_raw_backbone, resolve_model
 from ..core.run_folder import RunFolder
 from ..evaluation.backends import check_backend
 from ..evaluation.tasks import PROMPT_CHOICES
@@ -53,6 +54,8 @@ from . import plan as P
 from .evaluate import evaluate_models
 from .experiment_report import experiment_rows, write_report
 from .train import train_modes
+
+log = logging.getLogger(__name__)
 
 LAUNCHERS = ("plain", "torchrun", "accelerate")
 # the metric names the evaluation writes (ours and mteb's), checked when planned, not at --collect
@@ -433,6 +436,7 @@ def _collect(out: Path, cfg: ExperimentConfig, plan_hash: str | None) -> Path:
     )
     base = cfg.base()
     print(f"evaluating the base model ({base}) and {len(runs)} finished run(s) on {', '.join(cfg.eval)}")
+    _warn_raw_base(base, cfg)
     evaluate_models({base: base}, mode=C.BASE_MODE, rng_seed=0, **evaluate)
     for (rng_seed, mode), path in runs.items():
         evaluate_models({str(path): path}, mode=mode, rng_seed=rng_seed, **evaluate)
@@ -446,6 +450,22 @@ def _collect(out: Path, cfg: ExperimentConfig, plan_hash: str | None) -> Path:
         log_runs=list(runs.values()),  # a run still training (or killed) is no curve of its mode
     )
     return summary
+
+
+def _warn_raw_base(base: str, cfg: ExperimentConfig) -> None:
+    """Warn when the base is a raw transformers folder (no ``modules.json``) and the train preset
+    pools otherwise than by mean: its base row is scored with sentence-transformers' mean pooling
+    (``load_model``), while every run started from ``build_model``'s, with the preset's pooling."""
+    pooling = TrainConfig.preset(cfg.train_preset).pooling
+    if pooling != "mean" and is_raw_backbone(Path(resolve_model(base))):
+        log.warning(
+            "base model %s is a raw transformers folder (no modules.json): its base row is scored with "
+            "mean pooling, but the runs started from it with %s pooling (train preset %s), so the base "
+            "row is not the model training started from",
+            base,
+            pooling,
+            cfg.train_preset,
+        )
 
 
 def _heldout_base(cfg: ExperimentConfig) -> dict | None:

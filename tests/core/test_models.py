@@ -1,13 +1,12 @@
 """Loading models: the per-process cache never outlives the folder's weights."""
 
 import copy
-import shutil
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from ifir_lib.core.models import build_model, load_model, resolve_model
+from ifir_lib.core.models import build_model, load_model
+from support.folders import raw_backbone
 
 
 def test_a_folder_trained_again_is_loaded_again(tmp_path, minilm):
@@ -53,24 +52,18 @@ def test_a_base_saved_in_fp16_is_built_for_training_in_float32(tmp_path, minilm,
     assert "stored in float16; cast to float32" in caplog.text
 
 
-def raw_backbone(folder: Path) -> Path:
-    """MiniLM as a raw transformers checkpoint: config, weights and tokenizer, no ``modules.json``."""
-    folder.mkdir(parents=True)
-    packaged = Path(resolve_model("minilm"))
-    for name in (
-        "config.json",
-        "special_tokens_map.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "vocab.txt",
-    ):
-        shutil.copy(packaged / name, folder / name)
-    (folder / "model.safetensors").symlink_to(packaged / "model.safetensors")
-    return folder
-
-
 def test_a_raw_backbone_keeps_its_own_length_for_the_saved_model(tmp_path):
     """The raw branch built the transformer at the training length and recorded that as native: a
     backbone trained under the smoke preset was saved reading 96 tokens where its base reads 512."""
     model = build_model(str(raw_backbone(tmp_path / "raw")), max_seq_length=32, pooling="cls", device="cpu")
     assert model.max_seq_length == 32 and model.native_max_seq_length == 512
+
+
+def test_loading_a_raw_backbone_names_the_pooling_it_is_scored_with(tmp_path, caplog):
+    """sentence-transformers loads a transformers folder with mean pooling in silence, while
+    training builds it with the preset's (cls in the paper preset): two models under one name."""
+    with caplog.at_level("WARNING"):
+        model = load_model(str(raw_backbone(tmp_path / "raw")), device="cpu")
+    assert model[1].get_config_dict()["pooling_mode"] == "mean"
+    assert "not a sentence-transformers folder" in caplog.text and "scored with mean pooling" in caplog.text
+    assert "TrainConfig.pooling ('cls' in the paper preset)" in caplog.text

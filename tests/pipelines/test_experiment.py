@@ -542,3 +542,28 @@ def test_a_plan_file_s_paths_are_its_own_and_reserved_eval_names_are_names(tmp_p
     # --primary naming an --eval folder as given: stored absolute with it, so a job elsewhere reads it
     both = P.absolute_paths({"eval": ["mine"], "primary_set": "mine"})
     assert both["primary_set"] == both["eval"][0] == str(elsewhere / "mine")
+
+
+def test_collect_warns_that_a_raw_base_row_is_pooled_otherwise_than_training_started(
+    tmp_path, monkeypatch, caplog
+):
+    """A transformers folder as the base: the base row (load_model: mean pooling) and every run's
+    start (build_model: the paper preset's cls pooling) were two models, with no word."""
+    from support.folders import raw_backbone
+
+    class Scored(Exception):
+        pass
+
+    def stop(*a, **kw):  # the base row is what is checked; nothing need be scored
+        raise Scored
+
+    monkeypatch.setattr(E, "evaluate_models", stop)
+    raw = str(raw_backbone(tmp_path / "raw"))
+    for preset, warned in (("paper", True), ("smoke", False)):  # smoke pools by mean, as the base row
+        cfg = dataclasses.replace(ExperimentConfig.preset("smoke"), base_model=raw, train_preset=preset)
+        caplog.clear()
+        with caplog.at_level("WARNING"), pytest.raises(Scored):
+            E.collect(tmp_path / preset, cfg)
+        assert (
+            "its base row is scored with mean pooling, but the runs started from it with cls" in caplog.text
+        ) is warned
