@@ -47,6 +47,10 @@ def _api_message(e) -> str:
 
 
 OPENAI_API = "https://api.openai.com/v1"
+# What an output's identity and rows record as the endpoint of OpenAI's own API. The answer cache
+# leaves it out (``openai_where`` is "" there, the older keys); an identity must not, or a resume
+# against a self-hosted server under the same model name would compare "unknown" with its URL.
+OPENAI_API_ENDPOINT = OPENAI_API
 
 
 def openai_where(base_url: str | None) -> str:
@@ -55,6 +59,21 @@ def openai_where(base_url: str | None) -> str:
     servers may serve other weights under one model name; OpenAI's keeps the older cache keys)."""
     endpoint = (redact_url(base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_API) or "").rstrip("/")
     return "" if endpoint == OPENAI_API else endpoint
+
+
+def openai_endpoint(base_url: str | None) -> str:
+    """The endpoint an output records for an OpenAI-compatible backend: ``openai_where``, or
+    ``OPENAI_API_ENDPOINT`` for OpenAI's own API (never ``""``: a missing endpoint is read as
+    "written before endpoints were recorded", and is not compared)."""
+    return openai_where(base_url) or OPENAI_API_ENDPOINT
+
+
+def backend_endpoint(backend: str, model: str | None, base_url: str | None) -> str:
+    """The ``endpoint`` an output's identity and rows record: ``openai_endpoint`` for ``openai``,
+    else ``backend_where`` (``""``, not recorded, for the baselines and hub ids)."""
+    if backend == "openai":
+        return openai_endpoint(base_url)
+    return backend_where(backend, model, base_url)
 
 
 def backend_where(backend: str, model: str | None, base_url: str | None) -> str:
@@ -115,6 +134,7 @@ class OpenAIBackend:
         self._secrets = [key if key != "EMPTY" else None, *url_secrets(self.where)]
         # answers are cached per endpoint (credentials left out): OpenAI's own keeps the old keys
         self.cache_where = openai_where(self.where)
+        self.endpoint = self.cache_where or OPENAI_API_ENDPOINT  # what rows record (never "")
         self._log_filter, self._filtered = RedactingFilter(self._secrets), []
 
     @property
@@ -287,7 +307,7 @@ class TransformersBackend:
     def __init__(self, model: str = "smollm2", device: str | None = None):
         self.model, self._device = model, device
         self._where = resolve_chat_model(model)  # cheap; fails early on a missing package
-        self.cache_where = weights_identity(*self._where)
+        self.cache_where = self.endpoint = weights_identity(*self._where)
         self.lm = self.tokenizer = None
         self._lock = threading.Lock()
 

@@ -195,6 +195,12 @@ class LLM:
         """The server or local weights behind the model name (the backend's ``cache_where``)."""
         return getattr(self.backend, "cache_where", "")
 
+    @property
+    def endpoint(self) -> str:
+        """What rows record as the server or weights (the backend's ``endpoint``; OpenAI's own API
+        is named there, though its cache keys leave it out)."""
+        return getattr(self.backend, "endpoint", self.where)
+
     def _key(self, messages: list[dict]) -> str:
         return cache_key(self.backend.name, self.backend.model, messages, self.params, self.where)
 

@@ -34,7 +34,7 @@ writes:
   when every negative becomes N* in turn (``negative='all'``)::
 
     {"key", "seed_id", "negative_index", "negative_id", "seed_sha", "backend", "model",
-     "endpoint"? (a self-hosted server or local weights), "negative" (the N* policy),
+     "endpoint"? (the server, OpenAI's own API included, or local weights), "negative" (the N* policy),
      "negative_rng_seed"? (under ``random``),
      "decoding": {"temperature", "top_p", "max_tokens"} | null (the baselines),
      "status": "accepted"|"declined"|"rejected"|"failed", "reason", "reversal", "reasoning",
@@ -96,7 +96,7 @@ from ..core.locks import check_not_written, check_writable, exclusive
 from ..core.progress import progress
 from ..core.secrets import redact_url
 from ..seeds.schema import load_seeds, seed_fingerprint, written_for
-from .backends import OpenAIBackend, TransformersBackend, backend_where
+from .backends import OpenAIBackend, TransformersBackend, backend_endpoint
 from .checks import COPY_SPAN, Parsed, parse_and_validate
 from .llm import LLM, ResponseCache, run_sync
 from .prompts import DEFAULT_TEMPLATE, PromptTemplate, load_template, render_prompt
@@ -501,8 +501,8 @@ IDENTITY_FIELDS = (
 
 def output_identity(cfg, tmpl: PromptTemplate) -> dict:
     """The options that make a row what it is: backend, model, the server or weights behind the
-    model name (``endpoint``: a self-hosted URL or local weights, ``backends.backend_where``; absent
-    for OpenAI's own API and the baselines), negative policy (and its random seed under
+    model name (``endpoint``: a self-hosted URL, OpenAI's own API as ``backends.OPENAI_API_ENDPOINT``
+    or local weights, ``backends.backend_endpoint``; absent for the baselines and hub ids), negative policy (and its random seed under
     ``random``), prompt template name and version, and for an LLM backend the decoding
     (temperature, top_p, max_tokens). Concurrency, timeouts, retries, ``limit``, ``shard`` and
     progress are not part of it."""
@@ -515,10 +515,11 @@ def output_identity(cfg, tmpl: PromptTemplate) -> dict:
 
 def row_endpoint(cfg) -> dict:
     """``{"endpoint": ...}`` for a backend served from somewhere a model name does not pin down (a
-    self-hosted server, local weights), else ``{}``: outputs and rows written before endpoints were
-    recorded keep their identity."""
+    server, OpenAI's own API included, or local weights), else ``{}``. Only identities read from
+    outputs and rows written before endpoints were recorded (OpenAI's own API: before it was
+    named) lack it; ``same_identity`` reads that as unknown."""
     where = (
-        backend_where(cfg.backend, cfg.model, cfg.base_url)
+        backend_endpoint(cfg.backend, cfg.model, cfg.base_url)
         if cfg.backend in ("openai", "transformers")
         else ""
     )
@@ -529,8 +530,9 @@ def same_identity(a: dict, b: dict) -> bool:
     """True when two identities agree on every field both record. A field one of them lacks is
     unknown, not different: sidecars written before the decoding was part of the identity whose
     config does not record it either (``recorded_runs`` fills it from the config), and
-    identities read from rows (``rows_identities``) written before rows recorded their endpoint and
-    negative policy. (``rng_seed`` is there only under ``negative='random'``; a policy change is a
+    identities read from rows (``rows_identities``) written before rows recorded their endpoint
+    (OpenAI's own API: before it was named, ``backends.OPENAI_API_ENDPOINT``) and negative policy.
+    New identities of an LLM served from a URL always record it. (``rng_seed`` is there only under ``negative='random'``; a policy change is a
     difference by itself.)"""
     return not identity_diffs(a, b)
 
@@ -771,7 +773,7 @@ def _row(
     where: str = "",
 ) -> dict:
     """One output row (the schema in the module docstring); ``c`` is the ``Completion`` if any,
-    ``where`` the LLM's server or weights (``LLM.where``; the row's ``endpoint``)."""
+    ``where`` the LLM's server or weights (``LLM.endpoint``; the row's ``endpoint``)."""
     usage = {
         "prompt_tokens": c.prompt_tokens if c else 0,
         "completion_tokens": c.completion_tokens if c else 0,
@@ -832,7 +834,7 @@ def _cached_row(
     if hit is None:
         return None
     return _row(
-        key, seed, j, cfg, tmpl, _parsed(hit, seed, j, cfg, tmpl), hit.text, hit, t0=t0, where=llm.where
+        key, seed, j, cfg, tmpl, _parsed(hit, seed, j, cfg, tmpl), hit.text, hit, t0=t0, where=llm.endpoint
     )
 
 
@@ -844,8 +846,8 @@ async def _llm_row(
         c = await llm.complete(messages)
     except RequestFailed as e:
         failed = Parsed("failed", None, None, e.reason)
-        return _row(key, seed, j, cfg, tmpl, failed, None, attempts=e.attempts, t0=t0, where=llm.where)
-    return _row(key, seed, j, cfg, tmpl, _parsed(c, seed, j, cfg, tmpl), c.text, c, t0=t0, where=llm.where)
+        return _row(key, seed, j, cfg, tmpl, failed, None, attempts=e.attempts, t0=t0, where=llm.endpoint)
+    return _row(key, seed, j, cfg, tmpl, _parsed(c, seed, j, cfg, tmpl), c.text, c, t0=t0, where=llm.endpoint)
 
 
 def _parsed(c, seed: dict, j: int, cfg, tmpl: PromptTemplate) -> Parsed:

@@ -292,6 +292,40 @@ def test_a_resume_against_another_server_under_the_same_model_name_is_refused(se
     assert syn.synthesize(seeds, out, cfg(server)).written == 3  # the same server resumes
 
 
+def test_a_resume_between_openai_s_own_api_and_a_self_hosted_server_is_refused(server, tmp_path, monkeypatch):
+    """OpenAI's own API recorded no endpoint and a missing one is "unknown": a resume against a
+    self-hosted server of the same model name (or with $OPENAI_BASE_URL newly exported) appended
+    its rows to the OpenAI run's without a word. The local server plays api.openai.com here."""
+    from ifir_lib.synthesis import backends
+
+    seeds = [make_seed(i) for i in range(4)]
+    other = server.url.replace("127.0.0.1", "localhost")
+    monkeypatch.setattr(backends, "OPENAI_API", server.url)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    out = tmp_path / "o.jsonl"
+    syn.synthesize(seeds[:2], out, cfg(server, base_url=None))
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert {r["endpoint"] for r in rows} == {"https://api.openai.com/v1"}
+    assert (
+        json.loads(sio.sidecar_path(out).read_text())["identity"]["endpoint"] == "https://api.openai.com/v1"
+    )
+    with pytest.raises(ValueError, match=r"endpoint 'https://api\.openai\.com/v1' -> 'http://localhost"):
+        syn.synthesize(seeds, out, cfg(server, base_url=other))
+    monkeypatch.setenv("OPENAI_BASE_URL", other)  # left exported in another shell
+    with pytest.raises(ValueError, match="endpoint"):
+        syn.synthesize(seeds, out, cfg(server, base_url=None))
+    sio.sidecar_path(out).unlink()  # the rows alone tell it too
+    with pytest.raises(ValueError, match="endpoint"):
+        syn.synthesize(seeds, out, cfg(server, base_url=None))
+    assert len(keys(out)) == 2
+    back = tmp_path / "back.jsonl"  # the other way round: self-hosted first, then OpenAI's
+    syn.synthesize(seeds[:2], back, cfg(server, base_url=other))
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    with pytest.raises(ValueError, match="endpoint"):
+        syn.synthesize(seeds, back, cfg(server, base_url=None))
+    assert syn.synthesize(seeds, out, cfg(server, base_url=None)).written == 2  # OpenAI's resumes
+
+
 def test_shards_written_against_two_servers_of_one_model_merge(server, tmp_path):
     """docs/paper_scale.md §4: one shard per machine, each against its own server; the merged
     rows keep the endpoint each was written against."""
