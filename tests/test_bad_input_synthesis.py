@@ -116,6 +116,28 @@ def test_planted_key_out_of_error_lines(planted, tmp_path, capsys, caplog, case)
     _no_key_anywhere(tmp_path, out, err, caplog.text)
 
 
+def test_an_answer_that_echoes_the_key_is_a_failed_request_never_stored(planted, tmp_path, capsys, caplog):
+    """A gateway passing an upstream error on as HTTP 200 content repeated the Authorization
+    header: the key went into rows (raw, reasoning) and the answer cache as a 'rejected' answer."""
+    caplog.set_level(logging.DEBUG)
+    planted.rules = {make_seed(1)["query"]: "echo_auth"}
+    assert _synth(tmp_path, *_llm(planted.url)) == 1  # failed rows: exit 1
+    out, err = capsys.readouterr()
+    _no_key_anywhere(tmp_path, out, err, caplog.text)
+    assert any(PLANTED in h for h in planted.auth_headers)  # the key did reach the server
+    rows = {r["key"]: r for r in map(json.loads, (tmp_path / "out" / "o.jsonl").read_text().splitlines())}
+    bad = rows[make_seed(1)["id"]]
+    assert (
+        bad["status"] == "failed"
+        and bad["raw"] is None
+        and "repeats the request's credentials" in bad["reason"]
+    )
+    planted.rules = {}
+    assert _synth(tmp_path, *_llm(planted.url)) == 0  # not cached: the rerun asks again
+    rows = {r["key"]: r for r in map(json.loads, (tmp_path / "out" / "o.jsonl").read_text().splitlines())}
+    assert rows[make_seed(1)["id"]]["status"] == "accepted"
+
+
 def test_verify_judge_never_stores_the_planted_key(planted, tmp_path, capsys, caplog):
     caplog.set_level(logging.DEBUG)
     rev = tmp_path / "out" / "o.jsonl"

@@ -109,7 +109,9 @@ class OpenAIBackend:
 
     The key comes from ``$api_key_env``; for a local server without a key a placeholder is sent.
     Every message that leaves this class passes through ``redact`` so the key never reaches a
-    log, a row or the terminal, even when a server echoes it back in an error.
+    log, a row or the terminal, even when a server echoes it back in an error. An answer that
+    holds the key or the URL's credentials (a gateway's error passed on as HTTP 200 content) is a
+    transient failure: retried, then a ``failed`` row, never cached nor written.
     """
 
     name = "openai"
@@ -166,6 +168,11 @@ class OpenAIBackend:
         """``text`` without the API key, the URL's credentials or any URL's credentials."""
         return redact(text, self._secrets)
 
+    def _echoes_secret(self, text: str) -> bool:
+        """Whether an answer holds the API key or the URL's credentials (as sent: Basic auth too).
+        A model never sees them, so such a reply is a gateway's error, not an answer."""
+        return any(s in text for s in self._secrets if s and len(s) >= 4)
+
     async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int, bool]:
         import openai
 
@@ -214,6 +221,8 @@ class OpenAIBackend:
         if not resp.choices:
             raise _Transient("empty choices")
         text = resp.choices[0].message.content or ""
+        if self._echoes_secret(text):  # a gateway's error passed on as an answer: never kept
+            raise _Transient("the reply repeats the request's credentials (an error passed on as an answer?)")
         u = resp.usage
         cut = resp.choices[0].finish_reason == "length"  # stopped at max_tokens, mid-answer
         return (

@@ -15,7 +15,9 @@ negative); faults can be injected per request:
 
 Faults: ``"429"`` (with ``Retry-After: server.retry_after``), ``"500"``, ``"slow"`` (reply after
 ``server.slow_s``), ``"drop"`` (close the connection without answering), ``"tagless"``,
-``"none"`` (the model declines), ``"garbled"``. ``server.latency_s`` delays every reply.
+``"none"`` (the model declines), ``"garbled"``, ``"echo_auth"`` (HTTP 200 whose answer repeats the
+request's Authorization header, as a gateway passing an upstream error on as content does).
+``server.latency_s`` delays every reply.
 ``server.api_key`` (if set) must match the bearer token or the reply is 401 (echoing the key,
 as some real servers do, so the client must redact it); ``server.models`` lists the known
 models, others get 404. ``server.requests`` counts chat requests (``GET /_stats`` reports
@@ -127,6 +129,8 @@ class FakeOpenAIServer:
             text = "I think the new instruction should focus on the other document."
         elif fault == "none":
             text = "No attribute separates these documents cleanly.\n<answer>None</answer>"
+        elif fault == "echo_auth":
+            text = f"Upstream error 401: the provider rejected the request (Authorization: {auth})"
         elif fault == "garbled":
             text = "<answer><new_instruction>Only recent reports</answer>"
         elif fault == "truncated":  # a revision cut at max_tokens, after an answer it abandons
