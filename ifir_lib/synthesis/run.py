@@ -851,12 +851,14 @@ async def _llm_row(
 
 
 def _parsed(c, seed: dict, j: int, cfg, tmpl: PromptTemplate) -> Parsed:
-    """The checked answer of ``c``; an answer cut at ``max_tokens`` is rejected whatever it holds
-    (its last whole ``<answer>`` may be one the model was revising when it was cut)."""
+    """The checked answer of ``c``; an answer cut at ``max_tokens`` or by the server's content
+    filter is rejected whatever it holds (its last whole ``<answer>`` may be one the model was
+    revising when it was cut; ``backends.OpenAIBackend._answer`` has the rule)."""
     parsed = parse_and_validate(c.text, seed, cfg, target=j if tmpl.abstract else None)
     if not c.truncated:
         return parsed
-    why = f"truncated: the answer reached max_tokens ({cfg.max_tokens}); raise --max-tokens"
+    hint = "" if c.cut_by == "content_filter" else "; raise --max-tokens"
+    why = f"truncated: {c.cut_note(cfg.max_tokens)}{hint}"
     return Parsed("rejected", None, parsed.reasoning, why)
 
 

@@ -16,7 +16,10 @@ negative); faults can be injected per request:
 Faults: ``"429"`` (with ``Retry-After: server.retry_after``), ``"500"``, ``"slow"`` (reply after
 ``server.slow_s``), ``"drop"`` (close the connection without answering), ``"tagless"``,
 ``"none"`` (the model declines), ``"garbled"``, ``"echo_auth"`` (HTTP 200 whose answer repeats the
-request's Authorization header, as a gateway passing an upstream error on as content does).
+request's Authorization header, as a gateway passing an upstream error on as content does),
+``"truncated"`` (an answer revised, then cut at ``finish_reason: "length"``), ``"content_filter"``
+(the same text, cut by moderation), ``"abort"`` (vLLM's aborted generation: empty content),
+``"null_content"`` (``content: null``), ``"finish_null"`` (a whole answer, ``finish_reason: null``).
 ``server.latency_s`` delays every reply.
 ``server.api_key`` (if set) must match the bearer token or the reply is 401 (echoing the key,
 as some real servers do, so the client must redact it); ``server.models`` lists the known
@@ -53,6 +56,11 @@ def default_reversal(prompt: str) -> str:
         f"<answer><new_instruction>Only include documents centred on {topic}; "
         f"exclude anything that lacks this focus.</new_instruction></answer>"
     )
+
+
+# the finish_reason a fault's reply carries (others: "stop"); "finish_null" sends null, as some
+# servers do for a normal end
+_FINISH = {"truncated": "length", "content_filter": "content_filter", "abort": "abort", "finish_null": None}
 
 
 def _error(status: int, message: str, code: str, kind: str = "invalid_request_error"):
@@ -133,14 +141,16 @@ class FakeOpenAIServer:
             text = f"Upstream error 401: the provider rejected the request (Authorization: {auth})"
         elif fault == "garbled":
             text = "<answer><new_instruction>Only recent reports</answer>"
-        elif fault == "truncated":  # a revision cut at max_tokens, after an answer it abandons
+        elif fault in ("truncated", "content_filter"):  # a revision cut after an answer it abandons
             text = (
                 "<answer><new_instruction>Only prescription drugs.</new_instruction></answer>\n"
                 "Wait, that keeps the positive in. Revised:\n<answer><new_instruction>Only preventive"
             )
+        elif fault in ("abort", "null_content"):
+            text = "" if fault == "abort" else None
         else:
             text = default_reversal(prompt)
-        finish = "length" if fault == "truncated" else "stop"
+        finish = _FINISH.get(fault, "stop")
         return web.json_response(
             {
                 "id": f"chatcmpl-{self.requests}",
@@ -152,8 +162,8 @@ class FakeOpenAIServer:
                 ],
                 "usage": {
                     "prompt_tokens": len(prompt) // 4,
-                    "completion_tokens": len(text) // 4,
-                    "total_tokens": len(prompt) // 4 + len(text) // 4,
+                    "completion_tokens": len(text or "") // 4,
+                    "total_tokens": len(prompt) // 4 + len(text or "") // 4,
                 },
             }
         )

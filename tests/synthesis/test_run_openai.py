@@ -480,3 +480,29 @@ def test_a_gateway_parameter_given_twice_is_refused(server, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "query parameter(s) 'api-version' given twice" in err and secret not in err
     assert server.requests == 0
+
+
+def test_an_answer_the_server_did_not_finish_is_never_taken_as_whole(server, tmp_path):
+    """Only ``finish_reason: length`` counted as cut: an answer stopped by the content filter was
+    accepted with the reversal the model had abandoned, and an aborted generation (vLLM ``abort``,
+    empty content) or ``content: null`` became 'rejected: missing <answer> tag', cached, so neither
+    a rerun nor a fresh --out ever asked again. ``finish_reason: null`` is a whole answer."""
+    seeds = [make_seed(i) for i in range(4)]
+    faults = ["content_filter", "abort", "null_content", "finish_null"]
+    server.rules = {s["query"]: f for s, f in zip(seeds, faults)}
+    out = tmp_path / "o.jsonl"
+    s = syn.synthesize(seeds, out, cfg(server, max_retries=1))
+    by = {r["key"]: r for r in sio.load_synthesis(out)}
+    assert (by["seed-0000"]["status"], by["seed-0000"]["reversal"]) == ("rejected", None)
+    assert by["seed-0000"]["reason"].startswith("truncated: the server's content filter stopped the answer")
+    assert by["seed-0001"]["status"] == by["seed-0002"]["status"] == "failed" and s.failed == 2
+    assert "finish_reason 'abort', empty content" in by["seed-0001"]["reason"]
+    assert "null content" in by["seed-0002"]["reason"]
+    assert by["seed-0003"]["status"] == "accepted"
+    server.rules, server.requests = {}, 0
+    s = syn.synthesize(seeds, out, cfg(server))  # the server recovered: only the failed are asked again
+    assert server.requests == 2 and s.accepted == 2
+    server.requests = 0
+    syn.synthesize(seeds, tmp_path / "fresh.jsonl", cfg(server))  # all four from the cache
+    again = {r["key"]: r for r in sio.load_synthesis(tmp_path / "fresh.jsonl")}
+    assert server.requests == 0 and again["seed-0000"]["reason"].startswith("truncated: the server's content")
