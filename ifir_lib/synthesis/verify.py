@@ -7,7 +7,9 @@
     (that is the paper's point), so read the margins, not only the flag.
 (b) LLM judge (optional, through the ``llm`` backends and cache): under I', is N*
     relevant and P+ not? Columns ``verify_judge`` (bool) and ``verify_judge_reason``. The two
-    documents are shown as A/B in an order drawn from the row key, against position bias.
+    documents are shown as A/B in an order drawn from the row key, against position bias. A
+    judge answer cut at ``max_tokens`` or by a content filter gives no verdict (None, the reason
+    says so), as synthesis rejects such an answer.
 
 Rows that are not ``accepted`` get None in every column; accepted rows written for an earlier
 version of their seed (``seed_sha``) are not checked (counted in a warning), and a row naming a
@@ -161,6 +163,8 @@ async def _judge_all(llm, rows, pairs, template) -> list[tuple[bool | None, str]
             c = await llm.complete([{"role": "user", "content": prompt}])
         except RequestFailed as e:
             return None, f"judge request failed: {e.reason}"
+        if c.truncated:  # its last <answer> may be a verdict it was revising (as run._parsed)
+            return None, f"judge answer truncated: {c.cut_note(llm.params.get('max_tokens'))}"
         return parse_judge(c.text, a_is_n)
 
     async def counted(p):

@@ -26,7 +26,8 @@ as some real servers do, so the client must redact it); ``server.models`` lists 
 models, others get 404. ``server.requests`` counts chat requests (``GET /_stats`` reports
 it, ``POST /_stats`` also resets it); ``server.auth_headers`` records each Authorization header, ``server.queries`` each URL query.
 
-Not handled: streaming, tools, the judge's reasoning (judge prompts get a fixed yes/no reply).
+Not handled: streaming, tools, the judge's reasoning (judge prompts get a fixed yes/no reply,
+revised and cut under ``"truncated"`` / ``"content_filter"``).
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ class FakeOpenAIServer:
             await asyncio.sleep(self.slow_s)
         if "<judge>" in prompt:
             text = "Both checked.\n<answer><a>yes</a><b>no</b></answer>"
+            if fault in ("truncated", "content_filter"):  # a verdict revised, then cut
+                text += "\nWait, A misses the point. Revised:\n<answer><a>no</a><b>ye"
         elif fault == "tagless":
             text = "I think the new instruction should focus on the other document."
         elif fault == "none":

@@ -115,6 +115,22 @@ def test_judge_through_the_openai_backend(server, tmp_path):
     assert server.requests == 3  # cached
 
 
+def test_a_judge_answer_cut_at_max_tokens_gives_no_verdict(server, tmp_path):
+    """``verify`` read the verdict of a judge answer cut mid-revision (``finish_reason: length``):
+    the first, abandoned ``<answer>`` became ``verify_judge``, and nothing said it was cut."""
+    judge = syn.SynthesisConfig(
+        backend="openai", model=DEFAULT_MODEL, base_url=server.url, max_tokens=512, progress=False
+    )
+    server.rules = {GOOD: "truncated"}  # py#0's judge prompt holds its reversal
+    rows = verify(_rows(), [SEED], embedder=None, judge=judge)
+    assert rows[0]["verify_judge"] is None
+    assert rows[0]["verify_judge_reason"] == "judge answer truncated: the answer reached max_tokens (512)"
+    assert rows[1]["verify_judge"] is judge_order("py#1")  # a whole answer still gives its verdict
+    server.rules, n = {}, server.requests
+    again = verify(_rows(), [SEED], embedder=None, judge=judge)  # from the cache: still no verdict
+    assert server.requests == n and again[0]["verify_judge"] is None
+
+
 def test_verify_cli_with_judge(server, tmp_path, capsys):
     seeds = tmp_path / "seeds.jsonl"
     seeds.write_text(json.dumps(SEED) + "\n")
