@@ -347,7 +347,12 @@ def _add_synthesize(sub):
 
     m = add_parser(sub, "synthesize-merge", "join shard outputs, de-duplicate, check completeness")
     m.add_argument("shards", nargs="+", help="shard output JSONL files")
-    m.add_argument("--out", required=True)
+    m.add_argument(
+        "--out",
+        required=True,
+        help="the merged JSONL, replaced; refused when it holds rows none of the shards has "
+        "(pass it as a shard too to add to it)",
+    )
     _seeds_flag(m, "seed JSONL to check completeness against")
     m.add_argument(
         "--negative",
@@ -430,7 +435,7 @@ def _cmd_synthesize_merge(a):
             + (" ..." if len(s.stale) > 20 else ""),
             file=sys.stderr,
         )
-    return 0 if (a.no_check or s.complete) else 1
+    return 0 if s.complete is not False else 1  # None: not checked (--no-check)
 
 
 def _add_verify(sub):

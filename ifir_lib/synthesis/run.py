@@ -1159,8 +1159,14 @@ class MergeSummary:
     unexpected: int
     stale: list[str] = field(default_factory=list)  # keys with rows only for another seed version
 
+    checked: bool = True  # completeness checked against the seeds (merge_shards got seeds)
+
     @property
-    def complete(self) -> bool:
+    def complete(self) -> bool | None:
+        """Every key the seeds imply has a row, none failed nor stale; None (unknown) when no
+        seeds were given to check against."""
+        if not self.checked:
+            return None
         return not self.missing and not self.failed and not self.stale
 
 
@@ -1183,8 +1189,12 @@ def merge_shards(
     completeness is checked against the keys the seeds imply (the policy ``negative`` defaults to
     ``all`` when keys carry ``#``, else the seeds' own ``reference`` negative); a key whose rows
     were all written for another version of its seed (``schema.written_for``: a shard made from
-    another seeds file) is ``stale``, and a merge with stale keys is not complete.
+    another seeds file) is ``stale``, and a merge with stale keys is not complete; without
+    ``seeds`` nothing is checked and ``MergeSummary.complete`` is None (unknown).
     ``on_conflict='error'`` raises ``DataError`` naming the key and both files, before writing.
+    An ``out`` that already holds rows none of the shards has, and is not one of them, is
+    refused with a ``ConfigError`` before writing (``_check_out_rows_kept``): the merge replaces
+    ``out``, it does not add to it.
     """
     runs = _shard_runs(paths)
     out = Path(out)
@@ -1192,6 +1202,7 @@ def merge_shards(
         check_not_written(p, "shard (its synthesis still runs)")
     with exclusive(out, "merged output"):
         best, dups, conflicts = _merge_rows(paths, on_conflict)
+        _check_out_rows_kept(out, paths, best)
         versions: dict[str, list] = {}  # key -> its versions (seed_sha), in order of appearance
         for k, sha in best:
             versions.setdefault(k, []).append(sha)
@@ -1221,7 +1232,26 @@ def merge_shards(
         sum(1 for r in rows if r.get("status") == "failed"),
         unexpected,
         stale,
+        checked=seeds is not None,
     )
+
+
+def _check_out_rows_kept(out: Path, paths, best: dict) -> None:
+    """Raise ``ConfigError`` (nothing written) when ``out`` already holds rows the merge would
+    drop: it is not one of the shards and has rows (key and seed version) none of them has. A
+    plausible mistake (a finished output named as --out, incremental merges of one shard at a
+    time) that the atomic rewrite would otherwise lose without a word."""
+    if not out.exists() or out.stat().st_size == 0 or any(Path(p).resolve() == out.resolve() for p in paths):
+        return
+    lost = [
+        r["key"] for r in iter_synthesis(out, by_version=True) if (r["key"], r.get("seed_sha")) not in best
+    ]
+    if lost:
+        raise ConfigError(
+            f"--out {out} already holds {len(lost)} row(s) that are not in the shards (e.g. {lost[0]!r}); "
+            "the merge would replace it and lose them: pass it as a shard too, or choose another --out; "
+            "nothing was written"
+        )
 
 
 def _merge_rows(paths, on_conflict: str) -> tuple[dict, int, int]:

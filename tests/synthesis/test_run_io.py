@@ -283,3 +283,31 @@ def test_shards_that_disagree_on_a_key_s_status_are_a_conflict(tmp_path):
     assert m.conflicts == 0 and sio.load_synthesis(tmp_path / "m3.jsonl")[0]["status"] == "accepted"
     c.write_text(json.dumps(_row("seed-0000", status="declined")) + "\n")  # neither trains: no conflict
     assert sio.merge_shards([a, c], tmp_path / "m4.jsonl", on_conflict="error").conflicts == 0
+
+
+def test_a_merge_never_replaces_an_out_holding_rows_the_shards_lack(tmp_path, capsys):
+    """``synthesize-merge --out X`` rewrote an X that held rows of its own: a finished output
+    named as --out went from 6 rows to one shard's, and incremental merges (s0 -> m, then
+    s1 -> m) kept only the last shard; both exit 0, and ``complete`` read True unchecked."""
+    from ifir_lib.core.errors import ConfigError
+
+    full = tmp_path / "full.jsonl"
+    sio.synthesize(
+        [make_seed(i) for i in range(6)], full, sio.SynthesisConfig(backend="template", progress=False)
+    )
+    _shard(tmp_path, "s0.jsonl", "template", "0/2")
+    _shard(tmp_path, "s1.jsonl", "template", "1/2")
+    s0, s1, before = tmp_path / "s0.jsonl", tmp_path / "s1.jsonl", full.read_bytes()
+    n0 = len(s0.read_text().splitlines())
+    with pytest.raises(
+        ConfigError, match=rf"--out {full} already holds {6 - n0} row\(s\) that are not in the shards"
+    ):
+        sio.merge_shards([s0], full)
+    assert full.read_bytes() == before
+    m = tmp_path / "m.jsonl"
+    assert main(["synthesize-merge", str(s0), "--out", str(m), "--no-check"]) == 0
+    assert main(["synthesize-merge", str(s1), "--out", str(m), "--no-check"]) == 2
+    assert "pass it as a shard too" in capsys.readouterr().err and len(m.read_text().splitlines()) == n0
+    s = sio.merge_shards([m, s1], m)  # --out among the shards: adds to it
+    assert s.rows == 6 and s.complete is None  # no seeds given: completeness unknown
+    assert sio.merge_shards([s0, s1], m).rows == 6  # the same merge again: nothing lost
