@@ -156,6 +156,28 @@ def test_verify_judge_never_stores_the_planted_key(planted, tmp_path, capsys, ca
     _no_key_anywhere(tmp_path, out, err, caplog.text)
 
 
+def test_notebook_01_and_the_config_s_repr_never_show_the_url_s_credentials(capsys):
+    """Notebook 01 printed ``IFIR_BASE_URL`` as given, so a gateway key in its query (or
+    userinfo) was saved with the notebook's output; ``repr(SynthesisConfig)`` showed it too."""
+    import types
+
+    import nbformat
+
+    from ifir_lib.synthesis.run import SynthesisConfig
+
+    nb = nbformat.read(
+        Path(__file__).resolve().parents[1] / "notebooks" / "01_synthesize.ipynb", as_version=4
+    )
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "FakeOpenAIServer" in c.source]
+    url = f"http://user:{PLANTED}@gpu-box:8000/v1?api-key=GATEWAY-{PLANTED}"
+    chain = types.SimpleNamespace(synthesis_target=lambda standin: "reversals.jsonl")
+    exec(cell.source, {"BASE_URL": url, "MODEL": "m", "LIMIT": 2, "chain": chain, "seeds": []})
+    out = capsys.readouterr().out
+    assert "endpoint http://***@gpu-box:8000/v1?api-key=***" in out and PLANTED not in out
+    shown = repr(SynthesisConfig(base_url=url))
+    assert "base_url='http://***@gpu-box:8000/v1?api-key=***'" in shown and PLANTED not in shown
+
+
 # ---- an output's options are part of its identity ------------------------------------------------
 
 

@@ -238,6 +238,13 @@ class SynthesisConfig:
     def llm_cache_dir(self) -> Path:
         return Path(self.cache_dir) if self.cache_dir else _config.cache_dir() / "llm"
 
+    def __repr__(self) -> str:
+        """The dataclass's repr with ``base_url``'s credentials masked (``redact_url``, as in
+        ``to_dict``): a notebook showing ``config`` or a log line formatting it keeps no key."""
+        shown = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.repr}
+        shown["base_url"] = redact_url(self.base_url)
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["prices"] = {k: list(v) for k, v in self.prices.items()}
