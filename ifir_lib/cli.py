@@ -452,7 +452,11 @@ def _add_verify(sub):
     v.add_argument("--embedder", default="minilm", help="SentenceTransformer alias/path for the flip check")
     v.add_argument("--no-embedder", action="store_true", help="skip the flip check")
     v.add_argument(
-        "--judge-backend", choices=["openai", "transformers"], default=None, help="run the LLM judge"
+        "--judge-backend",
+        choices=["openai", "transformers"],
+        default=None,
+        help="run the LLM judge; exit status 1 when a judge request failed (its row has no verdict; "
+        "rerun the same command to retry: answers already given come from the cache)",
     )
     _llm_flags(v)
     v.set_defaults(func=_cmd_verify)
@@ -472,7 +476,13 @@ def _cmd_verify(a):
         )
     s = verify_file(a.reversals, a.seeds, a.out, embedder=None if a.no_embedder else a.embedder, judge=judge)
     print(json.dumps(s.__dict__) if a.json else s.format())
-    return 0
+    if s.judge_failed:
+        print(
+            f"ifir verify: {s.judge_failed} judge requests failed (no verdict); rerun the same command "
+            "to retry them",
+            file=sys.stderr,
+        )
+    return 1 if s.judge_failed else 0
 
 
 # ---- training ------------------------------------------------------------------------------

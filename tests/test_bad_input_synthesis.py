@@ -146,14 +146,16 @@ def test_verify_judge_never_stores_the_planted_key(planted, tmp_path, capsys, ca
     url = f"http://user:{PLANTED}@127.0.0.1:{planted.port}/v1"
     args = ["verify", "--reversals", str(rev), "--seeds", str(tmp_path / "seeds.jsonl"), "--no-embedder"]
     v = tmp_path / "out" / "v.jsonl"
-    assert cli.main([*args, "--out", str(v), "--judge-backend", "openai", *_llm(url)]) == 0
+    assert cli.main([*args, "--out", str(v), "--judge-backend", "openai", *_llm(url)]) == 1  # failed
     reasons = [json.loads(x)["verify_judge_reason"] for x in v.read_text().splitlines()]
     assert "judge request failed: HTTP 500 after 2 attempts" in reasons
+    first = capsys.readouterr()
+    assert "1 judge requests failed" in first.err
     bad = f"http://user:{PLANTED}@127.0.0.1:{free_port()}/v1"
     assert cli.main([*args, "--out", str(v), "--judge-backend", "openai", *_llm(bad)]) == 2
     out, err = capsys.readouterr()
     assert "cannot connect to http://***@127.0.0.1:" in _one_line(err)
-    _no_key_anywhere(tmp_path, out, err, caplog.text)
+    _no_key_anywhere(tmp_path, out, err, first.out, first.err, caplog.text)
 
 
 def test_notebook_01_and_the_config_s_repr_never_show_the_url_s_credentials(capsys):

@@ -9,7 +9,9 @@
     relevant and P+ not? Columns ``verify_judge`` (bool) and ``verify_judge_reason``. The two
     documents are shown as A/B in an order drawn from the row key, against position bias. A
     judge answer cut at ``max_tokens`` or by a content filter gives no verdict (None, the reason
-    says so), as synthesis rejects such an answer.
+    says so), as synthesis rejects such an answer. ``VerifySummary`` counts the rows the judge
+    gave no verdict (``judge_no_verdict``), and of them those whose request failed
+    (``judge_failed``: not cached, a rerun asks again; ``ifir verify`` then exits 1).
 
 Rows that are not ``accepted`` get None in every column; accepted rows written for an earlier
 version of their seed (``seed_sha``) are not checked (counted in a warning), and a row naming a
@@ -133,6 +135,9 @@ def _model_name(model) -> str:
 _YN = re.compile(r"<answer>\s*<a>\s*(yes|no)\s*</a>\s*<b>\s*(yes|no)\s*</b>\s*</answer>", re.I | re.S)
 
 
+JUDGE_FAILED = "judge request failed"  # how verify_judge_reason starts for a request that failed
+
+
 def judge_order(key: str) -> bool:
     """True when N* is shown as document A for this row (a stable coin flip on the key)."""
     return hashlib.sha256(key.encode()).digest()[0] % 2 == 0
@@ -162,7 +167,7 @@ async def _judge_all(llm, rows, pairs, template) -> list[tuple[bool | None, str]
         try:
             c = await llm.complete([{"role": "user", "content": prompt}])
         except RequestFailed as e:
-            return None, f"judge request failed: {e.reason}"
+            return None, f"{JUDGE_FAILED}: {e.reason}"
         if c.truncated:  # its last <answer> may be a verdict it was revising (as run._parsed)
             return None, f"judge answer truncated: {c.cut_note(llm.params.get('max_tokens'))}"
         return parse_judge(c.text, a_is_n)
@@ -251,6 +256,10 @@ class VerifySummary:
     judged: int
     judge_yes: int
     flip_checked: int | None = None  # rows with a flip verdict; None: the flip check did not run
+    # rows the judge ran on without a verdict (request failed, answer unparseable or cut), and of
+    # them those whose request failed (not cached: a rerun asks again)
+    judge_no_verdict: int = 0
+    judge_failed: int = 0
 
     def format(self) -> str:
         s = f"verify -> {self.out}: {self.checked} of {self.rows} rows accepted and checked"
@@ -260,6 +269,10 @@ class VerifySummary:
             s += f"; retriever flip {self.flips}/{self.flip_checked}"
         if self.judged:
             s += f"; judge yes {self.judge_yes}/{self.judged}"
+        if self.judge_no_verdict:
+            s += f"; judge gave no verdict for {self.judge_no_verdict}"
+            if self.judge_failed:
+                s += f" ({self.judge_failed} request(s) failed: rerun to retry)"
         return s
 
 
@@ -301,6 +314,11 @@ def verify_file(
     ]
     # verdicts kept from an earlier run are not this run's: counted only for the checks that ran
     ran_flip, ran_judge = kwargs.get("embedder", "minilm") is not None, kwargs.get("judge") is not None
+    silent = (
+        [r for r in rows if r.get("verify_judge") is None and r.get("verify_judge_reason")]
+        if ran_judge
+        else []
+    )
     return VerifySummary(
         str(target),
         len(rows),
@@ -309,6 +327,8 @@ def verify_file(
         sum(1 for r in rows if r.get("verify_judge") is not None) if ran_judge else 0,
         sum(1 for r in rows if r.get("verify_judge")) if ran_judge else 0,
         sum(1 for r in rows if r.get("verify_flip") is not None) if ran_flip else None,
+        len(silent),
+        sum(1 for r in silent if r["verify_judge_reason"].startswith(JUDGE_FAILED)),
     )
 
 

@@ -172,6 +172,36 @@ def test_verify_cli_with_judge(server, tmp_path, capsys):
     ]
 
 
+def test_verify_counts_rows_the_judge_gave_no_verdict_and_exits_1_on_failed_requests(
+    server, tmp_path, capsys
+):
+    """A judge request that failed left ``verify_judge`` None and vanished: the summary read
+    "judge yes 1/1" and ``ifir verify`` exited 0, where ``synthesize`` says "N rows failed" and
+    exits 1. An answer without a verdict (here: cut) is counted too, but a rerun cannot mend it."""
+    seeds, rows = tmp_path / "seeds.jsonl", tmp_path / "rows.jsonl"
+    seeds.write_text(json.dumps(SEED) + "\n")
+    rows.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
+    args = ["verify", "--in", str(rows), "--seeds", str(seeds), "--out", str(tmp_path / "v.jsonl")]
+    args += ["--no-embedder", "--judge-backend", "openai", "--model", DEFAULT_MODEL, "--base-url", server.url]
+    args += ["--max-retries", "1", "--backoff", "0.01"]
+    server.rules = {GOOD: "500"}  # py#0's judge request fails for good
+    assert cli.main(args) == 1
+    cap = capsys.readouterr()
+    assert (
+        "judge yes" in cap.out
+        and "judge gave no verdict for 1 (1 request(s) failed: rerun to retry)" in cap.out
+    )
+    assert "ifir verify: 1 judge requests failed" in cap.err
+    server.rules = {GOOD: "truncated"}  # answered, but cut: no verdict, nothing a rerun would mend
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "judge gave no verdict for 1;" in out or out.rstrip().endswith("judge gave no verdict for 1")
+    assert "failed" not in out
+    server.rules = {}
+    assert cli.main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["judge_no_verdict"] == 1  # the cut answer is cached
+
+
 def test_verify_file_waits_for_no_writer_it_fails_at_once(tmp_path):
     """While ``synthesize`` holds the output's lock (it appends rows), verify neither reads nor
     rewrites the file (its rename would cut off every row appended after the read)."""
