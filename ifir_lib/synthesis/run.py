@@ -37,6 +37,7 @@ writes:
      "endpoint"? (the server, OpenAI's own API included, or local weights), "negative" (the N* policy),
      "negative_rng_seed"? (under ``random``),
      "decoding": {"temperature", "top_p", "max_tokens"} | null (the baselines),
+     "served_model"? (the model the reply named, where not ``model``: a gateway's fallback),
      "status": "accepted"|"declined"|"rejected"|"failed", "reason", "reversal", "reasoning",
      "raw", "template", "template_version", "usage": {"prompt_tokens", "completion_tokens"},
      "cost_usd", "instruction_type", "attempts", "cached", "elapsed_s"}
@@ -798,6 +799,7 @@ def _row(
         "negative": cfg.negative_policy(),  # which N* the plan picked: merged shards must agree
         **({"negative_rng_seed": cfg.rng_seed} if cfg.negative_policy() == "random" else {}),
         "decoding": row_decoding(cfg),
+        **({"served_model": c.served_model} if c is not None and c.served_model else {}),
         "status": parsed.status,
         "reason": parsed.reason,
         "reversal": parsed.reversal,

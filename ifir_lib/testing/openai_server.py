@@ -19,7 +19,8 @@ Faults: ``"429"`` (with ``Retry-After: server.retry_after``), ``"500"``, ``"slow
 request's Authorization header, as a gateway passing an upstream error on as content does),
 ``"truncated"`` (an answer revised, then cut at ``finish_reason: "length"``), ``"content_filter"``
 (the same text, cut by moderation), ``"abort"`` (vLLM's aborted generation: empty content),
-``"null_content"`` (``content: null``), ``"finish_null"`` (a whole answer, ``finish_reason: null``).
+``"null_content"`` (``content: null``), ``"finish_null"`` (a whole answer, ``finish_reason: null``), ``"other_model"`` (the reply names
+another model, as a gateway's fallback does).
 ``server.latency_s`` delays every reply.
 ``server.api_key`` (if set) must match the bearer token or the reply is 401 (echoing the key,
 as some real servers do, so the client must redact it); ``server.models`` lists the known
@@ -159,7 +160,7 @@ class FakeOpenAIServer:
                 "id": f"chatcmpl-{self.requests}",
                 "object": "chat.completion",
                 "created": 0,
-                "model": body.get("model"),
+                "model": "some-other-model" if fault == "other_model" else body.get("model"),
                 "choices": [
                     {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
                 ],

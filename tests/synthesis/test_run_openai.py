@@ -506,3 +506,18 @@ def test_an_answer_the_server_did_not_finish_is_never_taken_as_whole(server, tmp
     syn.synthesize(seeds, tmp_path / "fresh.jsonl", cfg(server))  # all four from the cache
     again = {r["key"]: r for r in sio.load_synthesis(tmp_path / "fresh.jsonl")}
     assert server.requests == 0 and again["seed-0000"]["reason"].startswith("truncated: the server's content")
+
+
+def test_a_reply_from_another_model_is_recorded_and_warned_about(server, tmp_path, caplog):
+    """A gateway falling back to another model answered under its name: the row said
+    ``model: test-model`` and the model that wrote it was recorded nowhere."""
+    seeds = [make_seed(i) for i in range(3)]
+    server.rules = {seeds[0]["query"]: "other_model", seeds[1]["query"]: "other_model"}
+    syn.synthesize(seeds, tmp_path / "o.jsonl", cfg(server))
+    by = {r["key"]: r for r in sio.load_synthesis(tmp_path / "o.jsonl")}
+    assert [by[s["id"]].get("served_model") for s in seeds] == ["some-other-model", "some-other-model", None]
+    assert by["seed-0000"]["model"] == DEFAULT_MODEL
+    warned = [r.message for r in caplog.records if "some-other-model" in r.message]
+    assert len(warned) == 1 and "served_model" in warned[0]  # once per run and model
+    syn.synthesize(seeds, tmp_path / "again.jsonl", cfg(server))  # from the cache: still recorded
+    assert sio.load_synthesis(tmp_path / "again.jsonl")[0].get("served_model") == "some-other-model"
