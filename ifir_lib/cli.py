@@ -95,12 +95,12 @@ def _preset_flag(p, kind: str) -> None:
 def _names(text: str | None, cast=str) -> tuple | None:
     """``'0,1,2' -> (0, 1, 2)`` with ``cast=int``; ``None`` stays ``None``; ``''`` is ``()``. A
     list that is itself an existing path (a folder named ``robust,v2``) is a ``ConfigError``: it
-    was cut into two items without a word."""
+    was cut into two items without a word. Spaces around items go (``'v1, v2'`` is v1 and v2)."""
     if text is not None and "," in text and os.path.exists(os.path.expanduser(text)):
         raise ConfigError(
             f"{text!r} is a path holding a comma, and this flag takes a comma-separated list: rename it"
         )
-    return None if text is None else tuple(cast(x) for x in text.split(",") if x)
+    return None if text is None else tuple(cast(x.strip()) for x in text.split(",") if x.strip())
 
 
 def _preset(cls, a, kind: str, **kw):
@@ -1026,6 +1026,10 @@ def _experiment_config(a):
             raise ConfigError(f"--{name} {path}: no such file; nothing was planned or run")
     flags = absolute_paths({k: v for k, v in flags.items() if v is not None})
     base, where = None, None
+    if a.plan and a.preset:  # the plan's own preset would win in silence
+        raise ConfigError(
+            f"--plan {a.plan} and --preset {a.preset}: the plan file holds every field; give one"
+        )
     if a.plan:
         base, where = absolute_paths(read_plan(a.plan), Path(a.plan).parent), a.plan  # its own paths
     elif a.preset is None and not a.new_experiment:

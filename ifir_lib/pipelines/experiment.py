@@ -107,26 +107,23 @@ class ExperimentConfig:
     n_boot: int = 2000  # two-stage bootstrap replicates
 
     def __post_init__(self):
+        _check_types(self)
         modes = (*self.modes, *self.extra_modes)
         unknown = [m for m in modes if m not in C.MODES]
         if unknown:
             raise ConfigError(f"unknown mode(s) {unknown}; choose from {', '.join(C.MODES)}")
+        if self.experiment_preset not in C.PRESET_NAMES:
+            raise ConfigError(
+                f"experiment_preset {self.experiment_preset!r}: one of {', '.join(C.PRESET_NAMES)}"
+            )
         if self.baseline not in self.modes:
             raise ConfigError(f"baseline {self.baseline!r} must be one of the modes {self.modes}")
-        for side in (self.primary_a, self.primary_b):
-            if side not in (*modes, C.BASE_MODE):
-                raise ConfigError(
-                    f"primary comparison: {side!r} is not a planned mode ({', '.join(modes)}, base)"
-                )
-        sets = [x for item in self.eval for x in (item, *P.sets_of(item))]
-        if self.primary_set and P.dataset_of(self.primary_set) not in sets:  # a folder: by its name
-            raise ConfigError(
-                f"primary_set {self.primary_set!r} is not one of --eval {list(self.eval)} nor a set they "
-                f"evaluate ({', '.join(dict.fromkeys(sets))})"
-            )
+        _check_budget(self.budget, modes)
+        self._check_primary(modes)
         if not self.rng_seeds:
             raise ConfigError("rng_seeds must name at least one random seed")
-        for what, items in (("rng_seeds", self.rng_seeds), ("modes and extra_modes", modes)):
+        twice_checked = (("rng_seeds", self.rng_seeds), ("modes and extra_modes", modes))
+        for what, items in (*twice_checked, ("tested_metrics", self.tested_metrics)):
             if twice := sorted({str(x) for x in items if list(items).count(x) > 1}):
                 raise ConfigError(f"{what}: {', '.join(twice)} given twice (two jobs would train one folder)")
         for m in (self.primary_metric, *self.tested_metrics):
@@ -146,6 +143,30 @@ class ExperimentConfig:
         if self.eval_steps > 0 and self.heldout_seeds <= 0:
             raise ConfigError("eval_steps > 0 needs heldout_seeds > 0")
         P.eval_targets(self.eval)  # a missing folder fails here, before any run
+
+    def _check_primary(self, modes: tuple[str, ...]) -> None:
+        """The primary comparison names two planned modes (or base) and a set the plan evaluates:
+        a folder by its path, not only its name (``v3/test`` planned, ``v3-fixed/test`` evaluated)."""
+        for side in (self.primary_a, self.primary_b):
+            if side not in (*modes, C.BASE_MODE):
+                raise ConfigError(
+                    f"primary comparison: {side!r} is not a planned mode ({', '.join(modes)}, base)"
+                )
+        if self.primary_a == self.primary_b:
+            raise ConfigError(f"primary comparison: {self.primary_a!r} against itself")
+        sets = [x for item in self.eval for x in (item, *P.sets_of(item))]
+        if self.primary_set and P.dataset_of(self.primary_set) not in sets:  # a folder: by its name
+            raise ConfigError(
+                f"primary_set {self.primary_set!r} is not one of --eval {list(self.eval)} nor a set they "
+                f"evaluate ({', '.join(dict.fromkeys(sets))})"
+            )
+        if self.primary_set and P.is_folder_item(self.primary_set):
+            folders = {os.path.realpath(i) for i in self.eval if P.is_folder_item(i)}
+            if os.path.realpath(self.primary_set) not in folders:
+                raise ConfigError(
+                    f"primary_set {self.primary_set} is not evaluated: --eval holds another folder of "
+                    f"its name ({', '.join(i for i in self.eval if P.dataset_of(i) == P.dataset_of(self.primary_set))})"
+                )
 
     @classmethod
     def preset(cls, name: str | None = None, **overrides) -> ExperimentConfig:
@@ -178,6 +199,41 @@ class ExperimentConfig:
 
     def base(self) -> str:
         return self.base_model or TrainConfig.preset(self.train_preset).base_model
+
+
+_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "None": (type(None),)}
+
+
+def _is(value, name: str) -> bool:
+    """``value`` of the annotated type ``name`` (``int``, ``tuple[int, ...]``, ...); a bool is no number."""
+    if name.startswith("tuple["):
+        item = name[len("tuple[") :].split(",")[0]
+        return isinstance(value, tuple) and all(_is(v, item) for v in value)
+    return isinstance(value, _TYPES[name]) and not (isinstance(value, bool) and name in ("int", "float"))
+
+
+def _check_types(cfg) -> None:
+    """Each field of the annotated type: a hand-edited plan's ``keep_best = "false"`` (a string,
+    true to Python) trained the held-out pick under a record of false, ``rng_seeds = [0, "0"]``
+    gave two runs one folder, ``eval = "v1"`` became the tasks 'v' and '1'."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if not any(_is(value, t) for t in str(f.type).split(" | ")):
+            raise ConfigError(f"plan field {f.name}: expected {f.type}, got {type(value).__name__} {value!r}")
+
+
+def _check_budget(budget: int | None, modes: tuple[str, ...]) -> None:
+    """A budget is positive (``-1`` for "no limit" took all but one seed, unmatched, under a
+    recorded budget), and even where a two-view mode is planned (an odd one trains it one short)."""
+    if budget is None:
+        return
+    if budget < 1:
+        raise ConfigError(f"budget {budget}: a positive number of examples (leave it out for all the data)")
+    two_view = [m for m in modes if C.data_mode(m) in ("ins-dv", "ins-aug")]
+    if budget % 2 and two_view:
+        raise ConfigError(
+            f"budget {budget} is odd: {two_view[0]} trains B/2 seeds in two views; give an even budget"
+        )
 
 
 TRAIN_FIELDS = (
@@ -417,7 +473,9 @@ def _collect(out: Path, cfg: ExperimentConfig, plan_hash: str | None) -> Path:
     plan_hash = plan_hash or start(out, cfg)
     runs, missing = finished_runs(out, cfg, plan_hash)
     # the base row is scored from the base model folder as it is now: it must be the runs' start
-    _check_runs_agree_on_inputs(out, cfg, now=P.input_digests({k: getattr(cfg, k) for k in P.MODEL_FIELDS}))
+    # the base's held-out scores read the seed file now: it must hold the runs' held-out seeds
+    now = (*P.MODEL_FIELDS, *(("seeds",) if cfg.heldout_seeds > 0 else ()))
+    _check_runs_agree_on_inputs(out, cfg, now=P.input_digests({k: getattr(cfg, k) for k in now}))
     if missing:
         print(f"not finished yet (left out): {', '.join(missing)}", file=sys.stderr)
     _check_runs_are_replicates(runs)

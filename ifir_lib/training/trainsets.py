@@ -735,6 +735,10 @@ def seeds_for_budget(mode: str, budget: int) -> int:
     Example: ``seeds_for_budget("ins-dv", 480)`` -> 240; ``seeds_for_budget("all-dv", 480)`` -> 440.
     """
     mode = data_mode(mode)
+    if budget < 1:  # a slice [:-2] took all but 2 seeds: -1 for "no limit" trained unmatched modes
+        raise ConfigError(
+            f"budget {budget}: a budget is a positive number of examples (leave it out for all the data)"
+        )
     if mode in ("ins-dv", "ins-aug"):
         if budget % 2:  # B // 2 seeds in two views: B - 1 examples, under a budget recorded as B
             raise ConfigError(

@@ -89,3 +89,8 @@ def test_an_old_preset_name_says_which_preset_it_is(capsys):
     assert check_preset("default", "experiment") == "cpu"
     assert "experiment preset: cpu ('default' is its old name" in capsys.readouterr().err
     assert check_preset("smoke", "experiment") == "smoke" and capsys.readouterr().err == ""
+
+
+def test_a_list_flag_drops_the_spaces_around_its_items():
+    """``--eval "v1, v2"`` planned the mteb task ' v2' and failed at --collect, after every run had trained."""
+    assert cli._names("v1, v2") == ("v1", "v2") and cli._names(" 0 , 1", int) == (0, 1)

@@ -567,3 +567,57 @@ def test_collect_warns_that_a_raw_base_row_is_pooled_otherwise_than_training_sta
         assert (
             "its base row is scored with mean pooling, but the runs started from it with cls" in caplog.text
         ) is warned
+
+
+def test_a_plan_refuses_fields_that_would_train_otherwise_than_it_says(tmp_path, capsys):
+    """Probe 46 P: what a hand-edited plan or a flag let through, recorded as planned, trained otherwise."""
+    smoke = ExperimentConfig.preset("smoke")
+    plan = {k: list(v) if isinstance(v, tuple) else v for k, v in smoke.plan().items()}
+    bad = {
+        "keep_best": ("false", "plan field keep_best: expected bool"),  # a string: true to Python
+        "co_batch_views": ("false", "plan field co_batch_views"),
+        "rng_seeds": ([0, "0"], "plan field rng_seeds"),  # two runs, one folder
+        "eval": ("v1", "plan field eval"),  # the tasks 'v' and '1'
+        "max_steps": (4.5, "plan field max_steps"),
+        "budget": (-2, "budget -2: a positive number"),  # all but 2 seeds, unmatched
+        "tested_metrics": (["p_mrr", "map_at_1000", "p_mrr"], "tested_metrics: p_mrr given twice"),
+        "primary_b": ("ins-dv", "primary comparison: 'ins-dv' against itself"),
+        "experiment_preset": ("bogus", "experiment_preset 'bogus'"),
+    }
+    for field, (value, said) in bad.items():
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            ExperimentConfig.from_plan({**plan, field: value}, "plan.toml")
+    with pytest.raises(ConfigError, match="budget 17 is odd"):
+        ExperimentConfig.preset("smoke", budget=17)
+    assert ExperimentConfig.preset(
+        "smoke", budget=17, modes=("ins-orig",), baseline="ins-orig", primary_a="base"
+    )
+    for name in ("old", "new"):  # one set's two versions in sibling folders
+        write_followir(synthetic_followir(4, 30, 20, rng_seed=1), tmp_path / name / "robust")
+    with pytest.raises(ConfigError, match=r"primary_set .*new/robust is not evaluated"):
+        ExperimentConfig.preset(
+            "smoke", eval=(str(tmp_path / "old" / "robust"),), primary_set=str(tmp_path / "new" / "robust")
+        )
+    P.write_plan(tmp_path, smoke.plan())
+    stored = str(tmp_path / "experiment.toml")
+    argv = ["experiment", "--plan", stored, "--preset", "cpu", "--out", str(tmp_path / "x"), "--show-plan"]
+    assert main(argv) == 2 and "the plan file holds every field; give one" in capsys.readouterr().err
+
+
+def test_collect_refuses_held_out_seeds_the_runs_did_not_hold_out(tmp_path):
+    """The base's held-out scores ("on the same seeds") were read from the seed file as edited after the runs."""
+    seeds, _ = _user_inputs(tmp_path)
+    cfg = dataclasses.replace(ExperimentConfig.preset("smoke"), seeds=str(seeds), heldout_seeds=4)
+    out = tmp_path / "exp"
+    plan_hash = E.start(out, cfg)
+    run = RunFolder(out / "models" / "rng0" / "ins-dv")
+    run.path.mkdir(parents=True)
+    run.start(
+        {"mode": "ins-dv", "data": {"plan": plan_hash, "inputs": P.input_digests({"seeds": str(seeds)})}},
+        "abc",
+    )
+    run.finish()
+    seeds.write_text("".join(seeds.read_text().splitlines(keepends=True)[1:]))  # a clean-up after the runs
+    with pytest.raises(ConfigError, match=f"trained on seeds {seeds} holding other content"):
+        E.collect(out, cfg, plan_hash)
+    assert not (out / "results.csv").exists()
