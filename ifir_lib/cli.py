@@ -28,11 +28,13 @@ from .seeds.forms import NARRATIVE_SHARE
 
 
 class _FMT(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows an option's default unless its help already says it (no "(default: all) (default: None)")."""
+    """Shows an option's default unless its help already says it (no "(default: all) (default: None)")
+    or it is None (unset: the preset's value, which "(default: None)" did not say)."""
 
     def _get_help_string(self, action):
-        text = action.help or ""
-        return text if "default" in text.lower() else super()._get_help_string(action)
+        text = action.help or ""  # None: unset, which means the preset's or the file's, not "None"
+        plain = "default" in text.lower() or action.default is None
+        return text if plain else super()._get_help_string(action)
 
 
 log = logging.getLogger(__name__)

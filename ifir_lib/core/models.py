@@ -205,8 +205,8 @@ def _load_model(name: str, path: str, device: str | None, state: tuple):
     if is_raw_backbone(p):
         log.warning(
             "%s: not a sentence-transformers folder (config.json, no modules.json): scored with mean "
-            "pooling, sentence-transformers' default; training builds it with TrainConfig.pooling "
-            "('cls' in the paper preset), so a base row scored here may not be the model training starts from",
+            "pooling, sentence-transformers' default; a training run builds it with its preset's pooling "
+            "(TrainConfig.pooling: 'cls' in the paper preset, 'mean' in cpu and smoke)",
             path,
         )
     return SentenceTransformer(path, device=device or default_device())

@@ -32,7 +32,7 @@ from ..seeds.forms import NARRATIVE_SHARE
 from ..seeds.schema import load_seeds
 from ..training.dry_run import dry_run as estimate
 from ..training.heldout import split_heldout
-from ..training.trainer import TrainConfig, TrainResult, mode_config, train
+from ..training.trainer import TrainConfig, TrainResult, as_mnrl, mode_config, train
 from ..training.trainsets import (
     MODE_VIEWS,
     TrainSet,
@@ -94,6 +94,7 @@ def train_modes(
     for mode, (ts, manifest, heldout) in sets.items():
         examples, manifest = ts.examples, {**manifest, **(labels or {})}
         mcfg = mode_config(cfg, mode)
+        mcfg = as_mnrl(mcfg) if loss == "mnrl" else mcfg  # what trains: dry run and siblings see it too
         if dry_run:
             out[mode] = estimate(mcfg, examples, world_size=world_size, launch_config=launch_config)
             continue

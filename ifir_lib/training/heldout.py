@@ -36,8 +36,8 @@ def _rank(seed_id: str) -> str:
 def split_heldout(seeds: list[dict], n: int) -> tuple[list[dict], list[dict]]:
     """``(train, heldout)``: the ``n`` seeds with the smallest id hash are held out.
 
-    Related seeds (``related_seeds``: the same positive text, or the same query and instruction,
-    however spelled and under whatever ids) form one group, ranked by its smallest id hash and held
+    Related seeds (``related_seeds``: a shared relevant passage or question, however spelled and
+    under whatever ids, a reversed twin included) form one group, ranked by its smallest id hash and held
     out whole when it fits in what is left of ``n``, else trained on whole: no held-out seed's
     positive or question is trained on, and the split does not depend on the seeds' order.
     Without such groups the split is the ``n`` smallest id hashes.

@@ -78,6 +78,10 @@ class JsonlLog(TrainerCallback):
 
     def __init__(self, log_file: Path, heldout_file: Path):
         self.log_file, self.heldout_file = Path(log_file), Path(heldout_file)
+        self._since = 0  # the step a logged loss's mean starts after (the resume point, at first)
+
+    def on_train_begin(self, args, state, control, **kw):
+        self._since = state.global_step
 
     def on_log(self, args, state, control, logs=None, **kw):
         if not (state.is_world_process_zero and logs):
@@ -96,9 +100,11 @@ class JsonlLog(TrainerCallback):
                     "loss": logs["loss"],
                     "learning_rate": logs.get("learning_rate"),
                     "grad_norm": logs.get("grad_norm"),
+                    "since": self._since,  # the loss is the mean over steps since+1 .. step
                     "time": time.time(),
                 },
             )
+            self._since = state.global_step
 
     @staticmethod
     def _append(path: Path, row: dict) -> None:

@@ -186,7 +186,7 @@ def train(examples: list[dict], out_dir: str | Path, cfg: TrainConfig, **kwargs)
     The saved model reads ``cfg.save_max_seq_length`` tokens (default: as many as the base model).
 
     ``loss='mnrl'`` swaps in plain MultipleNegativesRankingLoss (a baseline): sentence-transformers'
-    own batches with in-batch negatives, recorded as such (``_as_mnrl``); the top layers as set.
+    own batches with in-batch negatives, recorded as such (``as_mnrl``); the top layers as set.
     A NaN/inf loss stops the run with ``NonFiniteLossError``; earlier checkpoints are kept.
     Keyword arguments: ``mode``, ``manifest``, ``loss``, ``device``, ``heldout``, ``report_to``
     (``tracking.resolve_report_to``), ``keep_checkpoints`` (default False: a finished run's
@@ -228,14 +228,15 @@ def _train(
 
     if cfg.eval_steps > 0 and not heldout:
         raise ConfigError("eval_steps > 0 needs held-out seeds (train(..., heldout=...))")
-    cfg = _as_mnrl(cfg) if loss == "mnrl" else cfg
+    given = dataclasses.asdict(cfg)  # an mnrl run recorded before ``as_mnrl`` holds the config as given
+    cfg = as_mnrl(cfg) if loss == "mnrl" else cfg
     cfg_dict = dataclasses.asdict(cfg)
     rank = int(os.environ.get("RANK", "0"))
     tracker_args, tracker_callbacks = reporting(
         report_to, run.path, cfg_dict, mode=mode, rng_seed=cfg.rng_seed, evaluates=cfg.eval_steps > 0
     )  # an uninstalled tracker fails here, before the model loads
     base = base_record(cfg.base_model)
-    if _check_rerun(run, cfg_dict, mode, manifest, loss, base_sha=base["base_model_sha256"]):
+    if _check_rerun(run, cfg_dict, mode, manifest, loss, base_sha=base["base_model_sha256"], also=given):
         log.warning("%s already finished; nothing to do", run.path)
         return TrainResult(run.path, run.info().get("steps", 0), 0.0, 0.0, run.read_log())
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -329,8 +330,10 @@ def _check_rerun(
     loss: str = "relation",
     *,
     base_sha: str | None,
+    also: dict | None = None,
 ) -> bool:
-    """True when ``run`` already holds this finished run; a ``ConfigError`` when it holds another:
+    """True when ``run`` already holds this finished run (its config ``cfg_dict``, or ``also``: the
+    config as given, which an mnrl run recorded before ``as_mnrl``); a ``ConfigError`` when it holds another:
     another config, loss or mode, other base model content (``base_sha``, the base folder's
     ``model_digest``), or other training data (``sha256`` of the examples), so a rerun on new
     reversals, on a rebuilt training set or from a base folder replaced in place, never silently
@@ -347,7 +350,11 @@ def _check_rerun(
         _check_new_folder(run, cfg_dict.get("base_model"))
         return False
     prev = run.read()
-    if prev.get("config") != cfg_dict or prev.get("mode") != mode or prev.get("loss", "relation") != loss:
+    if (
+        prev.get("config") not in (cfg_dict, also)
+        or prev.get("mode") != mode
+        or prev.get("loss", "relation") != loss
+    ):
         raise ConfigError(
             f"{run.run_file}: this run directory holds a run with another config, loss or mode; "
             "use a new --out or delete it"
@@ -411,14 +418,14 @@ def _freeze_unused_pooler(model) -> None:
             pooler.requires_grad_(False)
 
 
-def _as_mnrl(cfg: TrainConfig) -> TrainConfig:
+def as_mnrl(cfg: TrainConfig) -> TrainConfig:
     """``cfg`` as plain MultipleNegativesRankingLoss trains it: sentence-transformers' own batches
     (views at random, not co-batched), in-batch negatives, no gradient caching. A setting it
     cannot honour is named in a warning and recorded as what ran (the run record said
     ``co_batch_views: true`` for a run that never co-batched). ``train_top_layers`` is honoured."""
     ran = dict(co_batch_views=False, in_batch_negatives=True, mini_batch_size=None)
     if changed := [f"{k}={getattr(cfg, k)!r}" for k, v in ran.items() if getattr(cfg, k) != v]:
-        log.warning(
+        log.info(
             "loss mnrl trains with sentence-transformers' own batches and in-batch negatives: "
             "%s not honoured; recorded as co_batch_views=False, in_batch_negatives=True, mini_batch_size=None",
             ", ".join(changed),
@@ -622,13 +629,17 @@ def _run_loss(run: RunFolder, session_loss: float, steps: int) -> float:
     run's is read from its log, each logged loss weighted by the steps it covers."""
     if not run.info().get("resumes"):
         return session_loss
-    logged = sorted(
-        {r["step"]: r["loss"] for r in run.read_log() if "loss" in r and r["step"] <= steps}.items()
-    )
-    if not logged or logged[-1][0] != steps:
+    rows = sorted((r for r in run.read_log() if "loss" in r and r["step"] <= steps), key=lambda r: r["step"])
+    # each row's loss is the mean over steps since+1 .. step (``tracking.JsonlLog``; older logs: from
+    # the row before, which a resume between two logging steps makes wrong, and the sum then says so)
+    spans = [r["step"] - r.get("since", prev["step"] if prev else 0) for prev, r in zip([None, *rows], rows)]
+    if not rows or rows[-1]["step"] != steps or sum(spans) != steps:
+        log.warning(
+            "%s: train_loss covers only the steps since the last resume (the log does not cover each step once)",
+            run.path,
+        )
         return session_loss
-    spans = [b - a for a, b in zip([0] + [st for st, _ in logged[:-1]], [st for st, _ in logged])]
-    return sum(w * loss for w, (_, loss) in zip(spans, logged)) / steps
+    return sum(w * r["loss"] for w, r in zip(spans, rows)) / steps
 
 
 def _drop_checkpoints(run: RunFolder) -> None:

@@ -66,4 +66,4 @@ def test_loading_a_raw_backbone_names_the_pooling_it_is_scored_with(tmp_path, ca
         model = load_model(str(raw_backbone(tmp_path / "raw")), device="cpu")
     assert model[1].get_config_dict()["pooling_mode"] == "mean"
     assert "not a sentence-transformers folder" in caplog.text and "scored with mean pooling" in caplog.text
-    assert "TrainConfig.pooling ('cls' in the paper preset)" in caplog.text
+    assert "TrainConfig.pooling: 'cls' in the paper preset" in caplog.text

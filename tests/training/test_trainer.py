@@ -99,9 +99,9 @@ def test_mnrl_trains_the_layers_it_records_and_says_what_it_batches(smoke_run, t
 
     cfg, ts, _ = smoke_run
     cfg = cfg.replace(train_top_layers=1)
-    with caplog.at_level("WARNING"):
+    with caplog.at_level("INFO"):
         res = train(ts.examples, tmp_path / "mnrl", cfg, mode="ins-dv", device="cpu", loss="mnrl")
-    assert "co_batch_views=True" in caplog.text and "in_batch_negatives=False" in caplog.text
+    assert "co_batch_views=True" in caplog.text and "in_batch_negatives=False" in caplog.text  # info
     recorded = json.loads((res.run_dir / "ifir_run.json").read_text())["config"]
     assert recorded["co_batch_views"] is False and recorded["in_batch_negatives"] is True
     assert recorded["train_top_layers"] == 1
@@ -114,6 +114,9 @@ def test_mnrl_trains_the_layers_it_records_and_says_what_it_batches(smoke_run, t
     }
     top = f"encoder.{len([k for k in base if k.endswith('attention.self.query.weight')]) - 1}"
     assert changed and all(c == top or not c.startswith(("embeddings", "encoder")) for c in changed), changed
+    old = RunFolder(res.run_dir)  # a finished mnrl run recorded before: its config as given
+    old.write({**old.read(), "config": dataclasses.asdict(cfg)})
+    assert train(ts.examples, res.run_dir, cfg, mode="ins-dv", device="cpu", loss="mnrl").seconds == 0.0
 
 
 def _built_run(tmp_path, bundled_seeds, sha_of=None):
@@ -484,3 +487,24 @@ def test_training_names_the_base_model_s_stored_prompts_it_replaces(tmp_path, mi
             cfg.replace(query_prompt="query: ", document_prompt="passage: "), ts.examples, "relation", "cpu"
         )
     assert "training replaces them" not in caplog.text
+
+
+def test_a_resumed_run_s_loss_weights_each_logged_mean_by_the_steps_it_covers(tmp_path, caplog):
+    """Logged every 10 steps, resumed from step 25: the row at 30 is the mean of steps 26-30."""
+    from ifir_lib.training.trainer import _run_loss
+
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+    run.start({"mode": "ins-dv"}, "abc")
+    run.update(resumes=[{"git_commit": "abc", "started": "now"}])
+    rows = [(10, 0, 1.0), (20, 10, 2.0), (25, 20, 3.0), (30, 25, 4.0)]  # the kill lost no logged step
+    run.train_log.write_text(
+        "".join(json.dumps({"step": s, "since": a, "loss": v}) + "\n" for s, a, v in rows)
+    )
+    assert _run_loss(run, 9.9, 30) == pytest.approx((10 * 1 + 10 * 2 + 5 * 3 + 5 * 4) / 30)
+    run.train_log.write_text(
+        "".join(json.dumps({"step": s, "since": a, "loss": v}) + "\n" for s, a, v in rows[:2] + rows[3:])
+    )
+    with caplog.at_level("WARNING"):  # steps 21-25 were logged by no row: the session's loss, said
+        assert _run_loss(run, 9.9, 30) == 9.9
+    assert "covers only the steps since the last resume" in caplog.text

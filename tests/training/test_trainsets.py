@@ -249,6 +249,7 @@ def test_training_file_errors_name_file_and_line(tmp_path, bundled_seeds):
     path = save_trainset(ts, tmp_path / "train.jsonl")
     assert len(load_trainset(path)) == 4
     lines = path.read_text().splitlines()
+    lines_kept = list(lines)  # the file as built: a bad row below replaces line 3 with its own row
     bad = json.loads(lines[2])
     del bad["positive"]
     lines[2] = json.dumps(bad)
@@ -261,10 +262,10 @@ def test_training_file_errors_name_file_and_line(tmp_path, bundled_seeds):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"train\.jsonl:3: field 'negatives'"):
         load_trainset(path)
-    for other_id, what in ((False, "id"), (True, "text")):  # the positive among its own negatives
-        bad = json.loads(lines[1])
-        twin = dict(bad["positive"], id="mined-dup-17") if other_id else bad["positive"]
-        bad["negatives"] = [bad["negatives"][0], dict(twin, text=twin["text"].upper() + " ")]
+    for other_id, what in ((True, "text"), (False, "id")):  # the positive among its own negatives
+        bad = json.loads(lines_kept[2])  # both were read without a word
+        twin = dict(bad["positive"], id="mined-dup-17", text=bad["positive"]["text"].upper() + " ")
+        bad["negatives"] = [bad["negatives"][0], twin if other_id else dict(bad["positive"])]
         lines[2] = json.dumps(bad)
         path.write_text("\n".join(lines) + "\n")
         with pytest.raises(
