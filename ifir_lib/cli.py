@@ -907,7 +907,11 @@ def _add_experiment(sub):
         "Ins-DV against its controls over several rng_seeds, on your data, with a plan, tests and figures",
         "the experiment folder: experiment.toml (the plan), models/rng<k>/<mode>/, results.csv, summary.md",
     )
-    p.add_argument("--plan", default=None, help="a plan file (experiment.toml); flags change its fields")
+    p.add_argument(
+        "--plan",
+        default=None,
+        help="a plan file (experiment.toml); flags change its fields (not --preset: the file names its own)",
+    )
     p.add_argument("--seeds", default=None, help="seed JSONL (default: the bundled seeds)")
     p.add_argument("--reversals", default=None, help="synthesized or curated reversals (default: reference)")
     p.add_argument("--curation", default=None, help="curation decisions (notebook 02)")

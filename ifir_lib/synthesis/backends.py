@@ -19,6 +19,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -107,6 +108,16 @@ def _split_query(url: str) -> tuple[str, dict]:
     return urlunsplit(parts._replace(query="")), dict(pairs)
 
 
+# A placeholder key of a local server ("test", "pass") is in many answers ("latest"); a real key is long
+_SECRET_MIN = 12
+
+
+def _same_model(served: str, asked: str) -> bool:
+    """The reply names the model asked for, or a dated snapshot of it (OpenAI answers
+    ``gpt-4o-mini`` as ``gpt-4o-mini-2024-07-18``, older ones ``gpt-4-0613``)."""
+    return re.fullmatch(re.escape(asked) + r"(-\d{4}(-\d{2}-\d{2})?)?", served) is not None
+
+
 class OpenAIBackend:
     """Chat completions through ``openai.AsyncOpenAI`` (``max_retries=0``: ``LLM`` retries).
 
@@ -171,10 +182,10 @@ class OpenAIBackend:
         """``text`` without the API key, the URL's credentials or any URL's credentials."""
         return redact(text, self._secrets)
 
-    def _echoes_secret(self, text: str) -> bool:
+    def _echoes_secret(self, text: str) -> bool:  # also read by ``llm.LLM.lookup`` on cached answers
         """Whether an answer holds the API key or the URL's credentials (as sent: Basic auth too).
         A model never sees them, so such a reply is a gateway's error, not an answer."""
-        return any(s in text for s in self._secrets if s and len(s) >= 4)
+        return any(s in text for s in self._secrets if s and len(s) >= _SECRET_MIN)
 
     async def __call__(self, messages: list[dict], params: dict) -> tuple:
         import openai
@@ -256,7 +267,7 @@ class OpenAIBackend:
             int(getattr(u, "prompt_tokens", 0) or 0),
             int(getattr(u, "completion_tokens", 0) or 0),
             cut,
-            served if isinstance(served, str) and served and served != self.model else None,
+            served if isinstance(served, str) and served and not _same_model(served, self.model) else None,
         )
 
     def _not_an_api(self, status: str) -> str:

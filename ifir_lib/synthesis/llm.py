@@ -215,12 +215,17 @@ class LLM:
         return cache_key(self.backend.name, self.backend.model, messages, self.params, self.where)
 
     def lookup(self, messages: list[dict]) -> Completion | None:
-        """The cached answer to ``messages``, or None (no request is sent)."""
+        """The cached answer to ``messages``, or None (no request is sent). An entry an earlier
+        version kept that is no answer (empty and not cut, or one repeating the credentials: a
+        gateway's error) is a miss, asked again and replaced."""
         if self.cache is None:
             return None
         t0 = time.monotonic()
         hit = self.cache.get(self._key(messages))
         if hit is None or not isinstance(hit.get("text"), str):
+            return None
+        echoes = getattr(self.backend, "_echoes_secret", None)
+        if (not hit["text"] and not hit.get("truncated")) or (echoes is not None and echoes(hit["text"])):
             return None
         self.stats.cache_hits += 1
         return Completion(

@@ -196,8 +196,10 @@ def verify(
     batch_size: int = 64,
     source: str | Path | None = None,
     lines: list[int] | None = None,
+    judged: list[int] | None = None,
 ) -> list[dict]:
-    """Return copies of ``rows`` with the ``verify_*`` columns filled in.
+    """Return copies of ``rows`` with the ``verify_*`` columns filled in; ``judged``, when given,
+    gets the positions of the rows the judge ran on (rows of edited seeds keep earlier verdicts).
 
     Args:
         rows: synthesis rows (``run.load_synthesis``).
@@ -244,6 +246,8 @@ def verify(
         verdicts = run_sync(_judge_all(llm, out, pairs, load_template(judge_template)))
         for (i, _, _, _), (ok, why) in zip(pairs, verdicts):
             out[i].update(verify_judge=ok, verify_judge_reason=why, verify_judge_model=judge.model)
+        if judged is not None:
+            judged += [i for i, _, _, _ in pairs]
     return out
 
 
@@ -307,18 +311,24 @@ def verify_file(
         if elsewhere:
             held.enter_context(exclusive(target, "verify output"))
         numbered = list(iter_synthesis_lines(path, by_version=True))
-        rows = verify([r for _, r in numbered], seeds, source=path, lines=[n for n, _ in numbered], **kwargs)
+        judged: list[int] = []  # the rows judged now: an old failed verdict kept is no failure of this run
+        rows = verify(
+            [r for _, r in numbered],
+            seeds,
+            source=path,
+            lines=[n for n, _ in numbered],
+            judged=judged,
+            **kwargs,
+        )
         atomic_write_text(target, "".join(dumps(r) for r in rows))
     checked = [
         r for r in rows if r.get("verify_flip") is not None or r.get("verify_judge_reason") is not None
     ]
     # verdicts kept from an earlier run are not this run's: counted only for the checks that ran
     ran_flip, ran_judge = kwargs.get("embedder", "minilm") is not None, kwargs.get("judge") is not None
-    silent = (
-        [r for r in rows if r.get("verify_judge") is None and r.get("verify_judge_reason")]
-        if ran_judge
-        else []
-    )
+    silent = [
+        rows[i] for i in judged if rows[i].get("verify_judge") is None and rows[i].get("verify_judge_reason")
+    ]
     return VerifySummary(
         str(target),
         len(rows),

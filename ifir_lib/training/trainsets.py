@@ -757,7 +757,7 @@ def _budget_for_seeds(mode: str, n: int) -> int:
     if mode in ("ins-dv", "ins-aug"):
         return 2 * n
     if mode in ("all-orig", "all-dv"):
-        b = max(0, int((n - 0.5) / ALL_SEED_RATIO))
+        b = max(1, int((n - 0.5) / ALL_SEED_RATIO))
         while seeds_for_budget(mode, b) < n:
             b += 1
         return b
