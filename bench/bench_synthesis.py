@@ -43,14 +43,23 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_synthesis_"))
     os.environ["IFIR_CACHE"] = str(tmp / "cache")
-    os.environ.setdefault("OPENAI_API_KEY", "sk-bench-not-a-real-key")
+    os.environ["OPENAI_API_KEY"] = (
+        "sk-bench-not-a-real-key"  # never a real key: the bench talks to its own server
+    )
     # the server runs in its own process, so it does not compete with the client for the GIL
     server = subprocess.Popen(
-        [sys.executable, str(REPO / "ifir_lib" / "local_openai_server.py"), str(a.latency)],
+        [sys.executable, "-m", "ifir_lib.testing.openai_server", str(a.latency)],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=REPO,
     )
     url = server.stdout.readline().strip()
+    if not url.startswith("http://127.0.0.1") or server.poll() is not None:
+        # an empty URL is an unset one: the runs would go to api.openai.com (or $OPENAI_BASE_URL)
+        server.kill()
+        raise SystemExit(
+            f"the bench's local OpenAI server did not start (it printed {url!r}); nothing was timed"
+        )
     stats = url.removesuffix("/v1") + "/_stats"
     seeds_path = write_seeds(tmp / "seeds.jsonl", a.seeds)
     cfg = syn.SynthesisConfig(

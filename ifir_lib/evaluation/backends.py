@@ -26,12 +26,16 @@ Not handled here: the ONNX export and the runtimes' sessions (``onnx_backend``,
 from __future__ import annotations
 
 import functools
+import logging
 
 import numpy as np
 
 from ..core.errors import ConfigError
+from .embed_cache import BATCH_DEPENDENT
 from .onnx_backend import ONNX_BACKENDS, OnnxEncoder, check_exported
 from .openvino_backend import OPENVINO_BACKENDS
+
+log = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "torch-bf16", *ONNX_BACKENDS, *OPENVINO_BACKENDS)
 
@@ -98,6 +102,19 @@ class Bf16Encoder:
         return out.astype(np.float32) if isinstance(out, np.ndarray) else out.float()
 
 
+def unwrap_encoder(model, backend: str = "torch") -> tuple:
+    """``(model, backend)`` for the evaluator: an encoder of ``encoder_for`` given as the model is
+    its model under its own backend (its rows were labelled ``torch`` while holding int8 or bf16
+    numbers); a ``backend`` other than ``'torch'`` (the default) or the encoder's is a ``ConfigError``."""
+    if not isinstance(model, (Bf16Encoder, OnnxEncoder)):
+        return model, backend
+    if backend not in ("torch", model.backend):
+        raise ConfigError(
+            f"backend {backend!r} given for a {model.backend} encoder; give its model, or no backend"
+        )
+    return model.model, model.backend
+
+
 def encoder_for(model, backend: str = "torch", *, source=None):
     """``model`` itself for ``'torch'``, a ``Bf16Encoder`` for ``'torch-bf16'``, else an
     ``OnnxEncoder`` around it, run by ONNX Runtime or OpenVINO (``source``: the run folder its
@@ -105,6 +122,21 @@ def encoder_for(model, backend: str = "torch", *, source=None):
     check_backend(backend, model)
     if backend == "torch":
         return model
+    if backend in BATCH_DEPENDENT:
+        _warn_batch_dependent(backend)
     if backend == "torch-bf16":
         return Bf16Encoder(model)
     return OnnxEncoder(model, backend, source=source)
+
+
+@functools.cache
+def _warn_batch_dependent(backend: str) -> None:
+    """Once per process and backend: its numbers move with ``--batch-size`` (module docstring)."""
+    log.warning(
+        "%s: a text's vector depends on the texts batched with it (%s), so its metrics move with "
+        "--batch-size (onnx-int8 on v1: p-MRR -4.42 at 32, -2.49 at 8); compare its rows at one batch size",
+        backend,
+        "one int8 activation scale per batch"
+        if backend == "onnx-int8"
+        else "bf16 kernels blocked by batch shape",
+    )

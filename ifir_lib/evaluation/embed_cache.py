@@ -41,14 +41,22 @@ def text_key(text: str, kind: str) -> str:
     return hashlib.sha256(f"{kind}\0{text}".encode()).hexdigest()[:32]
 
 
-def cache_fingerprint(fingerprint: str, backend: str = "torch") -> str:
+# Backends whose vector of a text depends on the texts batched with it (int8: one activation scale
+# per batch; bf16: kernels blocked by batch shape): their vectors are cached per batch size
+BATCH_DEPENDENT = ("onnx-int8", "torch-bf16", "openvino-bf16")
+
+
+def cache_fingerprint(fingerprint: str, backend: str = "torch", batch_size: int | None = None) -> str:
     """The cache folder's name: ``cache_fingerprint('ab12', 'onnx-int8') -> 'ab12-onnx-int8-v3'``;
     PyTorch's vectors keep the bare fingerprint (``cache_fingerprint('ab12') -> 'ab12'``). An
     exported backend's name carries the export recipe (``onnx_backend.EXPORT_VERSION``): vectors
-    an older recipe computed are not read after an upgrade that replaced it."""
+    an older recipe computed are not read after an upgrade that replaced it. A ``BATCH_DEPENDENT``
+    backend's name ends with the batch size (``'ab12-onnx-int8-v3-b32'``): onnx-int8 at batch 8
+    read batch 32's vectors back (v1 p-MRR -4.42 for the -2.49 a fresh batch-8 run gives)."""
+    per_batch = f"-b{batch_size}" if backend in BATCH_DEPENDENT and batch_size else ""
     if backend in (*ONNX_BACKENDS, *OPENVINO_BACKENDS):
-        return f"{fingerprint}-{backend}-v{EXPORT_VERSION}"
-    return fingerprint if backend == "torch" else f"{fingerprint}-{backend}"
+        return f"{fingerprint}-{backend}-v{EXPORT_VERSION}{per_batch}"
+    return fingerprint if backend == "torch" else f"{fingerprint}-{backend}{per_batch}"
 
 
 class EmbeddingCache:
@@ -222,6 +230,7 @@ def encode_cached(
                 cache_fingerprint(
                     fingerprint or model_fingerprint(model),
                     backend or getattr(model, "backend", None) or "torch",
+                    batch_size,
                 )
             )
         )

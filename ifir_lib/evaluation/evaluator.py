@@ -47,7 +47,7 @@ from ..core.models import (
     using_prompts,
 )
 from . import metrics as M
-from .backends import encoder_for
+from .backends import encoder_for, unwrap_encoder
 from .corpora import FollowIRData, load_beir, load_followir, preview_ids, score_metric_for
 from .embed_cache import encode_cached
 from .stats import bootstrap_ci
@@ -308,6 +308,7 @@ def evaluate_followir(
         raise DataError(
             getattr(folder, "name", folder), None, "no evaluable queries left " + "; ".join(data.problems)
         )
+    model, backend = unwrap_encoder(model, backend)  # an encoder's rows carry its own backend
     model, name = _resolve_model(model, name)
     _warn_if_not_cosine(model, name)
     encoder = encoder_for(model, backend, source=name)  # ``name``: the folder a run was loaded from
@@ -421,6 +422,7 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
     o = {**BEIR_OPTIONS, **options}
     t0 = time.perf_counter()
     corpus, queries, qrels = load_beir(folder, split)
+    model, o["backend"] = unwrap_encoder(model, o["backend"])  # an encoder's rows carry its own backend
     model, name = _resolve_model(model, o["name"])
     encoder = encoder_for(model, o["backend"], source=name)
     with using_prompts(model, prompts_for(model, "beir-folder", o["prompts"], task_name=Path(folder).name)):

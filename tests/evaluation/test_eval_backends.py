@@ -112,3 +112,27 @@ def test_the_package_imports_without_the_optional_runtimes():
     code = "import sys, ifir_lib.cli, ifir_lib.evaluation.backends; print(sorted({'onnxruntime', 'openvino'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_batch_dependent_backend_caches_per_batch_size():
+    """onnx-int8 at batch 8 read batch 32's vectors back (v1 p-MRR -4.42 for a fresh run's -2.49)."""
+    from ifir_lib.evaluation.embed_cache import cache_fingerprint
+
+    assert cache_fingerprint("ab12", "onnx-int8", 8) != cache_fingerprint("ab12", "onnx-int8", 32)
+    assert cache_fingerprint("ab12", "torch-bf16", 8).endswith("-b8")
+    for exact in ("torch", "onnx", "openvino"):  # batch-invariant: one cache whatever the batch
+        assert (
+            cache_fingerprint("ab12", exact, 8)
+            == cache_fingerprint("ab12", exact, 32)
+            == cache_fingerprint("ab12", exact)
+        )
+
+
+@BF16
+def test_an_encoder_given_as_the_model_labels_its_rows_with_its_backend(minilm, fir, private_cache):
+    """evaluate_followir(encoder_for(m, 'torch-bf16'), ...) gave rows labelled torch holding bf16 numbers."""
+    enc = B.encoder_for(minilm, "torch-bf16")
+    res = evaluate_followir(enc, fir, bootstrap=0, name="minilm")
+    assert res.backend == "torch-bf16" and res.model == "minilm"
+    with pytest.raises(ConfigError, match="backend 'onnx' given for a torch-bf16 encoder"):
+        evaluate_followir(enc, fir, bootstrap=0, backend="onnx")

@@ -98,7 +98,7 @@ def test_cache_keys_differ_by_backend(minilm, fir, onnx_cache):
         cache_fingerprint(fp) == fp
         and cache_fingerprint(fp, "onnx-int8") == f"{fp}-onnx-int8-v{O.EXPORT_VERSION}"
     )
-    stores = {b: EmbeddingCache(cache_fingerprint(fp, b)) for b in ("torch", "onnx-int8")}
+    stores = {b: EmbeddingCache(cache_fingerprint(fp, b, 32)) for b in ("torch", "onnx-int8")}
     texts = [format_document(d) for d in load_followir(fir).corpus.values()]
     keys = [text_key(t, "document") for t in texts]
     (vt, miss_t), (vq, miss_q) = (stores[b].get(keys) for b in ("torch", "onnx-int8"))

@@ -95,7 +95,7 @@ def test_each_backend_caches_its_own_vectors(minilm, fir, backend):
         evaluate_followir(minilm, fir, bootstrap=0, backend=b)
     keys = [text_key(format_document(d), "document") for d in load_followir(fir).corpus.values()]
     (ref, miss_ref), (got, miss) = (
-        EmbeddingCache(cache_fingerprint(fp, b)).get(keys) for b in ("torch", backend)
+        EmbeddingCache(cache_fingerprint(fp, b, 32)).get(keys) for b in ("torch", backend)
     )
     assert miss_ref == [] and miss == []  # each stored every document under its own key
     assert not np.array_equal(ref, got)  # and its own vectors, not torch's read back
