@@ -12,6 +12,11 @@ from ifir_lib.testing.inputs import write_seeds
 from ifir_lib.testing.openai_server import DEFAULT_MODEL
 
 
+def _llm(url: str) -> list[str]:
+    """The local server's model and URL, retried once without waiting."""
+    return ["--model", DEFAULT_MODEL, "--base-url", url, "--max-retries", "1", "--backoff", "0.01"]
+
+
 def test_a_short_placeholder_key_in_an_ordinary_answer_is_no_echo(server, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "test")  # placeholder key for a local vLLM / llama.cpp
     monkeypatch.setattr(
@@ -24,28 +29,8 @@ def test_a_short_placeholder_key_in_an_ordinary_answer_is_no_echo(server, tmp_pa
     )
     seeds, out = tmp_path / "seeds.jsonl", tmp_path / "o.jsonl"
     write_seeds(seeds, 2)
-    rc = cli.main(
-        [
-            "synthesize",
-            "--preset",
-            "paper",
-            "--seeds",
-            str(seeds),
-            "--out",
-            str(out),
-            "--no-progress",
-            "--backend",
-            "openai",
-            "--model",
-            DEFAULT_MODEL,
-            "--base-url",
-            server.url,
-            "--max-retries",
-            "1",
-            "--backoff",
-            "0.01",
-        ]
-    )
+    synth = ["synthesize", "--preset", "paper", "--seeds", str(seeds), "--out", str(out), "--no-progress"]
+    rc = cli.main([*synth, "--backend", "openai", *_llm(server.url)])
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert rc == 0 and all(r["status"] != "failed" for r in rows), (
         "ordinary answers failed: 'latest' holds the key 'test'"
@@ -81,24 +66,8 @@ def test_a_judge_failure_kept_on_an_edited_seed_is_no_failure_of_this_run(server
         "seed_sha": seed_fingerprint(SEED, 0),
     }
     rows.write_text(json.dumps({**base, "key": "py#0", "status": "accepted", "reversal": GOOD}) + "\n")
-    args = [
-        "verify",
-        "--in",
-        str(rows),
-        "--seeds",
-        str(seeds),
-        "--no-embedder",
-        "--judge-backend",
-        "openai",
-        "--model",
-        DEFAULT_MODEL,
-        "--base-url",
-        server.url,
-        "--max-retries",
-        "1",
-        "--backoff",
-        "0.01",
-    ]
+    args = ["verify", "--in", str(rows), "--seeds", str(seeds), "--no-embedder", "--judge-backend", "openai"]
+    args += _llm(server.url)
     server.rules = {GOOD: "500"}
     assert cli.main(args) == 1  # in place: the row keeps 'judge request failed'
     capsys.readouterr()
