@@ -103,9 +103,10 @@ class Bf16Encoder:
 
 
 def unwrap_encoder(model, backend: str = "torch") -> tuple:
-    """``(model, backend)`` for the evaluator: an encoder of ``encoder_for`` given as the model is
-    its model under its own backend (its rows were labelled ``torch`` while holding int8 or bf16
-    numbers); a ``backend`` other than ``'torch'`` (the default) or the encoder's is a ``ConfigError``."""
+    """``(model, backend)`` for the evaluator: an encoder of ``encoder_for`` given as the model
+    labels its rows with its own backend (they said ``torch`` over int8 or bf16 numbers), and still
+    encodes itself (its own export: ``bench_int8``'s schemes); a ``backend`` other than ``'torch'``
+    (the default) or the encoder's is a ``ConfigError``."""
     if not isinstance(model, (Bf16Encoder, OnnxEncoder)):
         return model, backend
     if backend not in ("torch", model.backend):
@@ -134,7 +135,8 @@ def _warn_batch_dependent(backend: str) -> None:
     """Once per process and backend: its numbers move with ``--batch-size`` (module docstring)."""
     log.warning(
         "%s: a text's vector depends on the texts batched with it (%s), so its metrics move with "
-        "--batch-size (onnx-int8 on v1: p-MRR -4.42 at 32, -2.49 at 8); compare its rows at one batch size",
+        "--batch-size (onnx-int8 on v1: p-MRR -4.42 at 32, -2.49 at 8) and its vectors are not cached; "
+        "compare its rows at one batch size (the table does not record it)",
         backend,
         "one int8 activation scale per batch"
         if backend == "onnx-int8"

@@ -42,21 +42,21 @@ def text_key(text: str, kind: str) -> str:
 
 
 # Backends whose vector of a text depends on the texts batched with it (int8: one activation scale
-# per batch; bf16: kernels blocked by batch shape): their vectors are cached per batch size
+# per batch; bf16: kernels blocked by batch shape): never cached, as a cached vector would carry the
+# neighbours of the run that wrote it (the same batch size left 0 of 300 int8 vectors equal)
 BATCH_DEPENDENT = ("onnx-int8", "torch-bf16", "openvino-bf16")
 
 
-def cache_fingerprint(fingerprint: str, backend: str = "torch", batch_size: int | None = None) -> str:
+def cache_fingerprint(fingerprint: str, backend: str = "torch") -> str:
     """The cache folder's name: ``cache_fingerprint('ab12', 'onnx-int8') -> 'ab12-onnx-int8-v3'``;
     PyTorch's vectors keep the bare fingerprint (``cache_fingerprint('ab12') -> 'ab12'``). An
     exported backend's name carries the export recipe (``onnx_backend.EXPORT_VERSION``): vectors
-    an older recipe computed are not read after an upgrade that replaced it. A ``BATCH_DEPENDENT``
-    backend's name ends with the batch size (``'ab12-onnx-int8-v3-b32'``): onnx-int8 at batch 8
-    read batch 32's vectors back (v1 p-MRR -4.42 for the -2.49 a fresh batch-8 run gives)."""
-    per_batch = f"-b{batch_size}" if backend in BATCH_DEPENDENT and batch_size else ""
+    an older recipe computed are not read after an upgrade that replaced it. ``BATCH_DEPENDENT``
+    backends are not cached (``encode_cached``): onnx-int8 at batch 8 read batch 32's vectors
+    back (v1 p-MRR -4.42 for the -2.49 a fresh batch-8 run gives)."""
     if backend in (*ONNX_BACKENDS, *OPENVINO_BACKENDS):
-        return f"{fingerprint}-{backend}-v{EXPORT_VERSION}{per_batch}"
-    return fingerprint if backend == "torch" else f"{fingerprint}-{backend}{per_batch}"
+        return f"{fingerprint}-{backend}-v{EXPORT_VERSION}"
+    return fingerprint if backend == "torch" else f"{fingerprint}-{backend}"
 
 
 class EmbeddingCache:
@@ -220,6 +220,8 @@ def encode_cached(
     """
     uniq = list(dict.fromkeys(texts))
     pos = {t: i for i, t in enumerate(uniq)}
+    if (backend or getattr(model, "backend", None)) in BATCH_DEPENDENT:
+        cache = False  # a cached vector would hold the neighbours it was encoded with (cache_fingerprint)
     if cache is False or cache is None:
         vecs = encode_by_length(model, uniq, kind, batch_size=batch_size)
     else:
@@ -230,7 +232,6 @@ def encode_cached(
                 cache_fingerprint(
                     fingerprint or model_fingerprint(model),
                     backend or getattr(model, "backend", None) or "torch",
-                    batch_size,
                 )
             )
         )

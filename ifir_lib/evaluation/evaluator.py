@@ -308,10 +308,11 @@ def evaluate_followir(
         raise DataError(
             getattr(folder, "name", folder), None, "no evaluable queries left " + "; ".join(data.problems)
         )
-    model, backend = unwrap_encoder(model, backend)  # an encoder's rows carry its own backend
+    given, (model, backend) = model, unwrap_encoder(model, backend)  # an encoder's rows carry its backend
     model, name = _resolve_model(model, name)
     _warn_if_not_cosine(model, name)
-    encoder = encoder_for(model, backend, source=name)  # ``name``: the folder a run was loaded from
+    # an encoder given encodes as it is (its own export and settings); ``name``: a run's folder
+    encoder = given if given is not model else encoder_for(model, backend, source=name)
     used = prompts_for(model, "followir", prompts, task_name=data.name, task_type=FOLLOWIR_TASK_TYPE)
     with using_prompts(model, used):
         fp = model_fingerprint(model)
@@ -422,9 +423,9 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
     o = {**BEIR_OPTIONS, **options}
     t0 = time.perf_counter()
     corpus, queries, qrels = load_beir(folder, split)
-    model, o["backend"] = unwrap_encoder(model, o["backend"])  # an encoder's rows carry its own backend
+    given, (model, o["backend"]) = model, unwrap_encoder(model, o["backend"])  # rows carry its backend
     model, name = _resolve_model(model, o["name"])
-    encoder = encoder_for(model, o["backend"], source=name)
+    encoder = given if given is not model else encoder_for(model, o["backend"], source=name)
     with using_prompts(model, prompts_for(model, "beir-folder", o["prompts"], task_name=Path(folder).name)):
         fp = model_fingerprint(model)
         run = dense_retrieve(

@@ -228,7 +228,6 @@ def _train(
 
     if cfg.eval_steps > 0 and not heldout:
         raise ConfigError("eval_steps > 0 needs held-out seeds (train(..., heldout=...))")
-    given = dataclasses.asdict(cfg)  # an mnrl run recorded before ``as_mnrl`` holds the config as given
     cfg = as_mnrl(cfg) if loss == "mnrl" else cfg
     cfg_dict = dataclasses.asdict(cfg)
     rank = int(os.environ.get("RANK", "0"))
@@ -236,7 +235,7 @@ def _train(
         report_to, run.path, cfg_dict, mode=mode, rng_seed=cfg.rng_seed, evaluates=cfg.eval_steps > 0
     )  # an uninstalled tracker fails here, before the model loads
     base = base_record(cfg.base_model)
-    if _check_rerun(run, cfg_dict, mode, manifest, loss, base_sha=base["base_model_sha256"], also=given):
+    if _check_rerun(run, cfg_dict, mode, manifest, loss, base_sha=base["base_model_sha256"]):
         log.warning("%s already finished; nothing to do", run.path)
         return TrainResult(run.path, run.info().get("steps", 0), 0.0, 0.0, run.read_log())
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -330,10 +329,8 @@ def _check_rerun(
     loss: str = "relation",
     *,
     base_sha: str | None,
-    also: dict | None = None,
 ) -> bool:
-    """True when ``run`` already holds this finished run (its config ``cfg_dict``, or ``also``: the
-    config as given, which an mnrl run recorded before ``as_mnrl``); a ``ConfigError`` when it holds another:
+    """True when ``run`` already holds this finished run (``_same_config``); a ``ConfigError`` when it holds another:
     another config, loss or mode, other base model content (``base_sha``, the base folder's
     ``model_digest``), or other training data (``sha256`` of the examples), so a rerun on new
     reversals, on a rebuilt training set or from a base folder replaced in place, never silently
@@ -351,7 +348,7 @@ def _check_rerun(
         return False
     prev = run.read()
     if (
-        prev.get("config") not in (cfg_dict, also)
+        not _same_config(prev.get("config"), cfg_dict, loss)
         or prev.get("mode") != mode
         or prev.get("loss", "relation") != loss
     ):
@@ -389,6 +386,17 @@ def _check_rerun(
             "or data that cannot be compared); use a new --out or delete it"
         )
     return prev.get("status") == "finished" and run.has_model()
+
+
+def _same_config(recorded: dict | None, cfg_dict: dict, loss: str) -> bool:
+    """Whether a run's recorded config is ``cfg_dict``; an mnrl run recorded before ``as_mnrl``
+    holds the preset's batching fields, which mnrl never used, so they are not compared."""
+    if recorded == cfg_dict or loss != "mnrl" or not isinstance(recorded, dict):
+        return recorded == cfg_dict
+    unused = ("co_batch_views", "in_batch_negatives", "mini_batch_size")
+    return {k: v for k, v in recorded.items() if k not in unused} == {
+        k: v for k, v in cfg_dict.items() if k not in unused
+    }
 
 
 def _check_same_base(run: RunFolder, prev: dict, base_sha: str | None, mode: str) -> None:

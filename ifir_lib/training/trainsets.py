@@ -917,6 +917,8 @@ def _same_text(a: str, b: str, normalized: dict) -> bool:
     are checked in minutes, not hours."""
     if a == b:
         return True
+    if len(normalized) > 1_000_000:  # bounded: a file of unique negatives gains nothing from it
+        normalized.clear()
     for t in (a, b):  # a short digest per text (the rows hold the texts already)
         if t not in normalized:
             normalized[t] = hashlib.blake2b(normalized_text(t).encode(), digest_size=8).digest()

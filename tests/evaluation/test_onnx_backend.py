@@ -98,12 +98,12 @@ def test_cache_keys_differ_by_backend(minilm, fir, onnx_cache):
         cache_fingerprint(fp) == fp
         and cache_fingerprint(fp, "onnx-int8") == f"{fp}-onnx-int8-v{O.EXPORT_VERSION}"
     )
-    stores = {b: EmbeddingCache(cache_fingerprint(fp, b, 32)) for b in ("torch", "onnx-int8")}
+    stores = {b: EmbeddingCache(cache_fingerprint(fp, b)) for b in ("torch", "onnx-int8")}
     texts = [format_document(d) for d in load_followir(fir).corpus.values()]
     keys = [text_key(t, "document") for t in texts]
     (vt, miss_t), (vq, miss_q) = (stores[b].get(keys) for b in ("torch", "onnx-int8"))
-    assert miss_t == [] and miss_q == []  # each backend stored every document under its own key
-    assert not np.array_equal(vt, vq)  # and the int8 vectors are its own, not torch's read back
+    # torch stored every document; int8 none: its vectors depend on their batch (BATCH_DEPENDENT)
+    assert miss_t == [] and len(miss_q) == len(keys)
 
 
 def test_export_is_made_once_and_reused(minilm, onnx_cache):

@@ -117,6 +117,11 @@ def test_mnrl_trains_the_layers_it_records_and_says_what_it_batches(smoke_run, t
     old = RunFolder(res.run_dir)  # a finished mnrl run recorded before: its config as given
     old.write({**old.read(), "config": dataclasses.asdict(cfg)})
     assert train(ts.examples, res.run_dir, cfg, mode="ins-dv", device="cpu", loss="mnrl").seconds == 0.0
+    from ifir_lib.training.trainer import as_mnrl  # what train_modes (ifir train) passes since
+
+    assert (
+        train(ts.examples, res.run_dir, as_mnrl(cfg), mode="ins-dv", device="cpu", loss="mnrl").seconds == 0.0
+    )
 
 
 def _built_run(tmp_path, bundled_seeds, sha_of=None):

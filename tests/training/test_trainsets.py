@@ -603,6 +603,8 @@ def test_an_odd_budget_is_refused_where_two_views_would_train_one_example_less()
         with pytest.raises(ConfigError, match="budget 7 is odd: .* 6 examples against Ins-orig's 7"):
             build_trainset(mode, seeds, budget=7, num_negatives=2)
     assert len(build_trainset("ins-dv", seeds, budget=8, num_negatives=2).examples) == 8
+    for mode in ("all-orig", "all-dv"):  # no budget on one usable seed: the search began at budget 0
+        assert build_trainset(mode, seeds[:1], num_negatives=2).counts["seeds_used"] == 1
     for mode in ("ins-orig", "ins-dv"):  # -2 took all but 2 seeds (-1 for "no limit"), unmatched
         with pytest.raises(ConfigError, match="budget -2: a budget is a positive number"):
             build_trainset(mode, seeds, budget=-2, num_negatives=2)
