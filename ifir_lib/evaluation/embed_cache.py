@@ -142,8 +142,9 @@ class EmbeddingCache:
             self._add_shard(self.dir / f"{name}.keys.npy")
 
 
-def _token_lengths(model, texts: list[str], kind: str) -> np.ndarray | None:
-    """Token count of each text as the model will see it (prompt included, truncated); None if unknown."""
+def token_ids(model, texts: list[str], kind: str) -> list | None:
+    """Each text's token ids as the model will read them (its stored prompt for ``kind`` first,
+    cut at its ``max_seq_length``); None without a tokenizer that takes this call."""
     tok = getattr(model, "tokenizer", None)
     if tok is None or not callable(tok):
         return None
@@ -154,9 +155,16 @@ def _token_lengths(model, texts: list[str], kind: str) -> np.ndarray | None:
             truncation=True,
             max_length=getattr(model, "max_seq_length", None) or 512,
         )
-        return np.fromiter((len(x) for x in ids["input_ids"]), dtype=np.int64, count=len(texts))
-    except Exception:  # a tokenizer that does not take this call: fall back to one encode call
+        return [list(x) for x in ids["input_ids"]]
+    except Exception:  # a tokenizer that does not take this call
         return None
+
+
+def _token_lengths(model, texts: list[str], kind: str) -> np.ndarray | None:
+    """Token count of each text as the model will see it (``token_ids``); None if unknown (then
+    ``encode_by_length`` falls back to one encode call)."""
+    ids = token_ids(model, texts, kind)
+    return None if ids is None else np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))
 
 
 def check_finite(vecs: np.ndarray, texts: list[str], kind: str, where: str = "the model") -> np.ndarray:

@@ -43,13 +43,12 @@ from ..core.models import (
     format_query,
     load_model,
     model_fingerprint,
-    prompt_name,
     using_prompts,
 )
 from . import metrics as M
 from .backends import encoder_for, unwrap_encoder
 from .corpora import FollowIRData, load_beir, load_followir, preview_ids, score_metric_for
-from .embed_cache import encode_cached
+from .embed_cache import encode_cached, token_ids
 from .stats import bootstrap_ci
 from .tasks import FOLLOWIR_TASK_TYPE, prompts_for
 
@@ -247,18 +246,13 @@ def changes_cut_off(model, data: FollowIRData) -> list[str]:
     """Queries whose og and changed texts are the same once the model has read them (prompt
     included, cut at its ``max_seq_length``): the changed sentence lies past what it reads, so
     both runs are one ranking and p-MRR is 0 by construction. ``[]`` without a tokenizer."""
-    tok = getattr(model, "tokenizer", None)
-    if tok is None or not callable(tok) or not data.queries:
-        return []
-    prompt = (getattr(model, "prompts", None) or {}).get(prompt_name(model, "query")) or ""
     qids = list(data.queries)
-    kw = dict(truncation=True, max_length=getattr(model, "max_seq_length", None) or 512)
 
     def ids(key):
-        return tok([prompt + format_query(data.queries[q]["text"], data.queries[q][key]) for q in qids], **kw)
+        texts = [format_query(data.queries[q]["text"], data.queries[q][key]) for q in qids]
+        return token_ids(model, texts, "query") or []
 
-    og, changed = ids("instruction_og")["input_ids"], ids("instruction_changed")["input_ids"]
-    return [q for q, a, b in zip(qids, og, changed) if list(a) == list(b)]
+    return [q for q, a, b in zip(qids, ids("instruction_og"), ids("instruction_changed")) if a == b]
 
 
 def warn_changes_cut_off(model, data: FollowIRData, name: str) -> list[str]:

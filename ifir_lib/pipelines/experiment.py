@@ -50,6 +50,7 @@ from ..seeds.forms import NARRATIVE_SHARE
 from ..seeds.schema import load_seeds
 from ..training.heldout import heldout_scores, split_heldout
 from ..training.trainer import TrainConfig
+from ..training.trainsets import seeds_for_budget
 from . import plan as P
 from .evaluate import evaluate_models
 from .experiment_report import experiment_rows, write_report
@@ -223,17 +224,10 @@ def _check_types(cfg) -> None:
 
 
 def _check_budget(budget: int | None, modes: tuple[str, ...]) -> None:
-    """A budget is positive (``-1`` for "no limit" took all but one seed, unmatched, under a
-    recorded budget), and even where a two-view mode is planned (an odd one trains it one short)."""
-    if budget is None:
-        return
-    if budget < 1:
-        raise ConfigError(f"budget {budget}: a positive number of examples (leave it out for all the data)")
-    two_view = [m for m in modes if C.data_mode(m) in ("ins-dv", "ins-aug")]
-    if budget % 2 and two_view:
-        raise ConfigError(
-            f"budget {budget} is odd: {two_view[0]} trains B/2 seeds in two views; give an even budget"
-        )
+    """The plan's budget by the rule each mode's set is built with (``trainsets.seeds_for_budget``:
+    positive, and even for a two-view mode), before any run rather than at its build."""
+    for mode in modes if budget is not None else ():
+        seeds_for_budget(mode, budget)
 
 
 TRAIN_FIELDS = (

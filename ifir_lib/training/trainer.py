@@ -36,7 +36,7 @@ from ..core.config import (
 )
 from ..core.errors import ConfigError, NonFiniteLossError
 from ..core.locks import exclusive
-from ..core.models import base_record, build_model, model_fingerprint, resolve_model
+from ..core.models import base_record, build_model, model_digest, model_fingerprint, resolve_model
 from ..core.progress import progress_enabled
 from ..core.run_folder import RUN_FILE, RunFolder
 from .samplers import DualViewBatchSampler, SingleViewBatchSampler
@@ -470,9 +470,10 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
         if cfg.train_top_layers is not None:
             from .frozen import FrozenBottom
 
-            # runs from one base model in one process share the frozen states: keyed on the weights
-            # built, not the base model's name (a folder replaced in place kept the old states)
-            share_as = model_fingerprint(model, modules=False)
+            # runs from one base model in one process share the frozen states: keyed on its files'
+            # digest (``base_record`` took it; cached), not its name (a folder replaced in place
+            # kept the old states); a hub name has no folder and keeps its name
+            share_as = model_digest(Path(resolve_model(cfg.base_model))) or str(cfg.base_model)
             loss_fn.doc_encoder = FrozenBottom(model, cfg.train_top_layers, share_as=share_as)
     elif loss == "mnrl":
         loss_fn = MultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature)

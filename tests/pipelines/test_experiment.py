@@ -579,7 +579,7 @@ def test_a_plan_refuses_fields_that_would_train_otherwise_than_it_says(tmp_path,
         "rng_seeds": ([0, "0"], "plan field rng_seeds"),  # two runs, one folder
         "eval": ("v1", "plan field eval"),  # the tasks 'v' and '1'
         "max_steps": (4.5, "plan field max_steps"),
-        "budget": (-2, "budget -2: a positive number"),  # all but 2 seeds, unmatched
+        "budget": (-2, "budget -2: a budget is a positive number"),  # all but 2 seeds, unmatched
         "tested_metrics": (["p_mrr", "map_at_1000", "p_mrr"], "tested_metrics: p_mrr given twice"),
         "primary_b": ("ins-dv", "primary comparison: 'ins-dv' against itself"),
         "experiment_preset": ("bogus", "experiment_preset 'bogus'"),
