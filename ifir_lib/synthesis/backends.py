@@ -150,7 +150,7 @@ class OpenAIBackend:
         self._secrets = [key if key != "EMPTY" else None, *url_secrets(self.where)]
         # answers are cached per endpoint (credentials left out): OpenAI's own keeps the old keys
         self.cache_where = openai_where(self.where)
-        self.endpoint = self.cache_where or OPENAI_API_ENDPOINT  # what rows record (never "")
+        self.endpoint = openai_endpoint(self.where)  # what rows record (never "")
         self._log_filter, self._filtered = RedactingFilter(self._secrets), []
 
     @property
