@@ -143,7 +143,9 @@ class ExperimentConfig:
             raise ConfigError(f"prompts must be one of {PROMPT_CHOICES}, not {self.prompts!r}")
         if self.eval_steps > 0 and self.heldout_seeds <= 0:
             raise ConfigError("eval_steps > 0 needs heldout_seeds > 0")
-        P.eval_targets(self.eval)  # a missing folder fails here, before any run
+        for folder in P.eval_targets(self.eval)[0]:  # a missing folder fails here, before any run
+            P.check_layout(folder)
+        self._check_metrics_written()
 
     def _check_primary(self, modes: tuple[str, ...]) -> None:
         """The primary comparison names two planned modes (or base) and a set the plan evaluates:
@@ -167,6 +169,26 @@ class ExperimentConfig:
                 raise ConfigError(
                     f"primary_set {self.primary_set} is not evaluated: --eval holds another folder of "
                     f"its name ({', '.join(i for i in self.eval if P.dataset_of(i) == P.dataset_of(self.primary_set))})"
+                )
+
+    def _check_metrics_written(self) -> None:
+        """The primary metric is one its set writes, and each tested metric one some set writes,
+        where that is known before mteb runs (``plan.metrics_written``): ``ndcg_at_10`` on a
+        FollowIR folder was refused only at ``--collect``, after every run had trained."""
+        first = P.dataset_of(self.primary_set) if self.primary_set else P.sets_of(self.eval[0])[0]
+        written = P.metrics_written(first, self.eval)
+        if written is not None and self.primary_metric not in written:
+            raise ConfigError(
+                f"primary_metric {self.primary_metric!r}: the evaluation of {first} writes {', '.join(written)}"
+            )
+        per_set = [P.metrics_written(d, self.eval) for i in self.eval for d in P.sets_of(i)]
+        if None in per_set:
+            return
+        for m in self.tested_metrics:
+            if not any(m in w for w in per_set):
+                raise ConfigError(
+                    f"tested_metrics: no set of --eval {list(self.eval)} writes {m!r}; they write "
+                    f"{', '.join(dict.fromkeys(x for w in per_set for x in w))}"
                 )
 
     @classmethod
@@ -524,7 +546,7 @@ def _heldout_base(cfg: ExperimentConfig) -> dict | None:
     """The base model's held-out scores (orig, reversed, bare query), the runs' starting point."""
     if cfg.heldout_seeds <= 0:
         return None
-    _, heldout = split_heldout(load_seeds(cfg.seeds_path()), cfg.heldout_seeds)
+    _, heldout = split_heldout(load_seeds(cfg.seeds_path(), stage="train"), cfg.heldout_seeds)  # as trained
     tcfg = TrainConfig.preset(cfg.train_preset)
     return heldout_scores(build_model(cfg.base(), max_seq_length=tcfg.max_seq_length), heldout)
 

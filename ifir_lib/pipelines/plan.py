@@ -32,7 +32,7 @@ from ..core.errors import ConfigError, DataError
 from ..core.locks import check_not_written, shared_append
 from ..core.models import model_digest
 from ..core.run_folder import RUN_FILE
-from ..evaluation.corpora import FOLLOWIR_TASKS
+from ..evaluation.corpora import FOLLOWIR_FILES, FOLLOWIR_TASKS
 from ..evaluation.mteb_glue import expand_task_names
 from ..evaluation.tasks import PAPER_TASKS as PAPER_TASK_NAMES
 
@@ -60,6 +60,10 @@ PATH_FIELDS = ("seeds", "reversals", "curation")
 # Plan fields that may name a local model folder, whose content is an input too (``input_digests``)
 MODEL_FIELDS = ("base_model",)
 # What an experiment folder holds besides its plan; set_aside moves these.
+# What the evaluation writes for a FollowIR-format folder (``evaluator.followir_per_query``) and
+# for ``followir``, the paper's aggregate of FollowIR's three tasks (``mteb_glue.aggregate_followir``)
+FOLDER_METRICS = ("p_mrr", "map_at_1000", "ndcg_at_5", "score")
+AGGREGATE_METRICS = ("p_mrr", "score")
 OUTPUTS = ("models", "results.csv", "results_per_query.csv", "summary.md", "comparisons.csv", "modes.csv")
 OUTPUTS += ("figures", "experiment.json")
 
@@ -320,6 +324,31 @@ def eval_targets(items) -> tuple[list[Path], list[str]]:
         else:
             tasks.append(item)
     return folders, tasks
+
+
+def check_layout(item: str | Path) -> None:
+    """A ``ConfigError`` when a folder in ``--eval`` lacks a file of the FollowIR layout: a BEIR
+    folder (``qrels/test.tsv``) or a half-copied one trained every run before ``--collect`` refused it."""
+    missing = [f for f in FOLLOWIR_FILES if not (Path(item) / f).is_file()]
+    if missing:
+        beir = (
+            " (a BEIR folder: evaluate it with `ifir evaluate --beir`)"
+            if (Path(item) / "qrels").is_dir()
+            else ""
+        )
+        raise ConfigError(
+            f"--eval {item}: {Path(item) / missing[0]} not found{beir}; the experiment evaluates "
+            f"FollowIR-format folders, which hold {', '.join(FOLLOWIR_FILES)}"
+        )
+
+
+def metrics_written(dataset: str, items) -> tuple[str, ...] | None:
+    """The metrics the evaluation writes for the results' set ``dataset`` of the ``--eval``
+    ``items``: a folder's (bundled or yours) ``FOLDER_METRICS``, the ``followir`` aggregate's
+    ``AGGREGATE_METRICS``; None for a named task (known once mteb has scored it)."""
+    if any(dataset_of(i) == dataset for i in items if i in C.EVAL_SETS or is_folder_item(i)):
+        return FOLDER_METRICS
+    return AGGREGATE_METRICS if dataset == "followir" else None
 
 
 def sets_of(item: str) -> list[str]:

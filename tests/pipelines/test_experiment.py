@@ -18,7 +18,7 @@ from ifir_lib.pipelines import experiment as E
 from ifir_lib.pipelines import plan as P
 from ifir_lib.pipelines.experiment import ExperimentConfig, planned_runs, run_commands
 from ifir_lib.reporting.results import load_results
-from ifir_lib.testing.inputs import synthetic_followir, write_seeds
+from ifir_lib.testing.inputs import synthetic_followir, write_beir, write_seeds
 from ifir_lib.training.trainer import TrainConfig
 
 
@@ -621,3 +621,34 @@ def test_collect_refuses_held_out_seeds_the_runs_did_not_hold_out(tmp_path):
     with pytest.raises(ConfigError, match=f"trained on seeds {seeds} holding other content"):
         E.collect(out, cfg, plan_hash)
     assert not (out / "results.csv").exists()
+
+
+def test_what_collect_would_refuse_is_refused_when_planned(tmp_path):
+    """Probe 46 P: a metric no set writes and a BEIR folder in --eval were refused at --collect, after training."""
+    with pytest.raises(
+        ConfigError, match="primary_metric 'ndcg_at_10': the evaluation of followir_mini writes"
+    ):
+        ExperimentConfig.preset("smoke", primary_metric="ndcg_at_10")
+    with pytest.raises(ConfigError, match="tested_metrics: no set of --eval .* writes 'recall_at_7'"):
+        ExperimentConfig.preset("smoke", tested_metrics=("p_mrr", "recall_at_7"))
+    with pytest.raises(
+        ConfigError, match="primary_metric 'map_at_1000': the evaluation of followir writes p_mrr"
+    ):
+        ExperimentConfig.preset("smoke", eval=("paper",), primary_metric="map_at_1000")
+    assert ExperimentConfig.preset("smoke", eval=("paper",), tested_metrics=("ndcg_at_10",))  # known once run
+    beir = write_beir(tmp_path / "scifact", {"d1": "a text"}, {"q1": "a question"}, {"q1": {"d1": 1}})
+    with pytest.raises(ConfigError, match=r"qrels_og/test.jsonl not found \(a BEIR folder"):
+        ExperimentConfig.preset("smoke", eval=(str(beir),))
+
+
+def test_the_base_s_held_out_scores_read_own_seeds_as_training_did(tmp_path):
+    """Probe 46 P: seeds without hard negatives (optional for training) trained, then collect read them
+    as a bundle's and failed after every run had finished."""
+    path = tmp_path / "my_seeds.jsonl"
+    rows = [json.loads(line) for line in write_seeds(path, 40).read_text().splitlines()]
+    path.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "hard_negatives"}) + "\n" for r in rows)
+    )
+    cfg = dataclasses.replace(ExperimentConfig.preset("smoke"), seeds=str(path), heldout_seeds=4)
+    scores = E._heldout_base(cfg)
+    assert scores and all(isinstance(v, float) for v in scores.values())
