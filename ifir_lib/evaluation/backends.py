@@ -13,7 +13,9 @@ the Python API and the experiment's ``eval_backend``).
   arithmetic (``openvino_backend``; ``pip install 'ifir-lib[openvino]'``). bf16 is as close as
   ``torch-bf16`` and faster.
 
-Each backend's vectors are cached under their own key (``embed_cache.cache_fingerprint``).
+Each backend's vectors are cached under their own key (``embed_cache.cache_fingerprint``), but for
+the batch-dependent ones (``BATCH_DEPENDENT``): never cached, their rows record the batch size
+(``backend_label``: ``onnx-int8@32``).
 Example::
 
     enc = encoder_for(load_model("minilm"), "torch-bf16")
@@ -102,6 +104,13 @@ class Bf16Encoder:
         return out.astype(np.float32) if isinstance(out, np.ndarray) else out.float()
 
 
+def backend_label(backend: str, batch_size: int) -> str:
+    """The results' ``backend`` for rows ``backend`` encoded at ``batch_size``: its name, with
+    ``@<batch size>`` for a batch-dependent one (``backend_label('onnx-int8', 32) -> 'onnx-int8@32'``),
+    whose numbers move with the batch size: rows at 8 and at 32 are two conditions, not one."""
+    return f"{backend}@{batch_size}" if backend in BATCH_DEPENDENT else backend
+
+
 def unwrap_encoder(model, backend: str = "torch") -> tuple:
     """``(model, backend)`` for the evaluator: an encoder of ``encoder_for`` given as the model
     labels its rows with its own backend (they said ``torch`` over int8 or bf16 numbers), and still
@@ -136,9 +145,10 @@ def _warn_batch_dependent(backend: str) -> None:
     log.warning(
         "%s: a text's vector depends on the texts batched with it (%s), so its metrics move with "
         "--batch-size (onnx-int8 on v1: p-MRR -4.42 at 32, -2.49 at 8) and its vectors are not cached; "
-        "compare its rows at one batch size (the table does not record it)",
+        "its rows record the batch size (backend %s@<batch size>): compare them at one",
         backend,
         "one int8 activation scale per batch"
         if backend == "onnx-int8"
         else "bf16 kernels blocked by batch shape",
+        backend,
     )

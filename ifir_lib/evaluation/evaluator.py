@@ -46,7 +46,7 @@ from ..core.models import (
     using_prompts,
 )
 from . import metrics as M
-from .backends import encoder_for, unwrap_encoder
+from .backends import backend_label, encoder_for, unwrap_encoder
 from .corpora import FollowIRData, load_beir, load_followir, preview_ids, score_metric_for
 from .embed_cache import encode_cached, token_ids
 from .stats import bootstrap_ci
@@ -79,7 +79,7 @@ class EvalResult:
     data: FollowIRData | None = field(default=None, repr=False)
     qrels: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     prompts: str = "model"  # ``--prompts``: "model" or "benchmark" (``tasks.prompts_for``)
-    backend: str = "torch"  # the encoder (``backends.BACKENDS``)
+    backend: str = "torch"  # the encoder (``backends.backend_label``: ``onnx-int8@32`` at batch 32)
 
     @property
     def n_queries(self) -> dict[str, int]:
@@ -332,7 +332,7 @@ def evaluate_followir(
         data=data,
         qrels=data.qrels_og,
         prompts=prompts,
-        backend=backend,
+        backend=backend_label(backend, batch_size),
     )
     _with_ci(res, bootstrap, rng_seed)
     res.timings = {**timings, "total_s": time.perf_counter() - t0}
@@ -446,7 +446,7 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
         fingerprint=fp,
         qrels=qrels,
         prompts=o["prompts"],
-        backend=o["backend"],
+        backend=backend_label(o["backend"], o["batch_size"]),
     )
     _with_ci(res, o["bootstrap"], o["rng_seed"])
     res.timings = {"total_s": time.perf_counter() - t0}

@@ -51,7 +51,7 @@ from ..core.errors import ConfigError, DataError
 from ..core.models import load_model
 from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
-from ..evaluation.backends import check_backend
+from ..evaluation.backends import backend_label, check_backend
 from ..evaluation.corpora import FOLLOWIR_TASKS, content_digest, load_beir, load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir, warn_changes_cut_off
 from ..evaluation.tasks import PROMPT_CHOICES, copy_digest
@@ -112,8 +112,9 @@ def evaluate_models(
     done = _evaluated(table, plan) if skip_done else {}
     # label -> (labels, FollowIR folders, named tasks) still to evaluate
     said = Path(results_csv).name if style and results_csv is not None else None
+    condition = (mode, rng_seed, prompts, backend_label(backend, batch_size))  # as its rows will say
     todo = {
-        label: _todo(label, path, (mode, rng_seed, prompts, backend), followir, named, done, digests, said)
+        label: _todo(label, path, condition, followir, named, done, digests, said)
         for label, path in models.items()
     }
     if run_id is not None and table is not None:

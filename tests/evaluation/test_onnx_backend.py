@@ -21,7 +21,7 @@ from ifir_lib.core.errors import ConfigError  # noqa: E402
 from ifir_lib.core.models import encode, format_document, model_fingerprint, using_prompts  # noqa: E402
 from ifir_lib.core.run_folder import RunFolder  # noqa: E402
 from ifir_lib.evaluation import onnx_backend as O  # noqa: E402
-from ifir_lib.evaluation.backends import encoder_for  # noqa: E402
+from ifir_lib.evaluation.backends import backend_label, encoder_for  # noqa: E402
 from ifir_lib.evaluation.corpora import load_followir, write_followir  # noqa: E402
 from ifir_lib.evaluation.embed_cache import EmbeddingCache, cache_fingerprint, text_key  # noqa: E402
 from ifir_lib.evaluation.evaluator import evaluate_followir  # noqa: E402
@@ -84,7 +84,8 @@ def test_every_metric_within_half_a_point_of_torch(minilm, synthetic_set, backen
     options = dict(bootstrap=0, cache=False)
     torch_res = evaluate_followir(minilm, synthetic_set, **options)
     res = evaluate_followir(minilm, synthetic_set, backend=backend, **options)
-    assert res.backend == backend and res.summary()["backend"] == backend
+    label = backend_label(backend, 32)  # onnx-int8@32: its numbers move with the batch size
+    assert res.backend == label and res.summary()["backend"] == label
     diffs = {m: round(res.metrics[m] - torch_res.metrics[m], 2) for m in METRICS}
     assert all(abs(d) <= 0.5 for d in diffs.values()), diffs
 

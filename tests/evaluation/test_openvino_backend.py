@@ -18,7 +18,7 @@ from ifir_lib.core.errors import ConfigError  # noqa: E402
 from ifir_lib.core.models import encode, format_document, model_fingerprint, using_prompts  # noqa: E402
 from ifir_lib.evaluation import onnx_backend as O  # noqa: E402
 from ifir_lib.evaluation import openvino_backend as OV  # noqa: E402
-from ifir_lib.evaluation.backends import encoder_for  # noqa: E402
+from ifir_lib.evaluation.backends import backend_label, encoder_for  # noqa: E402
 from ifir_lib.evaluation.corpora import load_followir  # noqa: E402
 from ifir_lib.evaluation.embed_cache import BATCH_DEPENDENT, EmbeddingCache, cache_fingerprint, text_key  # noqa: E402
 from ifir_lib.evaluation.evaluator import evaluate_followir  # noqa: E402
@@ -81,7 +81,8 @@ def test_every_metric_on_the_bundled_sets_within_half_a_point(minilm, torch_metr
     fp32 must leave the metrics as they are."""
     ref = torch_metrics[name]
     got = evaluate_followir(minilm, EVAL_SETS[name], bootstrap=0, cache=False, backend=backend)
-    assert got.backend == backend and got.summary()["backend"] == backend
+    label = backend_label(backend, 32)  # openvino-bf16@32: its numbers move with the batch size
+    assert got.backend == label and got.summary()["backend"] == label
     diffs = {m: round(got.metrics[m] - ref[m], 2) for m in ref}
     bound = 0.5 if backend == "openvino-bf16" else 0.0
     assert all(abs(d) <= bound for d in diffs.values()), diffs
