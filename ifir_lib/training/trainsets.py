@@ -5,7 +5,8 @@ Given seeds and reversals, build one list of *examples*::
     {"id", "group", "view": "orig" | "dv" | "query",
      "query", "instruction", "positive": {id, text}, "negatives": [{id, text}, ...]}
 
-- ``orig``: (q + I, P+), negatives = instruction negatives first, then hard negatives.
+- ``orig``: (q + I, P+), negatives = instruction negatives first (N*, the one the seed's reversal
+  targets, first of them: a cut to ``num_negatives`` keeps it), then hard negatives.
 - ``dv``:   (q + I', N*), negatives = P+ and the remaining instruction negatives, then hard ones.
 - ``query``: the non-instruction counterpart (q alone), negatives never the seed's instruction
   negatives: the source's own row when the seed carries one (``counterpart_positive`` and
@@ -448,14 +449,20 @@ def _example(seed, view, instruction, positive, negatives, k, pool, rng) -> dict
     }
 
 
-def _orig(seed, k, pool, rng):
-    negs = list(seed["instruction_negatives"]) + list(seed["hard_negatives"])
+def _orig(seed, k, pool, rng, n_star: int | None = None):
+    """The original view; ``n_star`` (the reversal's ``negative_index``) puts N* first among the
+    instruction negatives, so a cut to ``k`` below their number keeps the pair the reversed view
+    swaps (in seed order, k=1 trained P+ against in1 while the dv view made in2 relevant)."""
+    ins = list(seed["instruction_negatives"])
+    if n_star is not None and 0 < n_star < len(ins):
+        ins.insert(0, ins.pop(n_star))
+    negs = ins + list(seed["hard_negatives"])
     return _example(seed, "orig", seed["instruction"], seed["positive"], negs, k, pool, rng)
 
 
-def _aug(seed, k, pool, rng):
+def _aug(seed, k, pool, rng, n_star: int | None = None):
     """The wording control: the original view under ``aug_instruction`` (same labels, same negatives)."""
-    ex = _orig(seed, k, pool, rng)
+    ex = _orig(seed, k, pool, rng, n_star)
     return {**ex, "id": seed["id"] + "::aug", "view": "aug", "instruction": seed["aug_instruction"]}
 
 
@@ -818,15 +825,16 @@ def _add_examples(
         s, rev, form = in_form(s, reversals.get(s["id"]), narrative_share, rng_seed)
         forms[form] += 1
         pool = _Avoiding(pool_all, *avoid[s["id"]]) if s["id"] in avoid else pool_all
+        n_star = None if rev is None else rev.get("negative_index", 0)  # ins-orig too: one orig view
         try:
-            pair = [_orig(s, num_negatives, pool, rng)]
+            pair = [_orig(s, num_negatives, pool, rng, n_star)]
             if mode in ("ins-dv", "all-dv"):
                 pair.append(_dv(s, rev, num_negatives, pool, rng))
             elif mode == "all-orig":
                 pair.append(_query(s, num_negatives, pool, rng))
                 counterparts["source" if s.get("counterpart_positive") else "built"] += 1
             elif mode == "ins-aug":
-                pair.append(_aug(s, num_negatives, pool, rng))
+                pair.append(_aug(s, num_negatives, pool, rng, n_star))
         except _ShortPool as e:
             e.seed_id = s["id"]
             raise

@@ -608,3 +608,22 @@ def test_an_odd_budget_is_refused_where_two_views_would_train_one_example_less()
     for mode in ("ins-orig", "ins-dv"):  # -2 took all but 2 seeds (-1 for "no limit"), unmatched
         with pytest.raises(ConfigError, match="budget -2: a budget is a positive number"):
             build_trainset(mode, seeds, budget=-2, num_negatives=2)
+
+
+@pytest.mark.parametrize("mode", ["ins-orig", "ins-dv", "ins-aug", "all-dv"])
+def test_a_cut_to_fewer_negatives_keeps_n_star_in_the_original_view(mode):
+    """The cpu experiment preset trains 1 negative: the orig view kept the first instruction negative
+    while the dv view made N* (the second) relevant, so 46% of the bundled Ins-DV seeds never saw P+
+    against N* under I; every mode's orig view now holds N* first."""
+    seeds = [make_seed(i, negatives=3) for i in range(8)]
+    for s in seeds:
+        s["reference_negative_index"] = 2
+        s["aug_instruction"] = "Reworded: " + s["instruction"]
+    ts = build_trainset(mode, seeds, budget=8, num_negatives=1, rng_seed=0, negative_audit=None)
+    by = {s["id"]: s for s in seeds}
+    for e in ts.examples:
+        n_star = by[e["group"]]["instruction_negatives"][2]
+        if e["view"] in ("orig", "aug"):
+            assert e["negatives"] == [n_star], e["id"]
+        else:
+            assert e["positive"] == n_star and e["negatives"] == [by[e["group"]]["positive"]]
