@@ -300,8 +300,9 @@ def evaluate_mteb_task(
     """Run one mteb task (name or task object) through ``mteb.evaluate``; mteb's numbers, our CIs.
 
     FollowIR-type tasks (p-MRR in mteb's scores) report p_mrr, map_at_1000, ndcg_at_5 (og run vs
-    og qrels) and score; retrieval tasks report ndcg_at_10; other tasks their main score
-    (no interval). Per-query values are recomputed by ``metrics`` on mteb's own run and must
+    og qrels) and score; retrieval tasks report ndcg_at_10; every task also reports its main
+    score when that is another metric (NevIR's paired_accuracy, InstructIR's robustness_at_10: no
+    interval, ``metric_name``). Per-query values are recomputed by ``metrics`` on mteb's own run and must
     agree with mteb's means (to mteb's 5-decimal rounding) or a warning says so. ``prompts``:
     ``'model'`` or ``'benchmark'`` (``run_mteb``).
     """
@@ -332,9 +333,8 @@ def evaluate_mteb_task(
             qrels=qrels,
         )
     else:
-        res = EvalResult(
-            tname, mname, {task.metadata.main_score: 100 * float(s["main_score"])}, {}, {}, source="mteb"
-        )
+        res = EvalResult(tname, mname, {}, {}, {}, source="mteb")
+    _with_main_score(res, task.metadata.main_score, s)
     for m, pqm in res.per_query.items():
         if m in res.metrics and pqm and abs(M.mean(pqm) - res.metrics[m]) > 1e-3:
             log.warning(
@@ -347,6 +347,21 @@ def evaluate_mteb_task(
     _with_ci(res, bootstrap, rng_seed)
     res.timings, res.prompts = {"total_s": time.perf_counter() - t0}, prompts
     return res
+
+
+def metric_name(main_score: str) -> str:
+    """An mteb main score's name as the results table spells metrics: ``'p-MRR' -> 'p_mrr'``,
+    ``'paired_accuracy'`` and ``'ndcg_at_20'`` unchanged."""
+    return main_score.lower().replace("-", "_").replace("@", "_at_")
+
+
+def _with_main_score(res: EvalResult, main_score: str, scores: dict) -> None:
+    """Add the task's own score (mteb's ``main_score``, x100) to ``res.metrics`` under
+    ``metric_name`` when the metrics do not hold it yet: NevIR's paired accuracy, mteb's
+    InstructIR robustness@10 and the IFIR tasks' nDCG@20 were dropped for the nDCG@10 beside them."""
+    name = metric_name(main_score)
+    if name not in res.metrics and scores.get("main_score") is not None:
+        res.metrics[name] = 100 * float(scores["main_score"])
 
 
 def aggregate_followir(

@@ -102,10 +102,7 @@ def write_infosearch(root, repo):
 
 def write_followir_mteb(root, repo):
     """mteb/<Name>InstructionRetrieval (mteb 2.x): parquet configs corpus, queries, instruction, qrels, qrel_diff, top_ranked."""
-    from datasets import Dataset, Features, Sequence, Value
-
     d = root / repo
-    s = Value("string")
     og = {"q1": {"d1": 1, "d2": 0, "d3": 1, "d4": 1}, "q2": {"e1": 1, "e2": 1, "e3": 0}}
     ch = {"q1": {"d1": 1, "d2": 0, "d3": 0, "d4": 1}, "q2": {"e1": 1, "e2": 0, "e3": 0}}
     pools = {"q1": ["d1", "d2", "d3", "d4"], "q2": ["e1", "e2", "e3"]}
@@ -133,6 +130,14 @@ def write_followir_mteb(root, repo):
         "qrel_diff": ({"query-id": ["q1", "q2"], "corpus-ids": [["d3"], ["e2"]]}, "qrel_diff"),
         "top_ranked": ({"query-id": qids, "corpus-ids": [pools[q.split("-")[0]] for q in qids]}, "test"),
     }
+    write_parquet_configs(d, tables)
+
+
+def write_parquet_configs(d, tables):
+    """mteb 2.x's hub layout: one parquet config per ``{config: (columns, split)}`` + README configs."""
+    from datasets import Dataset, Features, Sequence, Value
+
+    s = Value("string")
     types = {"score": Value("int64"), "corpus-ids": Sequence(s)}
     configs = {}
     for name, (cols, split) in tables.items():
@@ -486,3 +491,55 @@ def test_a_followir_copy_s_qrel_diff_is_its_own_and_part_of_its_digest(data_root
     assert mteb_glue._qrel_diff_of(ta) == {"q1": ["d3"], "q2": ["e2"]}
     assert mteb_glue._qrel_diff_of(tb) == {"q1": ["d1"], "q2": ["e1"]}
     assert paper_tasks.copy_digest(ta) != paper_tasks.copy_digest(tb)
+
+
+def write_nevir(root):
+    """orionweller/NevIR-mteb in mteb 2.x's layout: pairs ``<k>_q1`` (wants ``<k>_p1``) and the negated
+    ``<k>_q2`` (wants ``<k>_p2``), each reranking its pair's two passages. Bag of words ignores the
+    negation ("other"), so both questions of every pair rank p1 first: paired accuracy 0, nDCG@10
+    (1 + 1/log2(3)) / 2 per pair."""
+    docs = {
+        f"{k}_p{i}": f"{w} {c}"
+        for k, w in (("1", "apple"), ("2", "car"))
+        for i, c in ((1, "red"), (2, "blue"))
+    }
+    queries = {
+        f"{k}_q{i}": f"{w} red" + (" other" if i == 2 else "")
+        for k, w in (("1", "apple"), ("2", "car"))
+        for i in (1, 2)
+    }
+    qrels = [(q, f"{q[0]}_p{i}", int(q.endswith(f"q{i}"))) for q in queries for i in (1, 2)]
+    tables = {
+        "corpus": ({"_id": list(docs), "text": list(docs.values()), "title": [""] * len(docs)}, "test"),
+        "queries": ({"_id": list(queries), "text": list(queries.values())}, "test"),
+        "qrels": (
+            {
+                "query-id": [r[0] for r in qrels],
+                "corpus-id": [r[1] for r in qrels],
+                "score": [r[2] for r in qrels],
+            },
+            "test",
+        ),
+        "top_ranked": (
+            {"query-id": list(queries), "corpus-ids": [[f"{q[0]}_p1", f"{q[0]}_p2"] for q in queries]},
+            "test",
+        ),
+    }
+    write_parquet_configs(root / "orionweller/NevIR-mteb", tables)
+
+
+def test_a_task_s_own_main_score_is_recorded_beside_ndcg(bow_model, tmp_path, capsys):
+    """NevIR's score is paired accuracy (mteb's main_score): only nDCG@10 was recorded (81.5 for a
+    model that fails every negated question), without a word."""
+    write_nevir(tmp_path / "hub")
+    out = tmp_path / "results.csv"
+    args = ["evaluate", "--model", str(bow_model), "--tasks", "NevIR", "--data-dir", str(tmp_path / "hub")]
+    assert main([*args, "--bootstrap", "0", "--out", str(out)]) == 0, capsys.readouterr().err
+    rows = {r["metric"]: float(r["value"]) for r in csv.DictReader(out.open())}
+    assert rows["paired_accuracy"] == 0.0
+    assert rows["ndcg_at_10"] == pytest.approx(100 * (1 + ndcg1(2)) / 2, abs=1e-3)
+    assert (
+        mteb_glue.metric_name("p-MRR") == "p_mrr"
+        and mteb_glue.metric_name("robustness@10") == "robustness_at_10"
+    )
+    assert set(load_results(out)["metric"]) == {"paired_accuracy", "ndcg_at_10"}  # the table reads back
