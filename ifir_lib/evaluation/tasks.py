@@ -56,7 +56,7 @@ from urllib.parse import urlparse
 from ..core.digests import files_digest
 from ..core.errors import ConfigError, DataError, DatasetUnavailable
 from ..core.models import plain_prompt
-from .corpora import FOLLOWIR_TASKS, Qrels, judgments
+from .corpora import FOLLOWIR_TASKS, Qrels, judgments, preview_ids
 
 log = logging.getLogger(__name__)
 
@@ -374,6 +374,34 @@ def warn_unknown_documents(qrels: Qrels, corpus_ids, where: str) -> None:
         )
 
 
+def warn_unpaired_queries(query_ids, qrels_og: Qrels, qrels_changed: Qrels, where: str) -> None:
+    """One warning each, with a count and examples, for InfoSearch judgments that do not pair up:
+    qrels naming a query not in the queries (ignored: ``'q2 '`` or ``'01'`` for ``q2`` / ``1``), and
+    queries judged in qrels_og with no row in qrels_changed (no changed documents, so left out of
+    p-MRR). Both left the mean without a word; a FollowIR folder reports them too. Queries
+    without original qrels are dropped as InfoSearch drops them, and not named."""
+    known = set(map(str, query_ids))
+    for name, qrels in (("qrels_og", qrels_og), ("qrels_changed", qrels_changed)):
+        strays = [q for q in qrels if q not in known]
+        if strays:
+            log.warning(
+                "%s [%s]: %d judged queries are not in the queries (their judgments are ignored): %s",
+                where,
+                name,
+                len(strays),
+                preview_ids(map(repr, strays)),
+            )
+    alone = [q for q in qrels_og if q in known and q not in qrels_changed]
+    if alone:
+        log.warning(
+            "%s [qrels_changed]: %d queries judged in qrels_og have no row here, so no changed "
+            "documents: left out of p-MRR: %s",
+            where,
+            len(alone),
+            preview_ids(map(repr, alone)),
+        )
+
+
 @functools.cache
 def _infosearch_task_class():
     from datasets import Dataset, Value
@@ -396,6 +424,7 @@ def _infosearch_task_class():
             og, changed = _qrels(path, "qrels_og", rev), _qrels(path, "qrels_changed", rev)
             for name, qr in (("qrels_og", og), ("qrels_changed", changed)):
                 warn_unknown_documents(qr, corpus["_id"], f"{path} [{name}]")
+            warn_unpaired_queries(queries["_id"], og, changed, path)
             # as InfoSearch: queries without qrels are dropped
             cols, qrels = og_changed_queries({q["_id"]: q for q in queries if q["_id"] in og}, og, changed)
             self.qrel_diff = {q: d for q, d in negatives(og, changed).items() if d}

@@ -543,3 +543,31 @@ def test_a_task_s_own_main_score_is_recorded_beside_ndcg(bow_model, tmp_path, ca
         and mteb_glue.metric_name("robustness@10") == "robustness_at_10"
     )
     assert set(load_results(out)["metric"]) == {"paired_accuracy", "ndcg_at_10"}  # the table reads back
+
+
+@pytest.mark.parametrize("files", [("qrels_og",), ("qrels_changed",)])
+def test_infosearch_queries_that_do_not_pair_up_are_named(data_root, tmp_path, caplog, files):
+    """q2's rows in one qrels file spelled 'q2 ': q2 left the p-MRR mean (45.83 -> 25.00) and its
+    judgments were ignored, without a word (a FollowIR folder reports both)."""
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(data_root, root)
+    for name in files:
+        path = root / "jianqunZ/Length-v1" / name / "test.jsonl"
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        write_jsonl(path, [{**r, "query-id": "q2 "} if r["query-id"] == "q2" else r for r in rows])
+    with caplog.at_level("WARNING"):
+        _changed_relevant(root)
+    assert (
+        f"[{files[0]}]: 1 judged queries are not in the queries (their judgments are ignored): 'q2 '"
+        in caplog.text
+    )
+    if files == ("qrels_changed",):
+        assert "[qrels_changed]: 1 queries judged in qrels_og have no row here" in caplog.text
+
+
+def test_a_clean_infosearch_copy_draws_no_pairing_warning(data_root, caplog):
+    with caplog.at_level("WARNING"):
+        _changed_relevant(data_root)
+    assert "judged queries" not in caplog.text and "have no row here" not in caplog.text
