@@ -242,32 +242,46 @@ def _warn_if_not_cosine(model, name: str) -> None:
         )
 
 
+def same_once_read(model, pairs: Mapping[str, tuple[str, str]]) -> list[str]:
+    """The ids of ``pairs`` (``{qid: (og text, changed text)}``, as the model is given them) whose
+    two texts are one once the model has read them (its query prompt first, cut at its
+    ``max_seq_length``). ``[]`` without a tokenizer."""
+    qids = list(pairs)
+    og = token_ids(model, [pairs[q][0] for q in qids], "query") or []
+    changed = token_ids(model, [pairs[q][1] for q in qids], "query") or []
+    return [q for q, a, b in zip(qids, og, changed) if a == b]
+
+
 def changes_cut_off(model, data: FollowIRData) -> list[str]:
     """Queries whose og and changed texts are the same once the model has read them (prompt
     included, cut at its ``max_seq_length``): the changed sentence lies past what it reads, so
     both runs are one ranking and p-MRR is 0 by construction. ``[]`` without a tokenizer."""
-    qids = list(data.queries)
-
-    def ids(key):
-        texts = [format_query(data.queries[q]["text"], data.queries[q][key]) for q in qids]
-        return token_ids(model, texts, "query") or []
-
-    return [q for q, a, b in zip(qids, ids("instruction_og"), ids("instruction_changed")) if a == b]
+    q = data.queries
+    pairs = {
+        i: (format_query(v["text"], v["instruction_og"]), format_query(v["text"], v["instruction_changed"]))
+        for i, v in q.items()
+    }
+    return same_once_read(model, pairs)
 
 
 def warn_changes_cut_off(model, data: FollowIRData, name: str) -> list[str]:
     """``changes_cut_off`` as a warning and a problem line (``[]`` when none): the queries stay in
     the mean, as mteb keeps them, but a reader learns that their 0 says nothing of the model."""
-    cut = changes_cut_off(model, data)
-    if not cut:
+    return warn_same_once_read(model, data.name, changes_cut_off(model, data), len(data.queries))
+
+
+def warn_same_once_read(model, set_name: str, same: list[str], n_queries: int) -> list[str]:
+    """The warning and problem line for the queries ``same`` of ``n_queries`` that read the same
+    with both instructions (``[]`` when none): p-MRR 0 by construction, kept in the mean."""
+    if not same:
         return []
     n = getattr(model, "max_seq_length", None)
     problem = (
-        f"{len(cut)} of {len(data.queries)} queries read the same with both instructions once cut at "
-        f"the model's {n} tokens (the change lies past them): p-MRR 0 by construction, kept in the mean: "
-        f"{preview_ids(cut)}"
+        f"{len(same)} of {n_queries} queries read the same with both instructions once cut at "
+        f"the model's {n} tokens (the change lies past them, or there is none): p-MRR 0 by "
+        f"construction, kept in the mean: {preview_ids(same)}"
     )
-    log.warning("%s: %s", data.name, problem)
+    log.warning("%s: %s", set_name, problem)
     return [problem]
 
 

@@ -37,7 +37,14 @@ from ..core.models import using_prompts
 from ..core.progress import progress, progress_enabled
 from . import metrics as M
 from .corpora import FOLLOWIR_TASKS, FollowIRData, load_beir, load_followir, score_metric_for
-from .evaluator import EvalResult, _resolve_model, _with_ci, followir_per_query
+from .evaluator import (
+    EvalResult,
+    _resolve_model,
+    _with_ci,
+    followir_per_query,
+    same_once_read,
+    warn_same_once_read,
+)
 from .stats import stratified_mean
 from .tasks import (
     PAPER_TASKS,
@@ -219,6 +226,7 @@ def run_mteb(
 
     def capture(scores, qrels, results, hf_split, hf_subset):
         captured.update(run=results, qrels=qrels, split=hf_split, subset=hf_subset)
+        captured["queries"] = _loaded_queries(task, hf_subset, hf_split)
         return orig(scores, qrels, results, hf_split=hf_split, hf_subset=hf_subset)
 
     md = task.metadata
@@ -243,7 +251,31 @@ def run_mteb(
     tr = res.task_results[0]
     split = "test" if "test" in tr.scores else next(iter(tr.scores))
     scores = tr.scores[split][0]
-    return {"scores": scores, "run": captured.get("run"), "qrels": captured.get("qrels")}
+    return {k: captured.get(k) for k in ("run", "qrels", "queries")} | {"scores": scores}
+
+
+def _loaded_queries(task, subset: str, split: str):
+    """The queries table mteb scored (``id``, ``text``, maybe ``instruction``), else None."""
+    data = getattr(task, "dataset", None)
+    try:
+        return data[subset][split]["queries"]
+    except (KeyError, TypeError):
+        return None
+
+
+def og_changed_texts(queries) -> dict[str, tuple[str, str]]:
+    """``{qid: (og text, changed text)}`` of an mteb queries table in the ``<qid>-og`` /
+    ``<qid>-changed`` schema, each text as mteb gives it to the model (``text + " " + instruction``,
+    mteb's ``_combine_queries_with_instruction_text``); queries without a partner are left out."""
+    if queries is None or not {"id", "text"} <= set(queries.column_names):
+        return {}
+    instr = queries["instruction"] if "instruction" in queries.column_names else [None] * len(queries)
+    texts = {i: t + " " + x if x is not None else t for i, t, x in zip(queries["id"], queries["text"], instr)}
+    return {
+        q[: -len("-og")]: (t, texts[q[: -len("-og")] + "-changed"])
+        for q, t in texts.items()
+        if q.endswith("-og") and q[: -len("-og")] + "-changed" in texts
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,6 +348,8 @@ def evaluate_mteb_task(
     tname = task.metadata.name
     if "p-MRR" in s:
         res = _followir_result(task, mname, s, run, qrels)
+        pairs = og_changed_texts(out["queries"])  # the model cannot tell the two instructions apart
+        res.problems += warn_same_once_read(model, tname, same_once_read(model, pairs), len(pairs))
     elif run is not None and "ndcg_at_10" in s:
         pq = {
             "ndcg_at_10": {

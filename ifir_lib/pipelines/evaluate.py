@@ -53,7 +53,7 @@ from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
 from ..evaluation.backends import backend_label, check_backend
 from ..evaluation.corpora import FOLLOWIR_TASKS, content_digest, load_beir, load_followir
-from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir, warn_changes_cut_off
+from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
 from ..evaluation.tasks import PROMPT_CHOICES, copy_digest
 from ..reporting.results import AGGREGATE_DATASETS, check_outputs, load_results, make_run_id, save_result
 from ..reporting.tables import norm_name
@@ -128,7 +128,7 @@ def evaluate_models(
             batch_size=batch_size, bootstrap=bootstrap, rng_seed=seed, prompts=prompts, backend=backend
         )
         sets = [f if engine == "mteb" else loaded[f] for f in folders]  # mteb's task records the folder
-        results = _evaluate_one(str(models[label]), sets, beir, tasks_todo, engine, cache, options, loaded)
+        results = _evaluate_one(str(models[label]), sets, beir, tasks_todo, engine, cache, options)
         rid = run_id or make_run_id(label, labels["mode"], labels["rng_seed"])
         run_sha = RunFolder(models[label]).identity()  # '' for a named model
         row = dict(run_id=rid, model=label, prompts=prompts, plan=plan, run_sha=run_sha, **labels)
@@ -366,10 +366,9 @@ def json_summary(results: list[EvalResult], **labels) -> dict:
     return out
 
 
-def _evaluate_one(path, followir, beir, named, engine, cache, options, loaded=None) -> list[EvalResult]:
+def _evaluate_one(path, followir, beir, named, engine, cache, options) -> list[EvalResult]:
     """One model on the given sets: our evaluator (``engine='ours'``) or mteb's, same numbers;
-    ``loaded``: the FollowIR folders' data, for mteb's rows to name the instruction changes the
-    model cannot read (``warn_changes_cut_off``; our evaluator names them itself)."""
+    either names the queries whose instruction change the model cannot read."""
     try:
         model = load_model(path)
     except OSError as e:
@@ -379,10 +378,9 @@ def _evaluate_one(path, followir, beir, named, engine, cache, options, loaded=No
     results = []
     for folder in followir:
         if engine == "mteb":
-            res = mteb_glue.evaluate_mteb_task(model, mteb_glue.local_followir_task(folder), **mteb_kw)
-            if loaded and folder in loaded:
-                res.problems += warn_changes_cut_off(model, loaded[folder], path)
-            results.append(res)
+            results.append(
+                mteb_glue.evaluate_mteb_task(model, mteb_glue.local_followir_task(folder), **mteb_kw)
+            )
         else:
             results.append(evaluate_followir(model, folder, cache=cache, **kw))
     for folder in beir:

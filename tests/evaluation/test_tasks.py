@@ -571,3 +571,39 @@ def test_a_clean_infosearch_copy_draws_no_pairing_warning(data_root, caplog):
     with caplog.at_level("WARNING"):
         _changed_relevant(data_root)
     assert "judged queries" not in caplog.text and "have no row here" not in caplog.text
+
+
+def test_named_tasks_name_the_queries_the_model_reads_the_same_twice(minilm, data_root, tmp_path, caplog):
+    """A FollowIR copy whose q1 instruction grows a long narrative before the words that change
+    (cut at MiniLM's 256 tokens), and an InfoSearch copy whose q2 has its original instruction
+    as the changed one: p-MRR 0 by construction, averaged in without a word (folders named them)."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "copy"
+    shutil.copytree(data_root, root)
+    path = root / "mteb/Robust04InstructionRetrieval/instruction/test-00000-of-00001.parquet"
+    t = pq.read_table(path).to_pydict()
+    narrative = " ".join(["relevant documents discuss fruit and any of its uses in detail"] * 30)
+    t["instruction"] = [
+        narrative + " " + x if q.startswith("q1") else x for q, x in zip(t["query-id"], t["instruction"])
+    ]
+    pq.write_table(pa.table(t), path)
+    path = root / "jianqunZ/Length-v1/queries.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    write_jsonl(
+        path, [{**q, "instruction_changed": q["instruction_og"]} if q["_id"] == "q2" else q for q in rows]
+    )
+    for name, qid in (("Robust04InstructionRetrieval", "q1"), ("InfoSearchLength", "q2")):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            r = mteb_glue.evaluate_mteb_task(minilm, mteb_glue.get_task(name, root), bootstrap=0, name="m")
+        said = "1 of 2 queries read the same with both instructions once cut at the model's 256 tokens"
+        assert said in caplog.text and [p for p in r.problems if said in p] == [r.problems[-1]], name
+        assert r.problems[-1].endswith(f": {qid}") and r.per_query["p_mrr"][qid] == 0.0
+    clean = mteb_glue.evaluate_mteb_task(
+        minilm, mteb_glue.get_task("InfoSearchLength", data_root), bootstrap=0
+    )
+    assert not clean.problems
