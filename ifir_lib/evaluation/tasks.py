@@ -25,7 +25,8 @@ The file, in reading order:
 With a data directory (``--data-dir DIR`` or ``IFIR_DATA_DIR=DIR``), a repo ``owner/name`` found at
 ``DIR/owner/name`` (what ``hf download owner/name --repo-type dataset --local-dir DIR/owner/name``
 writes) is read from there instead: only the path given to ``load_dataset`` changes, the task's
-loader and scoring do not. A local copy's loads go through a ``datasets`` cache keyed by its
+loader and scoring do not (a copy that mteb's own loader reads has its qrels and top_ranked
+rows checked first, ``check_mteb_copy``). A local copy's loads go through a ``datasets`` cache keyed by its
 files (``local_datasets_cache``), and its rows record a digest of the files it reads
 (``copy_digest``, the results' ``data_sha``). A task read from the hub records none: InfoSearch
 Length and MAIR follow ``main``, so two hub reads months apart are not told apart.
@@ -126,9 +127,9 @@ def get_paper_task(name: str, root: str | Path | None = None):
     path = local_copy(task.metadata.dataset["path"], root)
     if path == task.metadata.dataset["path"]:
         return task
-    # mteb's own class, only the location changes
+    # mteb's own class, only the location changes; its loader keeps the last of repeated rows
     md = task.metadata.model_copy(update={"dataset": {**task.metadata.dataset, "path": path}}, deep=True)
-    return local_task_instance(type(task), type(task).__name__, md)
+    return local_task_instance(type(task), type(task).__name__, md, check=_rows_checked)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,15 +226,49 @@ def _in_local_cache(method):
     return run
 
 
-def local_task_instance(base: type, class_name: str, metadata, **attrs):
+def local_task_instance(base: type, class_name: str, metadata, check=None, **attrs):
     """``task_instance`` for a task that reads hub repos, or local copies of them: its loads run
-    under ``local_datasets_cache``."""
+    under ``local_datasets_cache``; ``check`` wraps ``load_data`` first (``_rows_checked``)."""
     wrapped = {
-        m: _in_local_cache(getattr(base, m))
+        m: _in_local_cache(check(getattr(base, m)) if check and m == "load_data" else getattr(base, m))
         for m in ("load_data", "task_specific_scores")
         if hasattr(base, m)
     }
     return task_instance(base, class_name, metadata, **wrapped, **attrs)
+
+
+def _rows_checked(load_data):
+    """``load_data`` of an mteb task class reading a local copy, after ``check_mteb_copy``."""
+
+    @functools.wraps(load_data)
+    def run(self, *args, **kwargs):
+        if not self.data_loaded:
+            check_mteb_copy(self.metadata.dataset["path"])
+        return load_data(self, *args, **kwargs)
+
+    return run
+
+
+def check_mteb_copy(path: str) -> None:
+    """A local copy in mteb 2.x's layout, read by mteb's own loader, checked as our readers check:
+    mteb's loader builds dicts, so a (query, document) judged twice kept its last grade and a
+    query's candidates given on two rows kept the last list (its og and changed runs then
+    reranked different pools), without a word. Each qrels config goes through
+    ``corpora.judgments`` and each top_ranked config through ``unique_ids``: a ``DataError`` naming
+    the config, split and row."""
+    from datasets import get_dataset_config_names, load_dataset
+
+    for config in get_dataset_config_names(path):
+        kind = config.rsplit("-", 1)[-1]
+        if kind not in ("qrels", "top_ranked") and config != "default":
+            continue
+        for split, ds in load_dataset(path, config).items():
+            where = f"{path} [{config}, {split}, row]"
+            if kind == "top_ranked":
+                unique_ids(ds["query-id"], ds["corpus-ids"], where, "query-id")
+            elif {"query-id", "corpus-id", "score"} <= set(ds.column_names):
+                rows = zip(ds["query-id"], ds["corpus-id"], ds["score"])
+                judgments(((n, str(q), str(d), v) for n, (q, d, v) in enumerate(rows, 1)), where)
 
 
 def copy_digest(task) -> str:

@@ -607,3 +607,43 @@ def test_named_tasks_name_the_queries_the_model_reads_the_same_twice(minilm, dat
         minilm, mteb_glue.get_task("InfoSearchLength", data_root), bootstrap=0
     )
     assert not clean.problems
+
+
+def _append_parquet_row(path, row):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path)
+    pq.write_table(pa.concat_tables([t, pa.table({k: [v] for k, v in row.items()}, schema=t.schema)]), path)
+
+
+@pytest.mark.parametrize(
+    "config, row, says",
+    [
+        (
+            "qrels",
+            {"query-id": "q1-og", "corpus-id": "d4", "score": 0},
+            r"\[qrels, test, row\]:15: field 'score': 0 conflicts with 1 on line 4",
+        ),
+        (
+            "top_ranked",
+            {"query-id": "q1-og", "corpus-ids": ["d1", "d2"]},
+            r"\[top_ranked, test, row\]:5: field 'query-id': duplicate query-id 'q1-og'",
+        ),
+    ],
+)
+def test_a_copy_read_by_mteb_s_own_class_is_checked_row_by_row(data_root, tmp_path, config, row, says):
+    """mteb's loader keeps the last of repeated rows: a pair judged 1 then 0 moved MAP 87.50 ->
+    91.67, and q1-og's candidates on a second row reranked its og run over another pool than its
+    changed run (p-MRR 58.33 -> 16.67), without a word."""
+    import shutil
+
+    from ifir_lib.core.errors import DataError
+
+    root = tmp_path / "copy"
+    shutil.copytree(data_root, root)
+    _append_parquet_row(root / f"mteb/Core17InstructionRetrieval/{config}/test-00000-of-00001.parquet", row)
+    task = mteb_glue.get_task("Core17InstructionRetrieval", root)
+    with pytest.raises(DataError, match=says):
+        task.load_data()
+    mteb_glue.get_task("Core17InstructionRetrieval", data_root).load_data()  # the clean copy loads
