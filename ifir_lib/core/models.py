@@ -122,26 +122,48 @@ def load_model(name: str, device: str | None = None):
     is cached with the size and modification time of its model files, so a folder trained again
     (a notebook kernel that evaluated it before, another process that retrained it) is loaded
     again, never scored with the weights it held before. A cached model whose settings a caller
-    changed (``max_seq_length``, ``truncate_dim``, prompts) is loaded again, with a warning."""
+    changed (``max_seq_length``, ``truncate_dim``, prompts) or whose weights it changed in place
+    (an optimiser step on the returned object, ``.half()``, ``load_state_dict``) is loaded again,
+    with a warning: it was scored under the folder's label (``minilm`` as the base row)."""
     path = resolve_model(name)
     key = (name, path, device, _folder_state(Path(path)))
     model = _load_model(*key)
     loaded = getattr(model, "_ifir_loaded", None)
-    if loaded is None:
-        model._ifir_loaded = _settings(model)
-    elif loaded != _settings(model):
-        changed = [n for n, a, b in zip(_LOAD_SETTINGS, loaded, _settings(model)) if a != b]
+    if loaded is not None and loaded != _loaded_state(model):
         log.warning(
             "%s: the model loaded earlier in this process had its %s changed since; loading it again "
             "from %s, so it is scored as it is there",
             name,
-            ", ".join(changed),
+            ", ".join(_changed(loaded, _loaded_state(model))),
             path,
         )
         _load_model.cache_clear()
         model = _load_model(*key)
-        model._ifir_loaded = _settings(model)
+        loaded = None
+    if loaded is None:
+        model._ifir_loaded = _loaded_state(model)
     return model
+
+
+def _loaded_state(model) -> tuple:
+    """What ``load_model`` checks a cached model against: its ``_LOAD_SETTINGS`` and its weights'
+    state (``_weights_state``)."""
+    return _settings(model), _weights_state(model)
+
+
+def _weights_state(model) -> tuple:
+    """Each parameter's and buffer's version counter (every in-place change bumps it: an optimiser
+    step, ``add_`` under ``no_grad``, ``load_state_dict``), storage, dtype and device (``.half()``,
+    ``.to()``): cheap, where hashing every weight (``model_fingerprint``) takes a tenth of a second
+    for MiniLM. A change through ``param.data`` bumps no counter and is not seen."""
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    return tuple((n, t._version, t.data_ptr(), str(t.dtype), str(t.device)) for n, t in tensors)
+
+
+def _changed(before: tuple, now: tuple) -> list[str]:
+    """The names of what differs between two ``_loaded_state``s: settings, then ``weights``."""
+    out = [n for n, a, b in zip(_LOAD_SETTINGS, before[0], now[0]) if a != b]
+    return out + (["weights (changed in place)"] if before[1] != now[1] else [])
 
 
 # Folders of a run folder that the model is not read from (its record, RUN_FILE, neither)

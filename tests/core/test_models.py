@@ -41,6 +41,27 @@ def test_a_cached_model_a_caller_changed_is_loaded_again(tmp_path, minilm, caplo
     assert load_model(str(folder), device="cpu") is again  # unchanged since: cached
 
 
+def test_a_cached_model_whose_weights_a_caller_changed_in_place_is_loaded_again(tmp_path, minilm, caplog):
+    """A notebook that fine-tuned the object ``load_model("minilm")`` returned, in place, had the
+    next ``evaluate_models({"minilm": "minilm"})`` score the changed weights as the base row (v1
+    MAP@1000 78.96 -> 76.35, p-MRR -5.03 -> -7.47), without a word; ``.half()`` likewise."""
+    folder = tmp_path / "m"
+    minilm.save(str(folder))
+    first = load_model(str(folder), device="cpu")
+    text = ["solar panels in the UK"]
+    want = first.encode(text, normalize_embeddings=True)
+    assert load_model(str(folder), device="cpu") is first  # encoding changes nothing: still cached
+    with torch.no_grad():
+        next(first.parameters()).mul_(1.5)  # an optimiser step, in effect
+    with caplog.at_level("WARNING"):
+        again = load_model(str(folder), device="cpu")
+    assert again is not first and "weights (changed in place)" in caplog.text
+    assert np.allclose(again.encode(text, normalize_embeddings=True), want)
+    assert load_model(str(folder), device="cpu") is again
+    again.half()
+    assert load_model(str(folder), device="cpu") is not again
+
+
 def test_a_base_saved_in_fp16_is_built_for_training_in_float32(tmp_path, minilm, caplog):
     """transformers loads a checkpoint in its stored dtype: a base saved in fp16 trained in pure fp16
     on a CPU (AdamW on fp16 weights, no master copy), and half its weights never moved."""
