@@ -47,7 +47,7 @@ from ..core.models import (
 )
 from . import metrics as M
 from .backends import backend_label, encoder_for, unwrap_encoder
-from .corpora import FollowIRData, load_beir, load_followir, preview_ids, score_metric_for
+from .corpora import FollowIRData, content_digest, load_beir, load_followir, preview_ids, score_metric_for
 from .embed_cache import encode_cached, token_ids
 from .stats import bootstrap_ci
 from .tasks import FOLLOWIR_TASK_TYPE, prompts_for
@@ -80,6 +80,7 @@ class EvalResult:
     qrels: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     prompts: str = "model"  # ``--prompts``: "model" or "benchmark" (``tasks.prompts_for``)
     backend: str = "torch"  # the encoder (``backends.backend_label``: ``onnx-int8@32`` at batch 32)
+    data_sha: str = ""  # the evaluated set's ``corpora.content_digest`` ('': unknown, a named task)
 
     @property
     def n_queries(self) -> dict[str, int]:
@@ -347,6 +348,7 @@ def evaluate_followir(
         qrels=data.qrels_og,
         prompts=prompts,
         backend=backend_label(backend, batch_size),
+        data_sha=content_digest(data),
     )
     _with_ci(res, bootstrap, rng_seed)
     res.timings = {**timings, "total_s": time.perf_counter() - t0}
@@ -431,6 +433,7 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
     o = {**BEIR_OPTIONS, **options}
     t0 = time.perf_counter()
     corpus, queries, qrels = load_beir(folder, split)
+    data_sha = content_digest((corpus, queries, qrels))  # what ``evaluate_models`` records for the folder
     given, (model, o["backend"]) = model, unwrap_encoder(model, o["backend"])  # rows carry its backend
     model, name = _resolve_model(model, o["name"])
     encoder = given if given is not model else encoder_for(model, o["backend"], source=name)
@@ -461,6 +464,7 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
         qrels=qrels,
         prompts=o["prompts"],
         backend=backend_label(o["backend"], o["batch_size"]),
+        data_sha=data_sha,
     )
     _with_ci(res, o["bootstrap"], o["rng_seed"])
     res.timings = {"total_s": time.perf_counter() - t0}

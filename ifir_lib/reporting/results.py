@@ -179,9 +179,12 @@ def result_rows(
     """Rows for the results table, one per metric (x100, with the 95% interval). ``prompts``
     defaults to the result's own (``EvalResult.prompts``), else ``'model'``; ``backend`` is the
     result's own (``EvalResult.backend``), else ``'torch'``; ``data_sha`` is the evaluated set's
-    content digest (``corpora.content_digest``; ``''``: unknown); ``run_sha`` the training run's
-    identity (``RunFolder.identity``; ``''``: a named model, or unknown)."""
+    content digest (``corpora.content_digest``; default: the result's own, ``EvalResult.data_sha``;
+    ``''``: unknown); ``run_sha`` the training run's identity (``RunFolder.identity``; ``''``: a
+    named model, or unknown). Rows of ``evaluate_followir`` saved by hand (``save_result``) had no
+    digest, so an edited copy of a set under its name was read as that set, beside its rows."""
     prompts = prompts or getattr(result, "prompts", None) or RESULT_DEFAULTS["prompts"]
+    data_sha = data_sha or getattr(result, "data_sha", None) or ""
     backend = getattr(result, "backend", None) or RESULT_DEFAULTS["backend"]
     git = git or git_commit()
     timestamp = timestamp or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -404,7 +407,8 @@ def save_result(
     run_sha: str = "",
 ) -> str:
     """Append one result (summary rows + per-query rows) to the table; returns the run_id used.
-    ``data_sha``: the evaluated set's content digest (``''`` for a named mteb task, or unknown);
+    ``data_sha``: the evaluated set's content digest (default: the result's own; ``''`` for a named
+    mteb task, or unknown);
     ``run_sha``: the trained model's run identity (``RunFolder.identity``; ``''`` for a named model).
     An integer ``rng_seed`` is written as one (``'01'`` -> ``1``), so one seed has one spelling."""
     if _is_number(rng_seed, integer=True):

@@ -1,12 +1,15 @@
 """Our FollowIR / BEIR evaluation with MiniLM on tiny synthetic sets; cache; results table; CLI."""
 
+import copy
 import json
 import math
 
 import pytest
 
+from ifir_lib.core.errors import DataError
 from ifir_lib.evaluation import embed_cache
 from ifir_lib.evaluation import evaluator as E
+from ifir_lib.evaluation.corpora import content_digest, load_beir, load_followir, write_followir
 from ifir_lib.reporting import results as R
 
 pytestmark = pytest.mark.usefixtures("private_cache")
@@ -188,3 +191,23 @@ def test_an_instruction_change_past_the_models_length_is_named(minilm, fir, capl
     with caplog.at_level("WARNING"):  # mteb's engine on the same folder: the same rows, named too
         out = evaluate_models(["minilm"], followir=[long], engine="mteb", bootstrap=0, style=None)
     assert said in caplog.text and any(said in p for p in out["minilm"][0].problems)
+
+
+def test_rows_saved_by_hand_record_the_set_s_digest(minilm, fir, beir, tmp_path):
+    """``evaluate_followir`` + ``save_result`` wrote rows without ``data_sha``: an edited copy of
+    bundled v1 under its folder name (ten candidates for half its queries: MAP@1000 56.27) filled
+    ``ifir table``'s 'Bundled v1' column beside the command line's rows (78.96), without a word."""
+    data = load_followir(fir)
+    edited = copy.deepcopy(data)
+    for q in list(edited.queries)[::2]:
+        edited.top_ranked[q] = edited.top_ranked[q][:10]
+    mine = write_followir(edited, tmp_path / "mine" / fir.name)
+    csv = tmp_path / "results.csv"
+    for folder in (fir, mine):
+        R.save_result(E.evaluate_followir(minilm, folder, bootstrap=10), csv, model=str(folder))
+    rows = R.load_results(csv)
+    assert set(rows["data_sha"]) == {content_digest(data), content_digest(load_followir(mine))}
+    with pytest.raises(DataError, match="names 2 different evaluation sets"):
+        R.runs_to_read(rows, str(csv))
+    retrieval = E.evaluate_beir(minilm, beir, bootstrap=10)  # a BEIR folder's rows too
+    assert R.result_rows(retrieval, run_id="b")[0]["data_sha"] == content_digest(load_beir(beir))
