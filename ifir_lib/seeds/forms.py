@@ -30,15 +30,22 @@ def forms(seed: dict) -> list[tuple[str, str | None]]:
     return out
 
 
+def drawn_narrative(seed: dict, share: float, rng_seed: int) -> bool:
+    """Whether ``seed`` is drawn into narrative form (it has narratives and its hash of ``rng_seed``
+    and id falls in ``share``), whatever its reversal: ``in_form`` keeps it short when its reversal
+    has no narrative."""
+    if share <= 0 or not all(seed.get(f) for f in NARRATIVE_FIELDS):
+        return False
+    draw = hashlib.sha256(f"form:{rng_seed}:{seed['id']}".encode()).digest()
+    return int.from_bytes(draw[:8], "big") / 2**64 < share
+
+
 def in_form(seed: dict, rev: dict | None, share: float, rng_seed: int) -> tuple[dict, dict | None, str]:
     """``(seed, reversal, form)``: the seed and its reversal in narrative form for a ``share`` of
     the seeds that have narratives and use their reference reversal, else unchanged (``short``)."""
-    if share <= 0 or not all(seed.get(f) for f in NARRATIVE_FIELDS):
+    if not drawn_narrative(seed, share, rng_seed):
         return seed, rev, "short"
     if rev is not None and rev["reversal"] != seed.get("reference_reversal"):
-        return seed, rev, "short"
-    draw = hashlib.sha256(f"form:{rng_seed}:{seed['id']}".encode()).digest()
-    if int.from_bytes(draw[:8], "big") / 2**64 >= share:
         return seed, rev, "short"
     seed = {**seed, "instruction": seed["narrative"], "aug_instruction": seed["aug_narrative"]}
     return seed, (None if rev is None else {**rev, "reversal": seed["reversal_narrative"]}), "narrative"

@@ -59,7 +59,7 @@ from ..core.errors import ConfigError, DataError
 from ..core.jsonl import read_jsonl, write_jsonl
 from ..core.models import format_query
 from ..curation.decisions import CurationCheck
-from ..seeds.forms import NARRATIVE_SHARE, in_form
+from ..seeds.forms import NARRATIVE_SHARE, drawn_narrative, in_form
 from ..seeds.mining import same_query_passages
 from ..seeds.negative_audit import dropped_texts, text_sha256
 from ..seeds.schema import (
@@ -637,7 +637,7 @@ def build_trainset(
         add, chosen_seeds = examples.append, (seeds[n] for n in chosen)
     try:
         tally = _add_examples(
-            mode, chosen_seeds, reversals, pools, add, num_negatives, narrative_share, rng_seed
+            name, chosen_seeds, reversals, pools, add, num_negatives, narrative_share, rng_seed
         )
     except _ShortPool as e:
         raise ConfigError(f"{seeds_name}: seed {e.seed_id!r}: {e}") from None
@@ -646,6 +646,24 @@ def build_trainset(
         return TrainSet(name, examples, counts, num_negatives)
     ds, sha = writer.close()
     return TrainSet(name, None, counts, num_negatives, writer.path, sha, ds)
+
+
+def _warn_narrative_unavailable(name: str, n: int, forms: dict, share: float, reversals) -> None:
+    """Warn that ``n`` seeds drawn into narrative form train short because their reversals
+    (abstract, template, synthesized) have no narrative: the mode then trains another form, in both
+    views, than a mode built from the reference reversals at the same ``narrative_share``."""
+    source = getattr(reversals, "source", None) or ABLATIONS.get(name, {}).get("reversals", "given")
+    log.warning(
+        "%s: %d of the %d seeds drawn into narrative form (narrative_share %s) train in short form, "
+        "both views: their reversals (%s) have no narrative. A mode built from the reference "
+        "reversals trains them as narratives, so comparing the two also compares instruction forms; "
+        "give every mode narrative_share 0 to compare the reversals alone",
+        name,
+        n,
+        n + forms["narrative"],
+        share,
+        source,
+    )
 
 
 def _none_usable(mode, counts, seeds_name, reversals) -> str:
@@ -812,18 +830,24 @@ MODE_VIEWS = {
 
 
 def _add_examples(
-    mode, chosen_seeds, reversals, pools, add, num_negatives, narrative_share, rng_seed
+    name, chosen_seeds, reversals, pools, add, num_negatives, narrative_share, rng_seed
 ) -> dict:
     """Each chosen seed's examples (its original view and the mode's second view) to ``add``;
-    returns the tallies of views and instruction forms. ``pools``: ``(pool, {seed id: (texts,
-    shas)})``, the padding pool and what each seed must not be padded with (``_padding_avoid``)."""
+    returns the tallies of views and instruction forms (``narrative_unavailable``: seeds drawn into
+    narrative form that train short, warned about). ``name``: the mode or ablation. ``pools``:
+    ``(pool, {seed id: (texts, shas)})``, the padding pool and what each seed must not be padded
+    with (``_padding_avoid``)."""
+    mode = data_mode(name)
     pool_all, avoid = pools
     rng = random.Random(rng_seed)
     views = {v: 0 for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))}
     forms, counterparts = {"short": 0, "narrative": 0}, {"source": 0, "built": 0}
+    no_narrative = 0  # drawn into narrative form, kept short: the reversal has no narrative
     for s in chosen_seeds:
+        drawn = drawn_narrative(s, narrative_share, rng_seed)
         s, rev, form = in_form(s, reversals.get(s["id"]), narrative_share, rng_seed)
         forms[form] += 1
+        no_narrative += drawn and form == "short"
         pool = _Avoiding(pool_all, *avoid[s["id"]]) if s["id"] in avoid else pool_all
         n_star = None if rev is None else rev.get("negative_index", 0)  # ins-orig too: one orig view
         try:
@@ -842,6 +866,9 @@ def _add_examples(
             views[ex["view"]] += 1
             add(ex)
     tally = {"views": views, "forms": forms}
+    if no_narrative:
+        tally["narrative_unavailable"] = no_narrative
+        _warn_narrative_unavailable(name, no_narrative, forms, narrative_share, reversals)
     return {**tally, "counterparts": counterparts} if mode == "all-orig" else tally
 
 

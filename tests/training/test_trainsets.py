@@ -627,3 +627,20 @@ def test_a_cut_to_fewer_negatives_keeps_n_star_in_the_original_view(mode):
             assert e["negatives"] == [n_star], e["id"]
         else:
             assert e["positive"] == n_star and e["negatives"] == [by[e["group"]]["positive"]]
+
+
+@pytest.mark.parametrize("mode", ["ins-dv-abstract", "ins-dv-template", "ins-dv"])
+def test_seeds_kept_short_because_their_reversal_has_no_narrative_are_counted_and_warned(mode, caplog):
+    """ins-dv-abstract trained no narrative at share 0.5 while ins-dv trained 65% (both views): the
+    ablation changed the instruction form too, without a word."""
+    seeds = _with_narratives([{**make_seed(i), "abstract_reversal": f"Abstract {i}."} for i in range(12)])
+    reversals = None
+    if mode == "ins-dv":  # a synthesized file: reversals that are not the reference ones
+        reversals = {s["id"]: {"reversal": f"Synthesized {s['id']}.", "negative_index": 0} for s in seeds}
+    with caplog.at_level("WARNING"):
+        ts = build_trainset(mode, seeds, reversals, budget=12, num_negatives=2, narrative_share=1)
+        ref = build_trainset("ins-dv", seeds, budget=12, num_negatives=2, narrative_share=1)
+    assert ts.counts["forms"] == {"short": 6, "narrative": 0} and ts.counts["narrative_unavailable"] == 6
+    assert ref.counts["forms"] == {"short": 0, "narrative": 6} and "narrative_unavailable" not in ref.counts
+    (said,) = [r.getMessage() for r in caplog.records if "have no narrative" in r.getMessage()]
+    assert said.startswith(f"{mode}: 6 of the 6 seeds drawn into narrative form")
