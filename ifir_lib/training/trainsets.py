@@ -548,11 +548,23 @@ def _abstract_reversals(seeds, ids: list[str], arrow: bool) -> dict[str, dict]:
 
 def _reversals_for(mode: str, seeds, ids: list[str], arrow: bool, reversals, seeds_name: str):
     """The template baseline's reversals, the seeds' abstract or reference ones, or ``reversals``
-    (those written for the seeds as they are now: ``match_reversals``)."""
-    if ABLATIONS.get(mode, {}).get("reversals") == "template":
+    (those written for the seeds as they are now: ``match_reversals``). The two ablations with a
+    reversal source of their own warn when ``reversals`` are given: they are not used."""
+    own = ABLATIONS.get(mode, {}).get("reversals")
+    if own is not None and reversals is not None:
+        log.warning(
+            "%s trains %s: the reversals given (%s) are not used for it (an abstract synthesis "
+            "file trains as --mode ins-dv)",
+            mode,
+            "the template's negation of each instruction"
+            if own == "template"
+            else "the seeds' own abstract_reversal field",
+            getattr(reversals, "source", None) or "given in Python",
+        )
+    if own == "template":
         instructions = seeds.column("instruction") if arrow else (s["instruction"] for s in seeds)
         return {i: {"reversal": template_reversal(x), "negative_index": 0} for i, x in zip(ids, instructions)}
-    if ABLATIONS.get(mode, {}).get("reversals") == "abstract":
+    if own == "abstract":
         return _abstract_reversals(seeds, ids, arrow)
     if reversals is not None:
         if isinstance(reversals, MatchedReversals):
@@ -683,6 +695,8 @@ def _none_usable(mode, counts, seeds_name, reversals) -> str:
             )
         stale = counts.get("reversals_stale", 0)
         stale = f" ({stale} of them with only stale ones, written for an earlier version of the seed)"
+    elif not reversals and ABLATIONS.get(mode, {}).get("reversals") == "abstract":
+        return f"{head}: no seed has an abstract_reversal, the field this mode trains (never --reversals)"
     elif not reversals:
         return (
             f"{head}: no seed has a reversal for this mode; give reversals (--reversals: a synthesis output)"

@@ -644,3 +644,23 @@ def test_seeds_kept_short_because_their_reversal_has_no_narrative_are_counted_an
     assert ref.counts["forms"] == {"short": 0, "narrative": 6} and "narrative_unavailable" not in ref.counts
     (said,) = [r.getMessage() for r in caplog.records if "have no narrative" in r.getMessage()]
     assert said.startswith(f"{mode}: 6 of the 6 seeds drawn into narrative form")
+
+
+@pytest.mark.parametrize("mode", ["ins-dv-abstract", "ins-dv-template"])
+def test_reversals_given_to_an_ablation_with_its_own_are_named_as_unused(mode, tmp_path, caplog):
+    """`ifir train --mode ins-dv-abstract --reversals F` (an abstract synthesis file) trained the
+    seeds' abstract_reversal field and ignored F without a word."""
+    seeds = [{**make_seed(i), "abstract_reversal": f"Abstract {i}."} for i in range(6)]
+    path = _write_rows(tmp_path / "syn.jsonl", [_syn_row(s, reversal=f"From F {s['id']}.") for s in seeds])
+    with caplog.at_level("WARNING"):
+        ts = build_trainset(mode, seeds, load_reversals(path), budget=6, num_negatives=2)
+    assert not any(e["instruction"].startswith("From F") for e in ts.examples)
+    (said,) = [r.getMessage() for r in caplog.records if "are not used for it" in r.getMessage()]
+    assert said.startswith(f"{mode} trains the ") and str(path) in said
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        build_trainset("ins-dv", seeds, load_reversals(path), budget=6, num_negatives=2)
+    assert not [r for r in caplog.records if "are not used for it" in r.getMessage()]
+    plain = [{k: v for k, v in s.items() if k != "abstract_reversal"} for s in seeds]
+    with pytest.raises(ConfigError, match="no seed has an abstract_reversal"):
+        build_trainset("ins-dv-abstract", plain, load_reversals(path), budget=6, num_negatives=2)
