@@ -123,8 +123,10 @@ def load_model(name: str, device: str | None = None):
     (a notebook kernel that evaluated it before, another process that retrained it) is loaded
     again, never scored with the weights it held before. A cached model whose settings a caller
     changed (``max_seq_length``, ``truncate_dim``, prompts) or whose weights it changed in place
-    (an optimiser step on the returned object, ``.half()``, ``load_state_dict``) is loaded again,
-    with a warning: it was scored under the folder's label (``minilm`` as the base row)."""
+    (a plain optimiser step on the returned object, ``.half()``, ``load_state_dict``) is loaded
+    again, with a warning: it was scored under the folder's label (``minilm`` as the base row).
+    Not seen: a change that bumps no version counter (``param.data``, a fused optimiser step such
+    as the default trainer's AdamW): give ``evaluate_*`` such a model with ``name=``."""
     path = resolve_model(name)
     key = (name, path, device, _folder_state(Path(path)))
     model = _load_model(*key)

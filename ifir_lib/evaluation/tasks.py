@@ -265,10 +265,16 @@ def check_mteb_copy(path: str) -> None:
         for split, ds in load_dataset(path, config).items():
             where = f"{path} [{config}, {split}, row]"
             if kind == "top_ranked":
-                unique_ids(ds["query-id"], ds["corpus-ids"], where, "query-id")
+                unique_ids(*_columns(ds, "query-id", "corpus-ids"), where, "query-id")
             elif {"query-id", "corpus-id", "score"} <= set(ds.column_names):
-                rows = zip(ds["query-id"], ds["corpus-id"], ds["score"])
+                rows = zip(*_columns(ds, "query-id", "corpus-id", "score"))
                 judgments(((n, str(q), str(d), v) for n, (q, d, v) in enumerate(rows, 1)), where)
+
+
+def _columns(ds, *names) -> list[list]:
+    """Whole columns of a ``datasets.Dataset`` as lists, read from its Arrow table at once:
+    ``ds[name]`` went row by row (8.6 s against 0.3 s for 100k qrels rows)."""
+    return [ds.data.column(n).to_pylist() for n in names]
 
 
 def copy_digest(task) -> str:
@@ -375,7 +381,7 @@ def _qrels(path: str, config: str, revision: str) -> Qrels:
     from datasets import load_dataset
 
     ds = load_dataset(path, config, revision=revision)["test"]
-    rows = zip(ds["query-id"], ds["corpus-id"], ds["score"])
+    rows = zip(*_columns(ds, "query-id", "corpus-id", "score"))
     return judgments(
         ((n, str(q), str(d), v) for n, (q, d, v) in enumerate(rows, 1)), f"{path} [{config}, row]"
     )

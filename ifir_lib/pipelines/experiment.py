@@ -60,7 +60,9 @@ log = logging.getLogger(__name__)
 
 LAUNCHERS = ("plain", "torchrun", "accelerate")
 # the metric names the evaluation writes (ours and mteb's), checked when planned, not at --collect
-_METRIC = re.compile(r"p_mrr|score|(ndcg|map|mrr|recall|precision)_at_\d+|main_score")
+_METRIC = re.compile(
+    r"p_mrr|score|(ndcg|map|mrr|recall|precision|robustness)_at_\d+|main_score|paired_accuracy"
+)
 
 
 BUNDLED = "bundled"

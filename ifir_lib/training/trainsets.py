@@ -451,10 +451,12 @@ def _example(seed, view, instruction, positive, negatives, k, pool, rng) -> dict
 
 def _orig(seed, k, pool, rng, n_star: int | None = None):
     """The original view; ``n_star`` (the reversal's ``negative_index``) puts N* first among the
-    instruction negatives, so a cut to ``k`` below their number keeps the pair the reversed view
-    swaps (in seed order, k=1 trained P+ against in1 while the dv view made in2 relevant)."""
+    instruction negatives when a cut to ``k`` would drop it, so the view keeps the pair the reversed
+    view swaps (in seed order, k=1 trained P+ against in1 while the dv view made in2 relevant).
+    Where the cut keeps it, the order stays the seed's: the same examples, and the same data sha,
+    as runs made before (the loss does not read the order)."""
     ins = list(seed["instruction_negatives"])
-    if n_star is not None and 0 < n_star < len(ins):
+    if n_star is not None and k <= n_star < len(ins):
         ins.insert(0, ins.pop(n_star))
     negs = ins + list(seed["hard_negatives"])
     return _example(seed, "orig", seed["instruction"], seed["positive"], negs, k, pool, rng)

@@ -627,6 +627,11 @@ def test_a_cut_to_fewer_negatives_keeps_n_star_in_the_original_view(mode):
             assert e["negatives"] == [n_star], e["id"]
         else:
             assert e["positive"] == n_star and e["negatives"] == [by[e["group"]]["positive"]]
+    # where the cut keeps N*, the seed's order stays: the examples (and runs made before) unchanged
+    whole = build_trainset(mode, seeds, budget=8, num_negatives=3, rng_seed=0, negative_audit=None)
+    for e in whole.examples:
+        if e["view"] in ("orig", "aug"):
+            assert e["negatives"] == by[e["group"]]["instruction_negatives"], e["id"]
 
 
 @pytest.mark.parametrize("mode", ["ins-dv-abstract", "ins-dv-template", "ins-dv"])
