@@ -38,7 +38,7 @@ import numpy as np
 
 from ..core.config import cache_dir
 from ..core.errors import ConfigError, require_module
-from ..core.models import model_fingerprint, module_settings, plain_prompt, using_prompts, weights_state
+from ..core.models import model_fingerprint, module_settings, plain_prompt, using_prompts
 from ..core.progress import progress
 from ..core.run_folder import RunFolder
 from .openvino_backend import OPENVINO_BACKENDS, PRECISION, check_openvino, openvino_session
@@ -276,22 +276,10 @@ class OnnxEncoder:
         self.rest = list(model.children())[1:]  # pooling, normalisation, dense ...: the model's own
         self.path: Path | None = None
         self._session = None
-        self._state: tuple = ()
 
     def load(self) -> OnnxEncoder:
         """Export the model if no export of its weights exists, and open the session; returns self.
-        OpenVINO compiles the fp32 export (the ``onnx`` backend's file). A model whose weights
-        changed in place since (``models.weights_state``: a fine-tuning step, ``load_state_dict``)
-        is exported again, with a warning: the old session encoded the old weights, and the
-        evaluator cached its vectors under the new weights' fingerprint, for every later run."""
-        if self._session is not None and self._state != weights_state(self.model):
-            log.warning(
-                "%s: the model's weights changed in place since its %s export was opened; exporting "
-                "it again, so its vectors are its current weights'",
-                self.source or "the model",
-                self.backend,
-            )
-            self._session = None
+        OpenVINO compiles the fp32 export (the ``onnx`` backend's file)."""
         if self._session is None:
             threads = self.threads or cpu_threads()
             if self.backend in OPENVINO_BACKENDS:
@@ -300,7 +288,6 @@ class OnnxEncoder:
             else:
                 self.path = export_onnx(self.model, self.backend, self.source)
                 self._session = _session(str(self.path), threads)
-            self._state = weights_state(self.model)
         return self
 
     @property

@@ -132,27 +132,6 @@ def test_run_folder_keeps_its_export_and_a_retrained_run_replaces_it(minilm, tmp
     assert O.export_key(retrained) != O.export_key(minilm)
 
 
-def test_an_encoder_whose_model_changed_in_place_exports_again(minilm, texts, caplog):
-    """An encoder held across an in-place change of its model's weights (a fine-tuning step) kept
-    encoding with its old export, and the evaluator cached those vectors under the new weights'
-    fingerprint: a fresh onnx evaluation of the changed model read them back from disk (v1
-    MAP@1000 78.96, where the changed weights score 69.77)."""
-    import torch
-
-    model = copy.deepcopy(minilm)
-    enc = encoder_for(model, "onnx")
-    enc.encode(texts[:2])  # the export of the weights as they were, and its session
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.02 * torch.randn_like(p))
-    with caplog.at_level("WARNING"):
-        got = enc.encode(texts, normalize_embeddings=True)
-    ref = model.encode(texts, normalize_embeddings=True)
-    assert (got * ref).sum(1).min() > 1 - 1e-4
-    assert "weights changed in place since its onnx export" in caplog.text
-
-
 def test_export_key_follows_the_graph_not_the_pooling(minilm):
     """Pooling runs in PyTorch after the graph: a copy pooled otherwise shares the export (its
     vectors are keyed apart by model_fingerprint); the transformer's own config enters the graph."""
