@@ -130,20 +130,19 @@ def load_model(name: str, device: str | None = None):
     path = resolve_model(name)
     key = (name, path, device, _folder_state(Path(path)))
     model = _load_model(*key)
-    loaded = getattr(model, "_ifir_loaded", None)
-    if loaded is not None and loaded != _loaded_state(model):
+    loaded, state = getattr(model, "_ifir_loaded", None), _loaded_state(model)
+    if loaded is not None and loaded != state:
         log.warning(
             "%s: the model loaded earlier in this process had its %s changed since; loading it again "
             "from %s, so it is scored as it is there",
             name,
-            ", ".join(_changed(loaded, _loaded_state(model))),
+            ", ".join(_changed(loaded, state)),
             path,
         )
         _load_model.cache_clear()
         model = _load_model(*key)
-        loaded = None
-    if loaded is None:
-        model._ifir_loaded = _loaded_state(model)
+        state = _loaded_state(model)
+    model._ifir_loaded = state
     return model
 
 
@@ -165,7 +164,7 @@ def _weights_state(model) -> tuple:
 def _changed(before: tuple, now: tuple) -> list[str]:
     """The names of what differs between two ``_loaded_state``s: settings, then ``weights``."""
     out = [n for n, a, b in zip(_LOAD_SETTINGS, before[0], now[0]) if a != b]
-    return out + (["weights (changed in place)"] if before[1] != now[1] else [])
+    return out + (["weights (in place)"] if before[1] != now[1] else [])
 
 
 # Folders of a run folder that the model is not read from (its record, RUN_FILE, neither)

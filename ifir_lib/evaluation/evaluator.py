@@ -80,7 +80,13 @@ class EvalResult:
     qrels: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
     prompts: str = "model"  # ``--prompts``: "model" or "benchmark" (``tasks.prompts_for``)
     backend: str = "torch"  # the encoder (``backends.backend_label``: ``onnx-int8@32`` at batch 32)
-    data_sha: str = ""  # the evaluated set's ``corpora.content_digest`` ('': unknown, a named task)
+    data_sha: str = ""  # the evaluated set's ``corpora.content_digest`` when known up front (BEIR)
+
+    def digest(self) -> str:
+        """The evaluated set's ``corpora.content_digest`` (the results' ``data_sha``): ``data_sha``, else
+        computed from ``data`` only when asked (``evaluate_models`` passes the one it already has);
+        ``''`` for a named task."""
+        return self.data_sha or (content_digest(self.data) if self.data is not None else "")
 
     @property
     def n_queries(self) -> dict[str, int]:
@@ -348,7 +354,6 @@ def evaluate_followir(
         qrels=data.qrels_og,
         prompts=prompts,
         backend=backend_label(backend, batch_size),
-        data_sha=content_digest(data),
     )
     _with_ci(res, bootstrap, rng_seed)
     res.timings = {**timings, "total_s": time.perf_counter() - t0}

@@ -59,11 +59,11 @@ SECTIONS = {
 PATH_FIELDS = ("seeds", "reversals", "curation")
 # Plan fields that may name a local model folder, whose content is an input too (``input_digests``)
 MODEL_FIELDS = ("base_model",)
-# What an experiment folder holds besides its plan; set_aside moves these.
 # What the evaluation writes for a FollowIR-format folder (``evaluator.followir_per_query``) and
 # for ``followir``, the paper's aggregate of FollowIR's three tasks (``mteb_glue.aggregate_followir``)
 FOLDER_METRICS = ("p_mrr", "map_at_1000", "ndcg_at_5", "score")
 AGGREGATE_METRICS = ("p_mrr", "score")
+# What an experiment folder holds besides its plan; set_aside moves these.
 OUTPUTS = ("models", "results.csv", "results_per_query.csv", "summary.md", "comparisons.csv", "modes.csv")
 OUTPUTS += ("figures", "experiment.json")
 

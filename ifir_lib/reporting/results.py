@@ -184,7 +184,7 @@ def result_rows(
     named model, or unknown). Rows of ``evaluate_followir`` saved by hand (``save_result``) had no
     digest, so an edited copy of a set under its name was read as that set, beside its rows."""
     prompts = prompts or getattr(result, "prompts", None) or RESULT_DEFAULTS["prompts"]
-    data_sha = data_sha or getattr(result, "data_sha", None) or ""
+    data_sha = data_sha or (result.digest() if hasattr(result, "digest") else "")
     backend = getattr(result, "backend", None) or RESULT_DEFAULTS["backend"]
     git = git or git_commit()
     timestamp = timestamp or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

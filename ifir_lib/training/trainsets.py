@@ -6,7 +6,7 @@ Given seeds and reversals, build one list of *examples*::
      "query", "instruction", "positive": {id, text}, "negatives": [{id, text}, ...]}
 
 - ``orig``: (q + I, P+), negatives = instruction negatives first (N*, the one the seed's reversal
-  targets, first of them: a cut to ``num_negatives`` keeps it), then hard negatives.
+  targets, moved first of them where a cut to ``num_negatives`` would drop it), then hard negatives.
 - ``dv``:   (q + I', N*), negatives = P+ and the remaining instruction negatives, then hard ones.
 - ``query``: the non-instruction counterpart (q alone), negatives never the seed's instruction
   negatives: the source's own row when the seed carries one (``counterpart_positive`` and
