@@ -14,12 +14,26 @@ import random
 
 from sentence_transformers.base.sampler import DefaultBatchSampler
 
+# The scheme that turns (seed, epoch) into an epoch's order, recorded with each run
+# (``trainer``): 1 seeded ``seed + epoch``, so rng_seed k+1's epoch 0 replayed rng_seed k's epoch
+# 1 on a built set; 2 (``epoch_rng``) keeps epoch 0 and draws later epochs from a hash.
+BATCH_ORDER = 2
+
+
+def epoch_rng(seed: int, epoch: int) -> random.Random:
+    """The random order of ``epoch`` under ``seed``: ``Random(seed)`` for epoch 0 (as before, so
+    one-epoch runs keep their batches), a hash of ``"seed:epoch"`` for the others, so no
+    (seed, epoch) pair replays another's (``seed + epoch`` made 1:0 equal 0:1)."""
+    if epoch == 0 and seed >= 0:  # Random(-k) is Random(k): a negative seed hashes too
+        return random.Random(seed)
+    return random.Random(f"{seed}:{epoch}")
+
 
 class DualViewBatchSampler(DefaultBatchSampler):
     """Batches that keep each seed's views together and never repeat a query.
 
     Reads ``label[0]`` (group) and ``label[1]`` (query) of each row. Each epoch shuffles the
-    groups with ``seed + epoch`` and packs them whole (``co_batch=True``) or shuffles single
+    groups with ``epoch_rng(seed, epoch)`` and packs them whole (``co_batch=True``) or shuffles single
     examples (``co_batch=False``). An item whose query is already in the open batch waits for
     the next one, so no batch holds a query twice.
     """
@@ -47,7 +61,7 @@ class DualViewBatchSampler(DefaultBatchSampler):
             )
 
     def batches(self, epoch: int) -> list[list[int]]:
-        rng = random.Random(self.seed + epoch)
+        rng = epoch_rng(self.seed, epoch)
         units = (
             list(self.groups.values())
             if self.co_batch

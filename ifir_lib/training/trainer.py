@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import shutil
@@ -39,7 +40,7 @@ from ..core.locks import exclusive
 from ..core.models import base_record, build_model, model_digest, model_fingerprint, resolve_model
 from ..core.progress import progress_enabled
 from ..core.run_folder import RUN_FILE, RunFolder
-from .samplers import DualViewBatchSampler, SingleViewBatchSampler
+from .samplers import BATCH_ORDER, DualViewBatchSampler, SingleViewBatchSampler
 from .trainsets import as_train_dataset
 
 log = logging.getLogger(__name__)
@@ -242,11 +243,13 @@ def _train(
     resuming = any((c / "trainer_state.json").is_file() for c in run.checkpoints())  # a whole one
     if resuming:
         _check_resume_world(run, world)
+        _check_resume_order(run, loss)
     if rank == 0:
         # ``base_model`` here is absolute for a local folder; ``config.base_model`` stays as given,
         # so what a rerun and a sibling compare (the config) is what finished runs recorded
         record = dict(mode=mode, rng_seed=cfg.rng_seed, **base, config=cfg_dict, loss=loss)
         record.update(data=manifest or {}, heldout_seeds=len(heldout or []), world_size=world)
+        record.update(batch_order=BATCH_ORDER)
         run.start(record, git_commit(), resuming=resuming)
     model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device, world)
     args = _training_args(cfg, run, sampler, prompts, tracker_args, device)
@@ -301,6 +304,24 @@ def _check_resume_world(run: RunFolder, world: int) -> None:
         raise ConfigError(
             f"{run.run_file}: its checkpoints were written by {was} process(es); resume it with {was} "
             f"(now {world}), or use a new --out"
+        )
+
+
+def _check_resume_order(run: RunFolder, loss: str) -> None:
+    """A ``ConfigError`` when ``run``'s checkpoints were written past its first epoch under another
+    batch order (``samplers.BATCH_ORDER``; a record without one: order 1, ``seed + epoch``): the
+    resumed epoch would replay its first steps' batches in the new order, training some seeds twice
+    and others never. Epoch 0's order is the same in both, so a checkpoint within it resumes."""
+    was = run.info().get("batch_order", 1)
+    ckpts = [c for c in run.checkpoints() if (c / "trainer_state.json").is_file()]
+    if loss != "relation" or was == BATCH_ORDER or not ckpts:  # mnrl: the library's own sampler
+        return
+    epoch = json.loads((ckpts[-1] / "trainer_state.json").read_text()).get("epoch") or 0.0
+    if epoch > 1.0:
+        raise ConfigError(
+            f"{ckpts[-1]}: written at epoch {epoch:.2f} under batch order {was} (now {BATCH_ORDER}: later "
+            "epochs are shuffled otherwise); resuming would mix the two orders. Use a new --out, or "
+            "delete the folder's checkpoints/ to train the run again"
         )
 
 

@@ -23,3 +23,49 @@ def test_sampler_keeps_views_together_and_never_repeats_a_query():
                 assert groups.count(g) == sum(1 for lab in labels if lab[0] == g)
     single = SingleViewBatchSampler(ds, batch_size=4, drop_last=False, seed=3)
     assert sorted(i for b in single for i in b) == list(range(9))
+
+
+def test_no_rng_seed_replays_another_s_epoch_and_epoch_0_keeps_its_order():
+    """A built set has one row order for every rng_seed: seeded ``seed + epoch``, rng_seed 1's
+    epoch 0 was rng_seed 0's epoch 1, so replicates shared half their batches at 2 epochs."""
+    import random
+
+    labels = [[g, 2 * g + v, 0] for g in range(12) for v in (0, 1)]
+    ds = Dataset.from_dict({"label": labels})
+    orders = {}
+    for seed in range(4):
+        s = DualViewBatchSampler(ds, batch_size=4, drop_last=False, seed=seed)
+        for epoch in range(4):
+            s.set_epoch(epoch)
+            orders[(seed, epoch)] = tuple(tuple(b) for b in s)
+        units = [[2 * g, 2 * g + 1] for g in range(12)]
+        random.Random(seed).shuffle(units)  # epoch 0 as before the fix: one-epoch runs unchanged
+        assert orders[(seed, 0)] == tuple(tuple(units[i] + units[i + 1]) for i in range(0, 12, 2))
+    assert len(set(orders.values())) == len(orders)
+
+
+def test_a_checkpoint_past_epoch_1_under_the_old_batch_order_is_not_resumed(tmp_path):
+    """Resumed under another order, the rest of the epoch replays its first steps' batches newly
+    shuffled: some seeds twice, others never. Within epoch 0 both orders agree."""
+    import json
+
+    import pytest
+
+    from ifir_lib.core.run_folder import RunFolder
+    from ifir_lib.training.samplers import BATCH_ORDER
+    from ifir_lib.training.trainer import _check_resume_order
+
+    run = RunFolder(tmp_path / "run")
+    ckpt = run.checkpoints_dir / "checkpoint-6"
+    ckpt.mkdir(parents=True)
+    run.start({"mode": "ins-dv"}, "abc")  # recorded before runs kept their batch order
+    for epoch, refused in ((0.5, False), (1.0, False), (1.5, True)):
+        (ckpt / "trainer_state.json").write_text(json.dumps({"epoch": epoch, "global_step": 6}))
+        if refused:
+            with pytest.raises(ValueError, match=r"epoch 1\.50 under batch order 1 .* mix the two orders"):
+                _check_resume_order(run, "relation")
+        else:
+            _check_resume_order(run, "relation")
+    _check_resume_order(run, "mnrl")  # the library's own sampler: no order of ours
+    run.start({"mode": "ins-dv", "batch_order": BATCH_ORDER}, "abc", resuming=True)
+    _check_resume_order(run, "relation")

@@ -223,7 +223,7 @@ def test_killed_run_resumes_from_last_checkpoint(tmp_path):
     steps = [json.loads(line)["step"] for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert steps == sorted(set(steps)) and steps[-1] == 4  # one line per step, none duplicated
     info = json.loads((out / "ifir_run.json").read_text())
-    assert info["steps"] == 4
+    assert info["steps"] == 4 and info["batch_order"] == 2  # a later resume checks it
     losses = [json.loads(line)["loss"] for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert info["train_loss"] == pytest.approx(sum(losses) / 4)  # every step's, not the resumed two's
 
