@@ -41,6 +41,7 @@ from ..training.trainsets import (
     load_reversals,
     load_trainset,
     match_reversals,
+    warn_forms_differ,
 )
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,7 @@ def _training_sets(
         )
         sources = data_sources(mode, seeds_path, reversals_path, curation_path if curation else None)
         sets[mode] = (ts, {**ts.manifest(), **sources}, heldout)
+    warn_forms_differ({mode: ts.counts for mode, (ts, _, _) in sets.items()})
     return sets
 
 

@@ -663,21 +663,39 @@ def build_trainset(
 
 
 def _warn_narrative_unavailable(name: str, n: int, forms: dict, share: float, reversals) -> None:
-    """Warn that ``n`` seeds drawn into narrative form train short because their reversals
-    (abstract, template, synthesized) have no narrative: the mode then trains another form, in both
-    views, than a mode built from the reference reversals at the same ``narrative_share``."""
+    """Warn that ``n`` seeds of ``name`` drawn into narrative form train short, both views, because
+    their reversals (abstract, template, synthesized) have no narrative. Only this mode is named:
+    whether another mode differs depends on its reversals (``pipelines.train`` compares the modes
+    it builds together, ``warn_forms_differ``)."""
     source = getattr(reversals, "source", None) or ABLATIONS.get(name, {}).get("reversals", "given")
     log.warning(
         "%s: %d of the %d seeds drawn into narrative form (narrative_share %s) train in short form, "
-        "both views: their reversals (%s) have no narrative. A mode built from the reference "
-        "reversals trains them as narratives, so comparing the two also compares instruction forms; "
-        "give every mode narrative_share 0 to compare the reversals alone",
+        "both views: their reversals (%s) have no narrative",
         name,
         n,
         n + forms["narrative"],
         share,
         source,
     )
+
+
+def warn_forms_differ(counts: dict[str, dict]) -> None:
+    """Given ``{mode: TrainSet.counts}`` of modes built together, warn when some train seeds drawn
+    into narrative form short (``narrative_unavailable``) while others train theirs as narratives:
+    comparing them also compares instruction forms. Modes that all agree are not warned about."""
+    short = {m: c["narrative_unavailable"] for m, c in counts.items() if c.get("narrative_unavailable")}
+    narr = [m for m, c in counts.items() if m not in short and c.get("forms", {}).get("narrative")]
+    if short and narr:
+        log.warning(
+            "%s train%s seeds drawn into narrative form in short form (%s; their reversals have no "
+            "narrative) where %s train%s them as narratives: comparing them also compares instruction "
+            "forms; give every mode narrative_share 0 to compare the reversals alone",
+            ", ".join(short),
+            "s" if len(short) == 1 else "",
+            ", ".join(f"{m}: {n} seeds" for m, n in short.items()),
+            ", ".join(narr),
+            "s" if len(narr) == 1 else "",
+        )
 
 
 def _none_usable(mode, counts, seeds_name, reversals) -> str:

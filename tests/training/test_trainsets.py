@@ -669,3 +669,29 @@ def test_reversals_given_to_an_ablation_with_its_own_are_named_as_unused(mode, t
     plain = [{k: v for k, v in s.items() if k != "abstract_reversal"} for s in seeds]
     with pytest.raises(ConfigError, match="no seed has an abstract_reversal"):
         build_trainset("ins-dv-abstract", plain, load_reversals(path), budget=6, num_negatives=2)
+
+
+def test_the_narrative_warning_names_only_modes_built_and_compares_only_modes_that_differ(tmp_path, caplog):
+    """One synthesized file given to ins-orig and ins-dv trains both short: every mode's warning
+    said comparing it with a reference-reversal mode (none in the run) compared instruction forms."""
+    from ifir_lib.pipelines.train import training_sets
+
+    seeds = _with_narratives([{**make_seed(i), "abstract_reversal": f"Abstract {i}."} for i in range(12)])
+    seeds_path = _write_rows(tmp_path / "seeds.jsonl", seeds)
+    syn = _write_rows(tmp_path / "syn.jsonl", [_syn_row(s, reversal=f"Syn {s['id']}.") for s in seeds])
+    kw = dict(seeds_path=seeds_path, preset="smoke", budget=12, narrative_share=1)
+    with caplog.at_level("WARNING"):
+        training_sets(("ins-orig", "ins-dv"), reversals_path=syn, **kw)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("ins-dv: 6 of the 6 seeds drawn into narrative form") for m in said)
+    assert not [m for m in said if "compares instruction forms" in m]  # both short: nothing differs
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        training_sets(("ins-dv", "ins-dv-abstract"), **kw)
+    (cmp,) = [r.getMessage() for r in caplog.records if "compares instruction forms" in r.getMessage()]
+    assert (
+        cmp.startswith(
+            "ins-dv-abstract trains seeds drawn into narrative form in short form (ins-dv-abstract: 6 seeds;"
+        )
+        and "where ins-dv trains" in cmp
+    )
