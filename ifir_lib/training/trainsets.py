@@ -679,6 +679,22 @@ def _warn_narrative_unavailable(name: str, n: int, forms: dict, share: float, re
     )
 
 
+def _warn_aug_style(name: str, n: int, seeds: int, reversals) -> None:
+    """Warn that ``n`` of ins-aug's ``seeds`` take a reversal (a synthesis file's) other than their
+    reference one: the aug view rewords I in the reference reversal's style (``aug_instruction``),
+    so for them it is not the wording control of the reversal Ins-DV trains on the same file."""
+    log.warning(
+        "%s: %d of its %d seeds have a reversal in %s other than their reference reversal, whose style "
+        "their aug view (aug_instruction) mirrors: for them %s is not the wording control of what "
+        "ins-dv trains on that file",
+        name,
+        n,
+        seeds,
+        getattr(reversals, "source", None) or "the reversals given",
+        name,
+    )
+
+
 def warn_forms_differ(counts: dict[str, dict]) -> None:
     """Given ``{mode: TrainSet.counts}`` of modes built together, warn when some train seeds drawn
     into narrative form short (``narrative_unavailable``) while others train theirs as narratives:
@@ -877,8 +893,11 @@ def _add_examples(
     views = {v: 0 for v in ("orig", "dv", "query", *(("aug",) if mode == "ins-aug" else ()))}
     forms, counterparts = {"short": 0, "narrative": 0}, {"source": 0, "built": 0}
     no_narrative = 0  # drawn into narrative form, kept short: the reversal has no narrative
+    aug_other_style = 0  # ins-aug: the reversal trained is not the one aug_instruction mirrors
     for s in chosen_seeds:
         drawn = drawn_narrative(s, narrative_share, rng_seed)
+        if mode == "ins-aug" and reversals.get(s["id"], {}).get("reversal") != s.get("reference_reversal"):
+            aug_other_style += 1
         s, rev, form = in_form(s, reversals.get(s["id"]), narrative_share, rng_seed)
         forms[form] += 1
         no_narrative += drawn and form == "short"
@@ -903,6 +922,9 @@ def _add_examples(
     if no_narrative:
         tally["narrative_unavailable"] = no_narrative
         _warn_narrative_unavailable(name, no_narrative, forms, narrative_share, reversals)
+    if aug_other_style:
+        tally["aug_reversal_not_reference"] = aug_other_style
+        _warn_aug_style(name, aug_other_style, views["orig"], reversals)
     return {**tally, "counterparts": counterparts} if mode == "all-orig" else tally
 
 

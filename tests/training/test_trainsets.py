@@ -319,7 +319,7 @@ def test_ablation_modes_are_ins_dv_with_one_thing_changed():
     from ifir_lib.testing.inputs import make_seed
     from ifir_lib.training.trainer import TrainConfig, mode_config
 
-    seeds = [make_seed(i) for i in range(8)]
+    seeds = [{**make_seed(i), "aug_instruction": f"Reworded {i}."} for i in range(8)]
     dv = build_trainset("ins-dv", seeds, budget=8, num_negatives=3)
     tpl = build_trainset("ins-dv-template", seeds, budget=8, num_negatives=3)
     assert tpl.mode == "ins-dv-template" and [e["id"] for e in tpl.examples] == [e["id"] for e in dv.examples]
@@ -544,7 +544,7 @@ def test_random_padding_never_brings_back_same_query_passages_or_audit_drops(tmp
     """``_fill`` pads with random pool passages: never, for a seed, the positive of a seed with its
     query (normalised: case and spacing aside; it answers the bare query, the rule mining uses),
     nor a passage the hard-negative audit dropped for that seed (relevant under I or I')."""
-    seeds = [make_seed(i) for i in range(8)]
+    seeds = [{**make_seed(i), "aug_instruction": f"Reworded {i}."} for i in range(8)]
     seeds[1]["query"] = "  " + seeds[0]["query"].upper()  # the same query, spelled otherwise
     audit = tmp_path / "hard_negative_audit.jsonl"
     dropped = seeds[2]["positive"]  # reviewers found it relevant to seed 0
@@ -695,3 +695,20 @@ def test_the_narrative_warning_names_only_modes_built_and_compares_only_modes_th
         )
         and "where ins-dv trains" in cmp
     )
+
+
+def test_ins_aug_on_a_synthesized_file_warns_that_its_control_mirrors_the_reference_style(tmp_path, caplog):
+    """The aug view is the seed's aug_instruction, written in its reference reversal's style, while
+    Ins-DV trains the file's reversals: ins-aug was silently not their wording control."""
+    seeds = [{**make_seed(i), "aug_instruction": f"Reworded {i}."} for i in range(8)]
+    rows = [
+        _syn_row(s, reversal=f"Syn {s['id']}." if i < 5 else s["reference_reversal"])
+        for i, s in enumerate(seeds)
+    ]
+    path = _write_rows(tmp_path / "syn.jsonl", rows)
+    with caplog.at_level("WARNING"):
+        ts = build_trainset("ins-aug", seeds, load_reversals(path), budget=16, num_negatives=2)
+        ref = build_trainset("ins-aug", seeds, budget=16, num_negatives=2)
+    assert ts.counts["aug_reversal_not_reference"] == 5 and "aug_reversal_not_reference" not in ref.counts
+    (said,) = [r.getMessage() for r in caplog.records if "wording control" in r.getMessage()]
+    assert said.startswith(f"ins-aug: 5 of its 8 seeds have a reversal in {path} other than")
