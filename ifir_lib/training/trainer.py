@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -40,6 +41,7 @@ from ..core.locks import exclusive
 from ..core.models import base_record, build_model, model_digest, model_fingerprint, resolve_model
 from ..core.progress import progress_enabled
 from ..core.run_folder import RUN_FILE, RunFolder
+from ..seeds.schema import normalized_text
 from .samplers import BATCH_ORDER, DualViewBatchSampler, SingleViewBatchSampler
 from .trainsets import as_train_dataset
 
@@ -252,6 +254,8 @@ def _train(
         record.update(batch_order=BATCH_ORDER)
         run.start(record, git_commit(), resuming=resuming)
     model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device, world)
+    if loss == "relation" and rank == 0:
+        same_query_in_batch(examples, ds, sampler, cfg)
     args = _training_args(cfg, run, sampler, prompts, tracker_args, device)
     _check_distributed(args, world)
     callbacks = [JsonlLog(run.train_log, run.heldout_log), *tracker_callbacks]
@@ -506,6 +510,38 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
     else:
         raise ConfigError(f"unknown loss {loss!r}")
     return model, ds, loss_fn, sampler, prompts
+
+
+def same_query_in_batch(examples, ds, sampler, cfg: TrainConfig) -> int:
+    """With in-batch negatives on, the co-batched seed pairs that share a normalized bare query over
+    the run's batches (``sampler`` on ``ds``, epoch by epoch to the run's length), warned about:
+    each seed's documents are negatives of the other's rows though they may answer its query (the
+    loss masks a row's own seed only). A streamed Arrow set (no bare query column) is not checked."""
+    if not cfg.in_batch_negatives or not isinstance(examples, list):
+        return 0
+    query = [normalized_text(e["query"]) for e in examples]
+    s = sampler(ds, batch_size=cfg.batch_size, drop_last=False, seed=cfg.rng_seed)
+    total = cfg.max_steps if cfg.max_steps > 0 else math.ceil(cfg.epochs * len(s.batches(0)))
+    pairs, steps, epoch = 0, 0, 0
+    while steps < total:
+        batches = s.batches(epoch)[: total - steps]
+        for batch in batches:
+            groups: dict[str, set] = {}
+            for i in batch:
+                groups.setdefault(query[i], set()).add(examples[i]["group"])
+            pairs += sum(len(g) * (len(g) - 1) // 2 for g in groups.values())
+        steps, epoch = steps + len(batches), epoch + 1
+        if not batches:
+            break
+    if pairs:
+        log.warning(
+            "in-batch negatives: %d times over %d steps a batch holds two seeds with one query: each "
+            "one's passages (positive, instruction negatives) are negatives of the other's rows, though "
+            "they may answer its query (docs/method.md §3)",
+            pairs,
+            total,
+        )
+    return pairs
 
 
 def _warn_replaced_prompts(model, cfg: TrainConfig) -> None:

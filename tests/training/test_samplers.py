@@ -69,3 +69,29 @@ def test_a_checkpoint_past_epoch_1_under_the_old_batch_order_is_not_resumed(tmp_
     _check_resume_order(run, "mnrl")  # the library's own sampler: no order of ours
     run.start({"mode": "ins-dv", "batch_order": BATCH_ORDER}, "abc", resuming=True)
     _check_resume_order(run, "relation")
+
+
+def test_co_batched_seeds_sharing_a_query_are_counted_when_in_batch_negatives_are_on(caplog):
+    """With in-batch negatives, seed A's positive and instruction negatives became negatives of a
+    seed B with A's query (they may answer it) without a word; the loss masks a row's own seed only."""
+    from ifir_lib.testing.inputs import make_seed
+    from ifir_lib.training.trainer import TrainConfig, same_query_in_batch
+    from ifir_lib.training.trainsets import as_train_dataset, build_trainset
+
+    seeds = [make_seed(i) for i in range(6)]
+    seeds[1] = {**seeds[1], "query": "  " + seeds[0]["query"].upper()}  # one query, normalized
+    examples = build_trainset("ins-dv", seeds, budget=12, num_negatives=2, negative_audit=None).examples
+    ds = as_train_dataset(examples, 2)
+    cfg = TrainConfig.preset(
+        "smoke", batch_size=16, max_steps=3, num_negatives=2
+    )  # 12 rows: one batch a step
+    with caplog.at_level("WARNING"):
+        assert same_query_in_batch(examples, ds, DualViewBatchSampler, cfg) == 0  # off: nothing to say
+        assert not caplog.records
+        on = cfg.replace(in_batch_negatives=True)
+        assert same_query_in_batch(examples, ds, DualViewBatchSampler, on) == 3
+        keep = [i for i, e in enumerate(examples) if e["group"] != seeds[1]["id"]]
+        rest = [examples[i] for i in keep]
+        assert same_query_in_batch(rest, ds.select(keep), DualViewBatchSampler, on) == 0
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith("in-batch negatives: 3 times over 3 steps a batch holds two seeds with one query")
