@@ -152,3 +152,20 @@ def test_heldout_scores_pool_the_narrative_form():
     half = heldout_scores(FakeEncoder(table), [seed])
     # short form: all 4 orig pairs and 2 rev pairs right; narrative form: none (P+ .009 < hard .0995)
     assert half["orig_acc"] == half["rev_acc"] == pytest.approx(50.0) and half["query_acc"] == 100.0
+
+
+def test_training_seeds_sharing_a_held_out_seed_s_bare_query_are_counted(caplog):
+    """The split groups a question with its instruction only: All-orig trained a held-out seed's
+    bare query (its query_acc question) through a seed with another instruction, without a word.
+    The split stays as it is (the bundled one is pinned); a warning counts them."""
+    seeds = [make_seed(i) for i in range(12)]
+    train, held = split_heldout(seeds, 3)
+    asked = held[0]["query"]
+    again = [{**s, "query": f"  {asked.upper()} "} if s["id"] == train[4]["id"] else s for s in seeds]
+    with caplog.at_level("WARNING"):
+        train2, held2 = split_heldout(again, 3)
+    assert [s["id"] for s in held2] == [s["id"] for s in held]  # the split is unchanged
+    (said,) = [r.getMessage() for r in caplog.records if "held-out split" in r.getMessage()]
+    assert said.startswith(
+        f"held-out split: 1 training seed(s) share the bare query of 1 held-out seed(s) (e.g. {train[4]['id']}"
+    )
