@@ -232,6 +232,7 @@ def _built_set(modes, path, given: dict) -> dict:
         )
     if views and wanted:
         _check_groups(path, mode, examples, wanted)
+        _warn_orig_without_n_star(path, examples)
     ts = TrainSet(mode, examples)
     return {mode: (ts, {**ts.manifest(), "source": str(path)}, None)}
 
@@ -251,3 +252,24 @@ def _check_groups(path, mode: str, examples: list[dict], wanted: set[str]) -> No
             f"{path}: {len(bad)} of {len(by_group)} seeds (groups) do not hold {mode}'s views "
             f"{sorted(wanted)} once each, e.g. {g!r} with {sorted(v)}; rebuild the set for {mode} from seeds"
         )
+
+
+def _warn_orig_without_n_star(path, examples: list[dict]) -> int:
+    """Warn with the count of seeds whose original view lacks N* (the passage their dv view makes
+    relevant): a set built before the original view kept N* under a cut to ``num_negatives``
+    (2026-12-07), which trains P+ against another instruction negative while the dv view swaps
+    P+ and N*. Built sets carry no version field; this is read from the rows. Returns the count."""
+    n_star = {ex["group"]: ex["positive"]["id"] for ex in examples if ex.get("view") == "dv"}
+    origs = [ex for ex in examples if ex.get("view") == "orig" and ex["group"] in n_star]
+    old = [ex["id"] for ex in origs if n_star[ex["group"]] not in {p["id"] for p in ex["negatives"]}]
+    if old:
+        log.warning(
+            "%s: %d of %d seeds' original view (e.g. %s) lacks N*, the positive of their dv view: built "
+            "before the original view kept N* within num_negatives, so they do not train the pair the "
+            "dv view swaps; rebuild the set from seeds",
+            path,
+            len(old),
+            len(origs),
+            old[0],
+        )
+    return len(old)

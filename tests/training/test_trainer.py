@@ -513,3 +513,24 @@ def test_a_resumed_run_s_loss_weights_each_logged_mean_by_the_steps_it_covers(tm
     with caplog.at_level("WARNING"):  # steps 21-25 were logged by no row: the session's loss, said
         assert _run_loss(run, 9.9, 30) == 9.9
     assert "covers only the steps since the last resume" in caplog.text
+
+
+def test_a_built_set_whose_original_views_lack_n_star_is_warned_about(tmp_path, bundled_seeds, caplog):
+    """A set built and saved before the original view kept N* under a cut to num_negatives trained
+    P+ against the first instruction negative while its dv view swapped P+ and N*, without a word."""
+    from ifir_lib.pipelines.train import train_modes
+
+    kw = dict(preset="smoke", flat=True, report_to="none", dry_run=True, modes=("ins-dv",), num_negatives=1)
+    seeds = [s for s in bundled_seeds if s["reference_negative_index"] != 0][:20]
+    by_id = {s["id"]: s for s in seeds}
+    ts = build_trainset("ins-dv", seeds, budget=8, num_negatives=1)
+    old = [  # the original view as built before: the seed's order, cut to one negative
+        {**e, "negatives": by_id[e["group"]]["instruction_negatives"][:1]} if e["view"] == "orig" else e
+        for e in ts.examples
+    ]
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(e) + "\n" for e in old))
+    with caplog.at_level("WARNING"):
+        train_modes(tmp_path / "r", seeds_path=save_trainset(ts, tmp_path / "new.jsonl"), **kw)
+        assert "lacks N*" not in caplog.text
+        train_modes(tmp_path / "r", seeds_path=tmp_path / "old.jsonl", **kw)
+    assert "old.jsonl: 4 of 4 seeds' original view (e.g. " in caplog.text and "lacks N*" in caplog.text
