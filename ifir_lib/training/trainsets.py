@@ -679,6 +679,26 @@ def _warn_narrative_unavailable(name: str, n: int, forms: dict, share: float, re
     )
 
 
+def _orig_differs(seed: dict, k: int) -> bool:
+    """Whether the template's original view (N* = instruction negative 0) differs from Ins-DV's
+    (N* = the reference one, moved first where a cut to ``k`` would drop it)."""
+    return k <= seed.get("reference_negative_index", 0) < len(seed["instruction_negatives"])
+
+
+def _warn_template_orig(name: str, n: int, seeds: int, k: int) -> None:
+    """Warn that ``n`` of ``seeds`` train another original view than Ins-DV's: the template's
+    reversal targets instruction negative 0, Ins-DV's the reference N*, and a cut to ``k`` keeps one."""
+    log.warning(
+        "%s: %d of its %d seeds train another original view than ins-dv (num_negatives %d keeps "
+        "instruction negative 0, the template's N*, where ins-dv keeps the reference N*): the ablation "
+        "changes the original view too; give num_negatives above the seeds' reference_negative_index",
+        name,
+        n,
+        seeds,
+        k,
+    )
+
+
 def _warn_aug_style(name: str, n: int, seeds: int, reversals) -> None:
     """Warn that ``n`` of ins-aug's ``seeds`` take a reversal (a synthesis file's) other than their
     reference one: the aug view rewords I in the reference reversal's style (``aug_instruction``),
@@ -894,10 +914,12 @@ def _add_examples(
     forms, counterparts = {"short": 0, "narrative": 0}, {"source": 0, "built": 0}
     no_narrative = 0  # drawn into narrative form, kept short: the reversal has no narrative
     aug_other_style = 0  # ins-aug: the reversal trained is not the one aug_instruction mirrors
+    other_orig = 0  # ins-dv-template: an original view other than Ins-DV's (N* is negative 0)
     for s in chosen_seeds:
         drawn = drawn_narrative(s, narrative_share, rng_seed)
         if mode == "ins-aug" and reversals.get(s["id"], {}).get("reversal") != s.get("reference_reversal"):
             aug_other_style += 1
+        other_orig += name == "ins-dv-template" and _orig_differs(s, num_negatives)
         s, rev, form = in_form(s, reversals.get(s["id"]), narrative_share, rng_seed)
         forms[form] += 1
         no_narrative += drawn and form == "short"
@@ -922,6 +944,9 @@ def _add_examples(
     if no_narrative:
         tally["narrative_unavailable"] = no_narrative
         _warn_narrative_unavailable(name, no_narrative, forms, narrative_share, reversals)
+    if other_orig:
+        tally["orig_not_ins_dv"] = other_orig
+        _warn_template_orig(name, other_orig, views["orig"], num_negatives)
     if aug_other_style:
         tally["aug_reversal_not_reference"] = aug_other_style
         _warn_aug_style(name, aug_other_style, views["orig"], reversals)

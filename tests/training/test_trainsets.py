@@ -712,3 +712,21 @@ def test_ins_aug_on_a_synthesized_file_warns_that_its_control_mirrors_the_refere
     assert ts.counts["aug_reversal_not_reference"] == 5 and "aug_reversal_not_reference" not in ref.counts
     (said,) = [r.getMessage() for r in caplog.records if "wording control" in r.getMessage()]
     assert said.startswith(f"ins-aug: 5 of its 8 seeds have a reversal in {path} other than")
+
+
+def test_the_template_ablation_s_other_original_view_at_one_negative_is_counted(caplog):
+    """ins-dv-template targets instruction negative 0; at one negative its original view kept
+    negative 0 where Ins-DV's kept the reference N*: the ablation changed two things, silently."""
+    seeds = [{**make_seed(i), "reference_negative_index": i % 2} for i in range(8)]
+    with caplog.at_level("WARNING"):
+        tpl = build_trainset("ins-dv-template", seeds, budget=16, num_negatives=1, negative_audit=None)
+        dv = build_trainset("ins-dv", seeds, budget=16, num_negatives=1, negative_audit=None)
+    orig = {e["group"]: e["negatives"] for e in dv.examples if e["view"] == "orig"}
+    differ = sum(e["negatives"] != orig[e["group"]] for e in tpl.examples if e["view"] == "orig")
+    assert differ == 4 and tpl.counts["orig_not_ins_dv"] == 4 and "orig_not_ins_dv" not in dv.counts
+    (said,) = [r.getMessage() for r in caplog.records if "another original view" in r.getMessage()]
+    assert said.startswith("ins-dv-template: 4 of its 8 seeds train another original view than ins-dv")
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        wide = build_trainset("ins-dv-template", seeds, budget=16, num_negatives=2, negative_audit=None)
+    assert "orig_not_ins_dv" not in wide.counts and "another original view" not in caplog.text
