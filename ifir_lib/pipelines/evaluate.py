@@ -30,8 +30,9 @@ bundled set's; a set whose name the results table already holds with another ``d
 rng_seed) or for a set evaluated again under it.
 With ``skip_done``, a (model, mode, rng_seed, prompts, backend, folder, data_sha) already in the
 table is not evaluated again (a row without a digest, from an older table, counts for any): a rerun
-of the demo or the experiment resumes. Rows written before a finished run folder's ``started``
-time do not count: they scored the model that lived there before the run was trained again, so it is evaluated
+of the demo or the experiment resumes. Rows that record another training run (``run_sha``) than
+the folder's now (``RunFolder.identity``: another machine's run copied over it) do not count, nor
+do rows without one written before a finished run folder's ``started`` time: they scored the model that lived there before the run was trained again, so it is evaluated
 again and readers take the later rows (``results.one_evaluation_per_run``). Not handled here: the metrics
 (``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
 """
@@ -403,23 +404,28 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     mode, rng_seed, prompts, backend = condition
     labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
     key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
-    info = RunFolder(path).info() if done else {}
-    # rows older than the run's start cannot be its model's (a quick retrain ends within minutes)
+    run = RunFolder(path)
+    info = run.info() if done else {}
+    # rows older than the run's start cannot be its model's (a quick retrain ends within minutes);
+    # rows of another run (``run_sha``: a folder copied over from another machine) are not its either
     started = info.get("started") if info.get("finished") else None
-    folders = [f for f in followir if not _done(done, key, f.name, digests, started)]
+    this = (started, run.identity() if done else "")
+    folders = [f for f in followir if not _done(done, key, f.name, digests, this)]
     said = f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}"
     if len(folders) < len(followir) and table:
         print(f"{said}: already in {table}")
     if started and any((*key, f.name) in done for f in folders) and table:
         print(
-            f"{said}: trained again since its rows in {table} were written; evaluated again (the later rows are read)"
+            f"{said}: {path} holds another run than its rows in {table} (trained again or copied over "
+            "since they were written); evaluated again (the later rows are read)"
         )
-    tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, started)]
+    tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, this)]
     return labels, folders, tasks_todo
 
 
-def _evaluated(table: pd.DataFrame | None, plan: str = "") -> dict[tuple, dict[str, pd.Series]]:
-    """``{(model, mode, rng_seed, prompts, backend, dataset): {data_sha: timestamps}}`` already in
+def _evaluated(table: pd.DataFrame | None, plan: str = "") -> dict[tuple, dict[str, pd.DataFrame]]:
+    """``{(model, mode, rng_seed, prompts, backend, dataset): {data_sha: rows}}`` (each row's
+    ``timestamp`` and ``run_sha``) already in
     the table (empty when there is none); an older table without ``prompts`` / ``backend`` /
     ``data_sha`` reads as ``'model'`` / ``'torch'`` / ``''`` (``results.load_results``). Under an
     experiment's ``plan`` only its own rows count: its report reads only them, so a base row from
@@ -430,10 +436,10 @@ def _evaluated(table: pd.DataFrame | None, plan: str = "") -> dict[tuple, dict[s
     if plan:
         table = table[table["plan"].astype(str) == plan]
     cols = ["model", "mode", "rng_seed", "prompts", "backend", "dataset", "data_sha"]
-    done: dict[tuple, dict[str, pd.Series]] = {}
-    keyed = table[cols].astype(str).assign(timestamp=table["timestamp"])
+    done: dict[tuple, dict[str, pd.DataFrame]] = {}
+    keyed = table[cols].astype(str).assign(timestamp=table["timestamp"], run_sha=table["run_sha"].astype(str))
     for (*key, sha), rows in keyed.groupby(cols, sort=False, dropna=False):
-        done.setdefault(tuple(key), {})[sha] = rows["timestamp"]
+        done.setdefault(tuple(key), {})[sha] = rows[["timestamp", "run_sha"]]
     return done
 
 
@@ -443,15 +449,18 @@ def _label(model: str | Path) -> str:
     return os.path.normpath(model) if Path(model).is_dir() else str(model)
 
 
-def _done(done: dict, key: tuple, name: str, digests: dict[str, str], started: str | None) -> bool:
+def _done(done: dict, key: tuple, name: str, digests: dict[str, str], run: tuple) -> bool:
     """Whether the set ``name`` is in the table for ``key``: with the same content digest, or
     with none (a row written before ``data_sha``: its content is unknown, so it is taken as this
-    set's, and a resumed run goes on as it did); and not before the start of the finished run at
-    that path (``started``), else the rows scored the model that lived there before it was trained
-    again."""
+    set's, and a resumed run goes on as it did); and by the run now at that path (``run``:
+    its ``started`` and ``RunFolder.identity``). A row that records another ``run_sha`` scored
+    another run (a folder trained again, or another machine's run copied over it, whatever the
+    clocks say); a row without one (written before ``run_sha``) must not predate ``started``."""
+    started, identity = run
     shas = done.get((*key, name), {})
     rows = [shas[s] for s in ("", digests.get(name, "")) if s in shas]
-    return any(not evaluated_before(t, started, slack_minutes=0) for t in rows)
+    rows = [r[r["run_sha"].isin(["", "nan", identity])] if identity else r for r in rows]
+    return any(len(r) and not evaluated_before(r["timestamp"], started, slack_minutes=0) for r in rows)
 
 
 def format_result(r: EvalResult, *, style: str = "line", mode: str = "", rng_seed: int = 0) -> str:

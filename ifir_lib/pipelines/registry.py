@@ -166,21 +166,19 @@ def runs_table(root: str | Path = "out", *, details: bool = True) -> pd.DataFram
     root = Path(root)
     if not root.is_dir():
         raise DataError(root, None, "not a directory (expected a folder of runs and results)")
-    runs = {run.path.resolve(): _run_row(run, root) for run in RunFolder.find(root)}
+    found = RunFolder.find(root)
+    runs = {run.path.resolve(): _run_row(run, root) for run in found}
+    identity = {run.path.resolve(): run.identity() for run in found}
     evals: dict[tuple, dict] = {}
     metrics: dict[Path | tuple, pd.DataFrame] = {}
     for table in find_results(root):
         res = load_results(table)
-        for (model, mode, rng_seed), grp in res.groupby(["model", "mode", "rng_seed"], sort=False):
-            run = _match_run(str(model), table, runs, root)
-            if run is not None and evaluated_before(grp["timestamp"], runs[run]["finished"]):
-                run = None  # an earlier model at the same path (the folder was reused or moved)
-            key = run if run is not None else (str(model), mode, rng_seed)
-            metrics[key] = pd.concat([metrics[key], grp]) if key in metrics else grp
-            row = (
-                runs[run] if run is not None else evals.setdefault(key, _eval_row(model, mode, rng_seed, grp))
-            )
-            row["results"] = ";".join(sorted({*filter(None, (row["results"] or "").split(";")), str(table)}))
+        for (model, mode, rng_seed), rows in res.groupby(["model", "mode", "rng_seed"], sort=False):
+            matched = _match_run(str(model), table, runs, root)
+            for run, grp in _of_run(rows, matched, identity.get(matched, "")):
+                if run is not None and evaluated_before(grp["timestamp"], runs[run]["finished"]):
+                    run = None  # an earlier model at the same path (the folder was reused or moved)
+                _add_rows(run, grp, (str(model), mode, rng_seed), table, runs, evals, metrics)
     rows = []
     for key, row in [*runs.items(), *sorted(evals.items(), key=lambda kv: kv[0])]:
         rows.append({**row, **(_headline(metrics[key]) if key in metrics else {})})
@@ -189,6 +187,24 @@ def runs_table(root: str | Path = "out", *, details: bool = True) -> pd.DataFram
     for c in ("budget", "steps"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
     return df if details else df.drop(columns=EXTRA_COLUMNS)
+
+
+def _of_run(rows: pd.DataFrame, run: Path | None, identity: str) -> list[tuple[Path | None, pd.DataFrame]]:
+    """``rows`` of one model label split by whether they scored the run now in its folder: rows
+    recording another ``run_sha`` (a run trained again there, or another machine's copied over it)
+    are not its, whatever the clocks say; rows without one (older tables) are judged by time."""
+    if run is None or not identity:
+        return [(run, rows)]
+    theirs = ~rows["run_sha"].astype(str).isin(["", "nan", identity])
+    return [(r, g) for r, g in ((run, rows[~theirs]), (None, rows[theirs])) if len(g)]
+
+
+def _add_rows(run, grp, label: tuple, table: Path, runs: dict, evals: dict, metrics: dict) -> None:
+    """Give the run ``run`` (None: the evaluated model ``label`` as a row of its own) ``grp``'s metrics."""
+    key = run if run is not None else label
+    metrics[key] = pd.concat([metrics[key], grp]) if key in metrics else grp
+    row = runs[run] if run is not None else evals.setdefault(key, _eval_row(*label, grp))
+    row["results"] = ";".join(sorted({*filter(None, (row["results"] or "").split(";")), str(table)}))
 
 
 def _eval_row(model: str, mode: str, rng_seed: str, grp: pd.DataFrame) -> dict:

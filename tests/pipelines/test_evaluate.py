@@ -161,6 +161,27 @@ def test_rows_older_than_the_run_scored_the_model_that_lived_there_before(tmp_pa
     assert evaluate_models([run], followir=[folder], results_csv=out, skip_done=True, style=None) == {}
 
 
+def test_rows_of_another_run_copied_over_the_folder_are_not_its_rows(tmp_path):
+    """Another machine's run copied over a run folder (rsync) started before the local rows were
+    written (or on a clock of another time zone): skip_done took the old model's rows as the new
+    run's, and every table read them for it. Rows record their run's identity (``run_sha``): one of
+    another run is not done, whatever the clocks say; one of this run is."""
+    folder = _set(tmp_path / "eval")
+    run = RunFolder(tmp_path / "exp" / "ins-dv")
+    run.path.mkdir(parents=True)
+    record = {"mode": "ins-dv", "rng_seed": 0, "config": {"lr": 1e-5}, "data": {"sha256": "b"}}
+    run.write({**record, "git_commit": "c1", "started": "2026-01-01T09:00:00", "status": "running"})
+    run.finish()
+    out = tmp_path / "r.csv"
+    row = dict(model=str(run.path), mode="ins-dv", rng_seed=0, data_sha=content_digest(load_followir(folder)))
+    R.save_result(fake_result("eval", [1.0]), out, run_id="a", run_sha="0123456789abcdef", **row)
+    kw = dict(followir=[folder], results_csv=out, skip_done=True, bootstrap=0, style=None)
+    with pytest.raises(DataError, match="not a SentenceTransformer folder"):  # evaluated again: loads it
+        evaluate_models([run.path], **kw)
+    R.save_result(fake_result("eval", [1.0]), out, run_id="b", run_sha=run.identity(), **row)
+    assert evaluate_models([run.path], **kw) == {}
+
+
 def test_a_printed_line_names_its_set():
     """Each set prints one line per model: without the set's name, v1's and v2's lines of a model
     cannot be told apart (the demo printed two 'base rng_seed 0' lines)."""

@@ -174,6 +174,24 @@ def test_an_evaluation_older_than_the_run_scored_an_earlier_model(root):
     assert pd.isna(df.loc["models/ins-dv", "followir_old:p_mrr"])
 
 
+def test_rows_of_another_run_are_not_the_run_s_whatever_the_clocks_say(tmp_path):
+    """A run copied over from another machine, trained before the rows of the run that lived in
+    its folder were written, was listed with that run's metrics: rows recording another
+    ``run_sha`` are a model of their own; the run keeps rows of its own identity."""
+    run = RunFolder(tmp_path / "models" / "ins-dv")
+    run.path.mkdir(parents=True)
+    record = {"mode": "ins-dv", "rng_seed": 3, "config": {"lr": 1e-5}, "data": {"sha256": "b"}}
+    run.write({**record, "git_commit": "c1", "started": "2026-01-01T09:00:00", "status": "running"})
+    run.finish()
+    table = tmp_path / "results.csv"
+    row = dict(model=str(run.path), mode="ins-dv", rng_seed=3)
+    save_result(_result("v_old", 9.0, 9.0), table, run_sha="0123456789abcdef", **row)
+    save_result(_result("v_new", 1.0, 1.0), table, run_sha=run.identity(), **row)
+    df = runs_table(tmp_path).set_index("run")
+    assert pd.isna(df.loc["models/ins-dv", "v_old:p_mrr"]) and df.loc["models/ins-dv", "v_new:p_mrr"] == 1.0
+    assert df.loc[str(run.path), "kind"] == "eval" and df.loc[str(run.path), "v_old:p_mrr"] == 9.0
+
+
 def test_cli_listing_and_json(root, capsys):
     assert main(["runs", "--root", str(root)]) == 0
     lines = capsys.readouterr().out.splitlines()
