@@ -181,6 +181,38 @@ def check_finite(vecs: np.ndarray, texts: list[str], kind: str, where: str = "th
     return vecs
 
 
+def output_width(model) -> int | None:
+    """The width of the vectors ``model`` encodes (``truncate_dim`` applied), or None when it does
+    not say; an ``OnnxEncoder`` answers for the model it wraps."""
+    for m in (model, getattr(model, "model", None)):
+        for name in ("get_embedding_dimension", "get_sentence_embedding_dimension"):
+            if callable(get := getattr(m, name, None)):
+                try:
+                    width = get()
+                except Exception:  # a module that cannot tell
+                    return None
+                return int(width) if isinstance(width, int) and width > 0 else None
+    return None
+
+
+def check_width(vecs: np.ndarray, model, folder: Path) -> np.ndarray:
+    """``vecs`` read from the cache ``folder`` when they are as wide as ``model``'s output, else a
+    ``DataError``: another model wrote them under this fingerprint. Versions before the fingerprint
+    hashed ``truncate_dim`` wrote a truncated model's vectors under the plain model's folder, where
+    the plain model, evaluated later through a shared ``IFIR_CACHE``, read them back (v1 p-MRR
+    -3.31 for MiniLM's -5.03)."""
+    width = output_width(model)
+    if width is not None and vecs.shape[1] != width:
+        raise DataError(
+            folder,
+            None,
+            f"cached vectors of width {vecs.shape[1]} for a model that encodes {width}: another model "
+            "(a truncate_dim copy, cached by an older version sharing IFIR_CACHE) wrote them under this "
+            "fingerprint; delete the folder",
+        )
+    return vecs
+
+
 def encode_by_length(model, texts: list[str], kind: str, *, batch_size: int = 32) -> np.ndarray:
     """``models.encode`` in batches of equal *token* length: the same vectors, less padding.
 
@@ -245,7 +277,8 @@ def encode_cached(
         )
         keys = [text_key(t, kind) for t in uniq]
         vecs, missing = store.get(keys)
-        if vecs is not None:  # vectors cached before this check
+        if vecs is not None:  # vectors cached before these checks
+            check_width(vecs, model, store.dir)
             check_finite(vecs, uniq, kind, where=f"the embedding cache {store.dir}")
         if missing:
             new = encode_by_length(model, [uniq[i] for i in missing], kind, batch_size=batch_size)

@@ -145,3 +145,22 @@ def test_nan_vectors_are_an_error_and_never_cached(tmp_path):
     old.put([text_key("x", "query")], np.full((1, 2), np.nan, dtype=np.float32))
     with pytest.raises(NonFiniteEmbeddingError, match="the embedding cache"):
         encode_cached(FakeEncoder(), ["x"], "query", cache=EmbeddingCache("old", root=tmp_path / "old"))
+
+
+def test_vectors_of_another_width_under_the_model_s_fingerprint_are_an_error():
+    """Before the fingerprint hashed ``truncate_dim`` (e65ad93), a MiniLM truncated to 32 dims
+    cached its vectors under plain MiniLM's fingerprint, which the plain model still has: a later
+    checkout sharing IFIR_CACHE scored plain MiniLM with them (v1 p-MRR -3.31 for -5.03), as every
+    text it asked for was cached and no shard of another width met them."""
+    from sentence_transformers import SentenceTransformer
+
+    from ifir_lib.core.errors import DataError
+
+    model = SentenceTransformer(resolve_model("minilm"), device="cpu")
+    texts = ["solar panels on the roof", "a documentary about whales"]
+    truncated = model.encode(texts, truncate_dim=32, normalize_embeddings=True)  # what the old code cached
+    store = EmbeddingCache(model_fingerprint(model))
+    store.put([text_key(t, "document") for t in texts], truncated)
+    with pytest.raises(DataError, match="width 32 for a model that encodes 384"):
+        encode_cached(model, texts, "document")
+    assert encode_cached(model, texts, "document", cache=False).shape == (2, 384)
