@@ -331,9 +331,7 @@ def encoder(model, path: Path, session=None, backend: str = "onnx-int8"):
     ``session`` (default: ONNX Runtime's, cached by path, so one file name per graph)."""
     from ifir_lib.evaluation import onnx_backend as O
 
-    enc = O.OnnxEncoder(model, backend)
-    enc.path, enc._session = path, session or O._session(str(path), O.cpu_threads())
-    return enc
+    return O.OnnxEncoder.on_graph(model, path, backend, session=session)
 
 
 def cosine_error(model, enc, docs: list[str]) -> tuple[float, float]:

@@ -148,11 +148,11 @@ def load_model(name: str, device: str | None = None):
 
 def _loaded_state(model) -> tuple:
     """What ``load_model`` checks a cached model against: its ``_LOAD_SETTINGS`` and its weights'
-    state (``_weights_state``)."""
-    return _settings(model), _weights_state(model)
+    state (``weights_state``)."""
+    return _settings(model), weights_state(model)
 
 
-def _weights_state(model) -> tuple:
+def weights_state(model) -> tuple:
     """Each parameter's and buffer's version counter (every in-place change bumps it: an optimiser
     step, ``add_`` under ``no_grad``, ``load_state_dict``), storage, dtype and device (``.half()``,
     ``.to()``): cheap, where hashing every weight (``model_fingerprint``) takes a tenth of a second

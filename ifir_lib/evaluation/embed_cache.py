@@ -47,15 +47,17 @@ def text_key(text: str, kind: str) -> str:
 BATCH_DEPENDENT = ("onnx-int8", "torch-bf16", "openvino-bf16")
 
 
-def cache_fingerprint(fingerprint: str, backend: str = "torch") -> str:
+def cache_fingerprint(fingerprint: str, backend: str = "torch", graph: str | None = None) -> str:
     """The cache folder's name: ``cache_fingerprint('ab12', 'onnx-int8') -> 'ab12-onnx-int8-v3'``;
     PyTorch's vectors keep the bare fingerprint (``cache_fingerprint('ab12') -> 'ab12'``). An
     exported backend's name carries the export recipe (``onnx_backend.EXPORT_VERSION``): vectors
     an older recipe computed are not read after an upgrade that replaced it. ``BATCH_DEPENDENT``
     backends are not cached (``encode_cached``): onnx-int8 at batch 8 read batch 32's vectors
-    back (v1 p-MRR -4.42 for the -2.49 a fresh batch-8 run gives)."""
+    back (v1 p-MRR -4.42 for the -2.49 a fresh batch-8 run gives). ``graph``: the digest of a
+    graph the caller gave an encoder (``OnnxEncoder.graph_key``), whose vectors are that graph's,
+    not the model's export's: ``cache_fingerprint('ab12', 'onnx', 'cd34') -> 'ab12-onnx-v3-graph-cd34'``."""
     if backend in (*ONNX_BACKENDS, *OPENVINO_BACKENDS):
-        return f"{fingerprint}-{backend}-v{EXPORT_VERSION}"
+        return f"{fingerprint}-{backend}-v{EXPORT_VERSION}" + (f"-graph-{graph}" if graph else "")
     return fingerprint if backend == "torch" else f"{fingerprint}-{backend}"
 
 
@@ -272,6 +274,7 @@ def encode_cached(
                 cache_fingerprint(
                     fingerprint or model_fingerprint(model),
                     backend or getattr(model, "backend", None) or "torch",
+                    getattr(model, "graph_key", None),
                 )
             )
         )

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..core.config import cache_dir
 from ..core.errors import ConfigError, require_module
-from ..core.models import model_fingerprint, module_settings, plain_prompt, using_prompts
+from ..core.models import model_fingerprint, module_settings, plain_prompt, using_prompts, weights_state
 from ..core.progress import progress
 from ..core.run_folder import RunFolder
 from .openvino_backend import OPENVINO_BACKENDS, PRECISION, check_openvino, openvino_session
@@ -267,6 +267,11 @@ class OnnxEncoder:
     the model applies here, and ``models.model_fingerprint(enc)`` equals the model's. ``backend``
     names the backend (``embed_cache`` keys on it). The export and the ONNX Runtime session are
     made at the first ``encode`` (``session``): a run whose vectors are all cached needs neither.
+
+    An export follows its model: weights changed in place since it was made (a fine-tuning step,
+    ``load_state_dict``; ``models.weights_state``) are exported again at the next ``encode``, with
+    a warning. A graph the caller gives (``on_graph``: ``bench_int8``'s quantised graphs) is its
+    own and is never replaced; its vectors are cached under its file's digest (``graph_key``).
     """
 
     def __init__(self, model, backend: str = "onnx", *, source=None, threads: int | None = None):
@@ -276,24 +281,64 @@ class OnnxEncoder:
         self.rest = list(model.children())[1:]  # pooling, normalisation, dense ...: the model's own
         self.path: Path | None = None
         self._session = None
+        self._exported: tuple | None = None  # the weights' state when ``load`` exported them
+        self._graph_key: tuple[Path, str] | None = None
+
+    @classmethod
+    def on_graph(cls, model, path, backend: str = "onnx", *, session=None, threads=None) -> OnnxEncoder:
+        """An encoder running the ONNX file ``path`` (a graph the caller made from the model's
+        export), by ``session`` (default: the runtime's for ``backend``), with the model's own
+        tokenizer and later modules. It is never exported again from the model."""
+        enc = cls(model, backend, threads=threads)
+        threads = threads or cpu_threads()
+        if session is None and backend in OPENVINO_BACKENDS:
+            session = openvino_session(str(path), threads, PRECISION[backend])
+        enc.path, enc._session = Path(path), session or _session(str(path), threads)
+        return enc
+
+    @property
+    def graph_key(self) -> str | None:
+        """``None`` for the model's own export; for a graph given by the caller (``on_graph``, or a
+        session set by hand), a digest of its file: the embedding cache keys on it, so its vectors
+        never pass for the model's export's (``embed_cache.cache_fingerprint``)."""
+        if self._exported is not None or self.path is None or self._session is None:
+            return None
+        if self._graph_key is None or self._graph_key[0] != self.path:
+            digest = hashlib.sha256(Path(self.path).read_bytes()).hexdigest()[:16]
+            self._graph_key = (self.path, digest)
+        return self._graph_key[1]
 
     def load(self) -> OnnxEncoder:
         """Export the model if no export of its weights exists, and open the session; returns self.
-        OpenVINO compiles the fp32 export (the ``onnx`` backend's file)."""
+        OpenVINO compiles the fp32 export (the ``onnx`` backend's file). An export whose model's
+        weights changed in place since is made again, with a warning: the old session encoded the
+        old weights, and the evaluator cached its vectors under the new weights' fingerprint."""
+        if self._session is not None and self._exported is None:
+            return self  # a graph the caller gave (``on_graph``): its own, never replaced
+        if self._session is not None and self._exported != weights_state(self.model):
+            log.warning(
+                "%s: the model's weights changed in place since its %s export was made; exporting "
+                "it again, so that its vectors are its current weights'",
+                self.source or "the model",
+                self.backend,
+            )
+            self._session = None
         if self._session is None:
             threads = self.threads or cpu_threads()
+            export = "onnx" if self.backend in OPENVINO_BACKENDS else self.backend
+            self.path = export_onnx(self.model, export, self.source)
             if self.backend in OPENVINO_BACKENDS:
-                self.path = export_onnx(self.model, "onnx", self.source)
                 self._session = openvino_session(str(self.path), threads, PRECISION[self.backend])
             else:
-                self.path = export_onnx(self.model, self.backend, self.source)
                 self._session = _session(str(self.path), threads)
+            self._exported = weights_state(self.model)
         return self
 
     @property
     def session(self):
-        """The runtime's session, ONNX Runtime's or OpenVINO's (``load`` on first use)."""
-        return self.load()._session
+        """The runtime's session, ONNX Runtime's or OpenVINO's (``load`` on first use; ``encode``
+        checks the export against the model's weights once per call)."""
+        return self._session if self._session is not None else self.load()._session
 
     prompts = property(lambda self: self.model.prompts)
     default_prompt_name = property(lambda self: getattr(self.model, "default_prompt_name", None))
@@ -344,6 +389,7 @@ class OnnxEncoder:
         """``SentenceTransformer.encode`` for a list of texts: (n, dim) float32 numpy, longest first
         in batches (as sentence-transformers sorts), cut to ``truncate_dim`` (else the model's)
         before normalising, as sentence-transformers does. ``encode(['a'], normalize_embeddings=True)``."""
+        self.load()  # the export of the model's current weights (``load``)
         prompt = self._prompt(prompt, prompt_name)
         dim = truncate_dim or self.truncate_dim
         order = np.argsort([-len(t) for t in texts], kind="stable")

@@ -132,6 +132,53 @@ def test_run_folder_keeps_its_export_and_a_retrained_run_replaces_it(minilm, tmp
     assert O.export_key(retrained) != O.export_key(minilm)
 
 
+def _nudge(model) -> None:
+    """An in-place change of every weight, as a hand-written fine-tuning step makes."""
+    import torch
+
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+
+
+def test_an_encoder_whose_model_changed_in_place_exports_again(minilm, texts, caplog):
+    """An encoder held across an in-place change of its model's weights (a fine-tuning step) kept
+    encoding with its old export, and the evaluator cached those vectors under the new weights'
+    fingerprint: a fresh onnx evaluation of the changed model read them back from disk (v1
+    MAP@1000 78.96, where the changed weights score 69.77)."""
+    model = copy.deepcopy(minilm)
+    enc = encoder_for(model, "onnx")
+    enc.encode(texts[:2])  # the export of the weights as they were, and its session
+    _nudge(model)
+    with caplog.at_level("WARNING"):
+        got = enc.encode(texts, normalize_embeddings=True)
+    ref = model.encode(texts, normalize_embeddings=True)
+    assert (got * ref).sum(1).min() > 1 - 1e-4
+    assert "weights changed in place since its onnx export" in caplog.text
+
+
+def test_a_graph_given_to_an_encoder_is_its_own_and_cached_apart(minilm, texts, fir, tmp_path, caplog):
+    """A graph the caller gives (bench_int8's quantised graphs) is never exported again from the
+    model behind the caller's back, even after the model changed in place; and its vectors are not
+    cached as the model's export's (they were: ``<fp>-onnx-v3``, read back by a later onnx run)."""
+    graph = tmp_path / "mine.onnx"
+    graph.write_bytes(O.export_onnx(minilm, "onnx").read_bytes())  # the unchanged weights' graph
+    model = copy.deepcopy(minilm)
+    enc = O.OnnxEncoder.on_graph(model, graph, "onnx")
+    _nudge(model)
+    with caplog.at_level("WARNING"):
+        got = enc.encode(texts, normalize_embeddings=True)
+    assert enc.path == graph and "changed in place" not in caplog.text
+    assert (got * minilm.encode(texts, normalize_embeddings=True)).sum(1).min() > 1 - 1e-4
+    res = evaluate_followir(enc, fir, bootstrap=0)
+    keys = [text_key(format_document(d), "document") for d in load_followir(fir).corpus.values()]
+    export_store = EmbeddingCache(cache_fingerprint(res.fingerprint, "onnx"))
+    assert len(export_store.get(keys)[1]) == len(keys)  # nothing claims to be the model's export
+    graph_store = EmbeddingCache(cache_fingerprint(res.fingerprint, "onnx", enc.graph_key))
+    assert graph_store.get(keys)[1] == [] and enc.graph_key in graph_store.dir.name
+
+
 def test_export_key_follows_the_graph_not_the_pooling(minilm):
     """Pooling runs in PyTorch after the graph: a copy pooled otherwise shares the export (its
     vectors are keyed apart by model_fingerprint); the transformer's own config enters the graph."""
