@@ -116,13 +116,19 @@ def unwrap_encoder(model, backend: str = "torch") -> tuple:
     labels its rows with its own backend (they said ``torch`` over int8 or bf16 numbers), and still
     encodes itself (its own export: ``bench_int8``'s schemes); a ``backend`` other than ``'torch'``
     (the default) or the encoder's is a ``ConfigError``."""
-    if not isinstance(model, (Bf16Encoder, OnnxEncoder)):
+    if not is_encoder(model):
         return model, backend
     if backend not in ("torch", model.backend):
         raise ConfigError(
             f"backend {backend!r} given for a {model.backend} encoder; give its model, or no backend"
         )
     return model.model, model.backend
+
+
+def is_encoder(model) -> bool:
+    """Whether ``model`` is an encoder of ``encoder_for`` (it encodes itself: its own export or
+    graph), not a model, nor a model's name or path (which the evaluator loads first)."""
+    return isinstance(model, (Bf16Encoder, OnnxEncoder))
 
 
 def encoder_for(model, backend: str = "torch", *, source=None):

@@ -46,7 +46,7 @@ from ..core.models import (
     using_prompts,
 )
 from . import metrics as M
-from .backends import backend_label, encoder_for, unwrap_encoder
+from .backends import backend_label, encoder_for, is_encoder, unwrap_encoder
 from .corpora import FollowIRData, content_digest, load_beir, load_followir, preview_ids, score_metric_for
 from .embed_cache import encode_cached, token_ids
 from .stats import bootstrap_ci
@@ -327,7 +327,7 @@ def evaluate_followir(
     model, name = _resolve_model(model, name)
     _warn_if_not_cosine(model, name)
     # an encoder given encodes as it is (its own export and settings); ``name``: a run's folder
-    encoder = given if given is not model else encoder_for(model, backend, source=name)
+    encoder = given if is_encoder(given) else encoder_for(model, backend, source=name)
     used = prompts_for(model, "followir", prompts, task_name=data.name, task_type=FOLLOWIR_TASK_TYPE)
     with using_prompts(model, used):
         fp = model_fingerprint(model)
@@ -441,7 +441,7 @@ def evaluate_beir(model, folder, *, split: str = "test", **options) -> EvalResul
     data_sha = content_digest((corpus, queries, qrels))  # what ``evaluate_models`` records for the folder
     given, (model, o["backend"]) = model, unwrap_encoder(model, o["backend"])  # rows carry its backend
     model, name = _resolve_model(model, o["name"])
-    encoder = given if given is not model else encoder_for(model, o["backend"], source=name)
+    encoder = given if is_encoder(given) else encoder_for(model, o["backend"], source=name)
     with using_prompts(model, prompts_for(model, "beir-folder", o["prompts"], task_name=Path(folder).name)):
         fp = model_fingerprint(model)
         run = dense_retrieve(

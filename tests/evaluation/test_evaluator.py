@@ -211,3 +211,14 @@ def test_rows_saved_by_hand_record_the_set_s_digest(minilm, fir, beir, tmp_path)
         R.runs_to_read(rows, str(csv))
     retrieval = E.evaluate_beir(minilm, beir, bootstrap=10)  # a BEIR folder's rows too
     assert R.result_rows(retrieval, run_id="b")[0]["data_sha"] == content_digest(load_beir(beir))
+
+
+def test_a_model_given_by_name_or_path_is_loaded_and_encodes(minilm, fir, beir):
+    """The documented ``evaluate_followir("minilm", ...)`` / ``evaluate_beir(path, ...)`` handed the
+    string itself to the encoder (``TypeError: encode() takes at most 2 arguments``) unless every
+    vector was already cached; the name is now loaded, and scores as the loaded model does."""
+    by_name = E.evaluate_followir("minilm", fir, bootstrap=0, cache=False)
+    assert by_name.model == "minilm"
+    assert by_name.metrics == E.evaluate_followir(minilm, fir, bootstrap=0, cache=False).metrics
+    retrieval = E.evaluate_beir("minilm", beir, bootstrap=0, cache=False)
+    assert 0 < retrieval.metrics["ndcg_at_10"] <= 100 and retrieval.model == "minilm"
