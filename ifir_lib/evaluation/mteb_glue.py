@@ -25,6 +25,7 @@ Not handled here: our own evaluation (``evaluator``) and metric definitions (``m
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import time
 import warnings
@@ -36,7 +37,7 @@ from ..core.errors import DataError
 from ..core.models import using_prompts
 from ..core.progress import progress, progress_enabled
 from . import metrics as M
-from .corpora import FOLLOWIR_TASKS, FollowIRData, load_beir, load_followir, score_metric_for
+from .corpora import FOLLOWIR_TASKS, FollowIRData, content_digest, load_beir, load_followir, score_metric_for
 from .evaluator import (
     EvalResult,
     _resolve_model,
@@ -49,6 +50,7 @@ from .stats import stratified_mean
 from .tasks import (
     PAPER_TASKS,
     check_available,
+    copy_digest,
     default_test_split,
     get_paper_task,
     local_datasets_cache,
@@ -126,6 +128,7 @@ def _task_classes():
             if self.data_loaded:
                 return
             data = self.source if isinstance(self.source, FollowIRData) else load_followir(self.source)
+            self.data_sha = content_digest(data)  # as ``evaluate_followir`` records the folder
             cols, qrels = og_changed_queries(data.queries, data.qrels_og, data.qrels_changed)
             # both runs of a query share its candidates
             top = {q + sfx: list(data.top_ranked[q]) for q in data.queries for sfx in ("-og", "-changed")}
@@ -149,6 +152,7 @@ def _task_classes():
             if self.data_loaded:
                 return
             corpus, queries, qrels = load_beir(self.source)
+            self.data_sha = content_digest((corpus, queries, qrels))  # as ``evaluate_beir`` records it
             queries = Dataset.from_dict({"id": list(queries), "text": list(queries.values())})
             self.dataset = default_test_split(corpus_dataset(corpus), queries, qrels, None)
             self.data_loaded = True
@@ -380,7 +384,24 @@ def evaluate_mteb_task(
             )
     _with_ci(res, bootstrap, rng_seed)
     res.timings, res.prompts = {"total_s": time.perf_counter() - t0}, prompts
+    res.data_sha = task_digest(task)
     return res
+
+
+def task_digest(task) -> str:
+    """The results' ``data_sha`` of what ``task`` evaluated: a local folder's content digest (as
+    ``evaluate_followir`` / ``evaluate_beir`` record it), a local copy's files' (``copy_digest``),
+    ``''`` for a task read from the hub. Rows saved by hand (``save_result``) carried none, so an
+    edited copy of a set under its name was read as that set."""
+    return getattr(task, "data_sha", "") or copy_digest(task)
+
+
+def followir_digest(digests: dict[str, str]) -> str:
+    """The FollowIR aggregate's ``data_sha`` from its three tasks' (``{task name: data_sha}``), in
+    ``FOLLOWIR_TASKS`` order; ``''`` unless all three are known."""
+    if not all(digests.get(n) for n in FOLLOWIR_TASKS):
+        return ""
+    return hashlib.sha256("".join(digests[n] for n in FOLLOWIR_TASKS).encode()).hexdigest()[:16]
 
 
 def metric_name(main_score: str) -> str:
@@ -418,6 +439,7 @@ def aggregate_followir(
         source=results[0].source,
         problems=[p for r in results for p in r.problems],
         prompts=results[0].prompts,
+        data_sha=followir_digest({r.dataset: r.data_sha for r in results}),
     )
     for m, d in pq.items():
         if d and abs(stratified_mean(list(d.values()), [q.split("/")[0] for q in d]) - metrics[m]) > 1e-3:

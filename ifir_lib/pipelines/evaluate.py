@@ -39,7 +39,6 @@ again and readers take the later rows (``results.one_evaluation_per_run``). Not 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -53,7 +52,7 @@ from ..core.models import load_model
 from ..core.run_folder import RunFolder
 from ..evaluation import mteb_glue
 from ..evaluation.backends import backend_label, check_backend
-from ..evaluation.corpora import FOLLOWIR_TASKS, content_digest, load_beir, load_followir
+from ..evaluation.corpora import content_digest, load_beir, load_followir
 from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
 from ..evaluation.tasks import PROMPT_CHOICES, copy_digest
 from ..reporting.results import AGGREGATE_DATASETS, check_outputs, load_results, make_run_id, save_result
@@ -213,8 +212,8 @@ def _task_digests(named: Sequence) -> dict[str, str]:
     ``tasks.copy_digest``), and of the FollowIR aggregate when its three tasks all are. A task
     read from the hub has none (its revision is pinned, or the hub's ``main``: not checked)."""
     out = {t.metadata.name: sha for t in named if (sha := copy_digest(t))}
-    if all(name in out for name in FOLLOWIR_TASKS):
-        out["followir"] = hashlib.sha256("".join(out[n] for n in FOLLOWIR_TASKS).encode()).hexdigest()[:16]
+    if sha := mteb_glue.followir_digest(out):
+        out["followir"] = sha
     return out
 
 

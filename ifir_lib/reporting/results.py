@@ -11,7 +11,8 @@ each benchmark's own, ``ifir evaluate --prompts``); ``plan`` is the hash of the 
 row belongs to (empty outside an experiment); ``backend`` is the encoder that produced it
 (``torch``, ``torch-bf16``, ``onnx``, ``onnx-int8``, ``openvino``, ``openvino-bf16``:
 ``evaluation.backends``); ``data_sha`` is a digest of the evaluated set's content (16 hex
-characters, ``evaluation.corpora.content_digest``; empty for a named mteb task), so two sets that
+characters, ``evaluation.corpora.content_digest``, or a local copy's files' for a named mteb task
+read from one, ``tasks.copy_digest``; empty for one read from the hub), so two sets that
 share a name can be told apart;
 per-query scores go to a sibling ``<stem>_per_query.csv`` (``run_id, dataset, metric, query_id,
 value``). The table is only ever appended to, one run's rows in one locked write, so two
@@ -423,8 +424,8 @@ def save_result(
     run_sha: str = "",
 ) -> str:
     """Append one result (summary rows + per-query rows) to the table; returns the run_id used.
-    ``data_sha``: the evaluated set's content digest (default: the result's own; ``''`` for a named
-    mteb task, or unknown);
+    ``data_sha``: the evaluated set's content digest (default: the result's own, both
+    engines'; ``''`` for a named mteb task read from the hub, or unknown);
     ``run_sha``: the trained model's run identity (``RunFolder.identity``; ``''`` for a named model).
     An integer ``rng_seed`` is written as one (``'01'`` -> ``1``), so one seed has one spelling."""
     if _is_number(rng_seed, integer=True):

@@ -10,7 +10,7 @@ from ifir_lib.core.errors import DatasetUnavailable
 from ifir_lib.evaluation import evaluator as E
 from ifir_lib.evaluation import metrics as M
 from ifir_lib.evaluation import mteb_glue
-from ifir_lib.evaluation.corpora import write_followir
+from ifir_lib.evaluation.corpora import FOLLOWIR_TASKS, write_followir
 from ifir_lib.testing.inputs import synthetic_followir
 
 pytestmark = pytest.mark.usefixtures("private_cache")
@@ -160,3 +160,22 @@ def test_followir_aggregate_is_the_mean_of_dataset_means():
     assert "News21InstructionRetrieval/q0" in agg.per_query["p_mrr"]
     lo, hi = agg.ci["p_mrr"]
     assert lo <= agg.metrics["p_mrr"] <= hi
+
+
+def test_rows_of_mteb_s_engine_saved_by_hand_record_the_set_s_digest(minilm, fir, beir):
+    """``evaluate_mteb_task`` (``--engine mteb``'s path) + ``save_result`` wrote rows without
+    ``data_sha``, where ``evaluate_followir``'s carry it: an edited copy of a set under its name
+    was read as that set. Each now records the digest our engine records for the same folder."""
+    from ifir_lib.evaluation.corpora import content_digest, load_beir, load_followir
+    from ifir_lib.reporting.results import result_rows
+
+    fol = mteb_glue.evaluate_mteb_task(minilm, mteb_glue.local_followir_task(fir), bootstrap=0)
+    ret = mteb_glue.evaluate_mteb_task(minilm, mteb_glue.local_retrieval_task(beir), bootstrap=0)
+    assert fol.data_sha == content_digest(load_followir(fir))  # what evaluate_followir's rows record
+    assert ret.data_sha == content_digest(load_beir(beir))
+    assert {r["data_sha"] for r in result_rows(fol, run_id="a")} == {fol.data_sha}
+    named = {n: E.EvalResult(n, "m", {"p_mrr": 1.0, "score": 2.0}, {}, {}) for n in FOLLOWIR_TASKS}
+    for i, r in enumerate(named.values()):
+        r.data_sha = f"{i:016d}"
+    agg = mteb_glue.aggregate_followir(list(named.values()), bootstrap=0)
+    assert agg.data_sha == mteb_glue.followir_digest({n: r.data_sha for n, r in named.items()}) != ""
