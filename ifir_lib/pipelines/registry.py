@@ -11,8 +11,10 @@ nothing else::
 A run's *status* is ``done`` (finished), ``running`` (its lock names a live process),
 ``stopped`` (killed, interrupted or a non-finite loss: rerunning the command resumes it) or
 ``failed`` (an exception; ``detail`` says which). The headline metrics are p-MRR and the
-paper's Score (MAP@1000 or nDCG@5; nDCG@10 for BEIR sets) per evaluation set, x100, the latest
-evaluation of each run; columns are named ``<dataset>:<metric>``.
+paper's Score (MAP@1000 or nDCG@5; nDCG@10 for BEIR sets, or a named task's own main score where
+its rows record one: NevIR's paired accuracy) per evaluation set, x100, the latest evaluation of
+each run; columns are named ``<dataset>:<metric>``, and the listing's last line names each one's
+metric.
 
 Example: a demo folder -> one ``eval`` row (the base model) and four ``train`` rows (one per
 mode), each with ``followir_mini:p_mrr`` and ``followir_mini:score``. Not handled here: training,
@@ -58,6 +60,9 @@ EXTRA_COLUMNS = [
     "path",
 ]  # in the DataFrame and --json, not the listing
 HEADLINE_METRICS = ("p_mrr", "score", "ndcg_at_10")  # score is absent from BEIR sets, nDCG@10 from FollowIR
+# what our engines and mteb's write for every set; any other metric of a set is its task's own main
+# score (``mteb_glue.evaluate_mteb_task``: NevIR's paired_accuracy, InstructIR's robustness_at_10)
+ENGINE_METRICS = ("p_mrr", "score", "map_at_1000", "ndcg_at_5", "ndcg_at_10")
 
 
 def _run_row(run: RunFolder, root: Path) -> dict:
@@ -137,12 +142,26 @@ def evaluated_before(timestamps: pd.Series, finished: str | None, slack_minutes:
     return bool(timestamps.max() < end - pd.Timedelta(minutes=slack_minutes))
 
 
+def main_scores(res: pd.DataFrame) -> dict[str, set[str]]:
+    """``{dataset: {metric}}`` of the sets whose rows record their task's own main score: a metric
+    none of the engines writes for every set (``ENGINE_METRICS``)."""
+    own = res[~res["metric"].isin(ENGINE_METRICS)]
+    return {str(d): set(g["metric"]) for d, g in own.groupby("dataset", sort=False)}
+
+
 def _headline(res: pd.DataFrame) -> dict:
-    """``{'<dataset>:<metric>': value}`` for the headline metrics, the latest row of each. Rows
-    encoded by another backend than PyTorch fp32, or with the benchmark's prompts, are headlines
-    of their own (``'v1:p_mrr [onnx-int8]'``): the latest of any kind showed an int8 number
-    where the table's torch number was expected."""
-    res = res[res["metric"].isin(HEADLINE_METRICS)].sort_values("timestamp", kind="stable")
+    """``{'<dataset>:<metric>': value}`` for the headline metrics, the latest row of each: p-MRR
+    and Score, and a set's own main score where its rows record one (``main_scores``), else its
+    nDCG@10 (NevIR's nDCG@10 was shown, 81.5 for a model failing every pair its paired accuracy
+    counts). Rows encoded by another backend than PyTorch fp32, or with the benchmark's prompts,
+    are headlines of their own (``'v1:p_mrr [onnx-int8]'``): the latest of any kind showed an int8
+    number where the table's torch number was expected."""
+    main = main_scores(res)
+    shown = [
+        m in ("p_mrr", "score") or (m == "ndcg_at_10" and d not in main) or m in main.get(d, ())
+        for d, m in zip(res["dataset"].astype(str), res["metric"])
+    ]
+    res = res[shown].sort_values("timestamp", kind="stable")
     kinds = [res[c].astype(str) for c in ("backend", "prompts")]
     last = res.groupby(["dataset", "metric", *kinds], sort=False)["value"].last()
     return {f"{d}:{m}{_condition(b, p)}": float(v) for (d, m, b, p), v in last.items()}
@@ -231,14 +250,31 @@ def _eval_row(model: str, mode: str, rng_seed: str, grp: pd.DataFrame) -> dict:
 
 
 def format_runs(df: pd.DataFrame) -> str:
-    """The listing ``ifir runs`` prints: one line per row, metrics with two decimals, '-' for none."""
+    """The listing ``ifir runs`` prints: one line per row, metrics with two decimals, '-' for none,
+    then a line naming the metric of each metric column (``metric_legend``)."""
     if df.empty:
         return "no runs or results found"
     shown = df[[c for c in df.columns if c not in EXTRA_COLUMNS]].astype(object)
     for c in shown.columns:
         if ":" in c:  # metric columns, x100
             shown[c] = [f"{v:.2f}" if pd.notna(v) else None for v in shown[c]]
-    return shown.where(shown.notna(), "-").to_string(index=False)
+    legend = metric_legend([c for c in shown.columns if ":" in c])
+    return shown.where(shown.notna(), "-").to_string(index=False) + (f"\n{legend}" if legend else "")
+
+
+def metric_legend(columns) -> str:
+    """What each ``<dataset>:<metric>`` column holds (x100): ``'metrics x100: followir_mini:score
+    = MAP@1000; NevIR:paired_accuracy = the task's own main score (mteb's main_score)'``."""
+    from ..reporting.style import metric_label
+
+    said = {}
+    for c in columns:
+        dataset, metric = c.split(" [")[0].split(":", 1)
+        if metric not in ENGINE_METRICS:
+            said[f"{dataset}:{metric}"] = "the task's own main score (mteb's main_score)"
+        else:
+            said[f"{dataset}:{metric}"] = metric_label(metric, [dataset])
+    return "metrics x100: " + "; ".join(f"{c} = {v}" for c, v in said.items()) if said else ""
 
 
 def runs_records(df: pd.DataFrame) -> list[dict]:

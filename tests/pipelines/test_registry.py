@@ -257,3 +257,20 @@ def test_a_later_evaluation_by_another_backend_is_a_headline_of_its_own(root):
     row = runs_table(root).set_index("run").loc["models/ins-dv"]
     assert row["followir_be:p_mrr"] == 2.0 and row["followir_be:p_mrr [onnx-int8]"] == 3.5
     assert row["followir_be:score [benchmark prompts]"] == 70.0
+
+
+def test_a_task_s_own_main_score_is_its_headline_and_each_column_names_its_metric(tmp_path, capsys):
+    """NevIR's rows record its paired accuracy beside nDCG@10; the listing showed nDCG@10 (81.5
+    for a model failing every pair, whose paired accuracy is 0) under a column that did not say
+    it was not the task's score."""
+    table = tmp_path / "results.csv"
+    nevir = EvalResult("NevIR", "m", {"ndcg_at_10": 81.5, "paired_accuracy": 0.0}, {}, {}, source="mteb")
+    save_result(nevir, table, model="minilm", mode="base", rng_seed=0)
+    save_result(_result("followir_mini", -5.0, 79.0), table, model="minilm", mode="base", rng_seed=0)
+    row = runs_table(tmp_path).set_index("run").loc["minilm"]
+    assert row["NevIR:paired_accuracy"] == 0.0 and "NevIR:ndcg_at_10" not in row.index
+    assert row["followir_mini:p_mrr"] == -5.0 and row["followir_mini:score"] == 79.0
+    assert main(["runs", "--root", str(tmp_path)]) == 0
+    legend = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "NevIR:paired_accuracy = the task's own main score" in legend
+    assert "followir_mini:score = MAP@1000" in legend and "followir_mini:p_mrr = p-MRR" in legend
