@@ -561,8 +561,37 @@ def mair_split_data(
             labels = ((n, qid, key(lab["id"]), lab["score"]) for lab in r["labels"])
             qrels[qid] = judgments(labels, f"{where} [{split}, row]").get(qid, {})
             top[qid] = ids
-        warn_unknown_documents({q: qrels[q] for q in map(key, rows["qid"])}, ids, f"{where} [{split}]")
+        split_qrels = {q: qrels[q] for q in map(key, rows["qid"])}
+        warn_unknown_documents(split_qrels, ids, f"{where} [{split}]")
+        warn_unjudged_queries(split_qrels, f"{where} [{split}]")
     return corpus, qs, qrels, top if many else None
+
+
+def warn_unjudged_queries(qrels: Qrels, where: str) -> None:
+    """One warning each, with a count and examples, for MAIR queries with no relevant label:
+    labels all 0 (nDCG@10 0 by construction, kept in the mean) and no labels at all (left out of
+    the mean). MAIR's own scorer (pytrec_eval over its labels) does the same, so the numbers stay
+    the benchmark's; a FollowIR or BEIR folder names such queries too, where MAIR said nothing."""
+    zero = [q for q, docs in qrels.items() if docs and max(docs.values()) <= 0]
+    none = [q for q, docs in qrels.items() if not docs]
+    n = len(qrels)
+    if zero:
+        log.warning(
+            "%s: %d of %d queries have labels but none above 0: nDCG@10 0 by construction, kept "
+            "in the mean (as MAIR scores them): %s",
+            where,
+            len(zero),
+            n,
+            preview_ids(map(repr, zero)),
+        )
+    if none:
+        log.warning(
+            "%s: %d of %d queries have no labels: left out of the mean (as MAIR scores them): %s",
+            where,
+            len(none),
+            n,
+            preview_ids(map(repr, none)),
+        )
 
 
 @functools.cache

@@ -275,6 +275,21 @@ def test_mair_rows_are_checked_as_a_folder_s_are(queries, docs, says):
         mair_split_data(*_mair(queries, docs), "MAIR-Bench/MAIR-Queries")
 
 
+def test_mair_queries_without_a_relevant_label_are_counted(caplog):
+    """A MAIR query whose labels are all 0 scored nDCG 0 in the mean, and one with no labels left
+    the mean, both without a word; MAIR's own scorer does the same, so both stay, now counted."""
+    queries = [
+        Q7,
+        {**Q7, "qid": "8", "labels": [{"id": "0", "score": 0}]},
+        {**Q7, "qid": "9", "labels": []},
+    ]
+    with caplog.at_level("WARNING"):
+        _, qs, qrels, _ = mair_split_data(*_mair(queries, [DOC0]), "MAIR-Bench/MAIR-Queries")
+    assert qrels == {"7": {"0": 1}, "8": {"0": 0}, "9": {}} and len(qs) == 3  # scored as MAIR does
+    assert "1 of 3 queries have labels but none above 0" in caplog.text and "'8'" in caplog.text
+    assert "1 of 3 queries have no labels: left out of the mean" in caplog.text and "'9'" in caplog.text
+
+
 def test_infosearch_rows_are_checked_and_unknown_documents_named(data_root, tmp_path, caplog):
     import shutil
 
