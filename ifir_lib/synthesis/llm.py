@@ -55,6 +55,7 @@ class Completion:
     truncated: bool = False  # the answer stopped mid-way (finish_reason "length" or "content_filter")
     cut_by: str | None = None
     served_model: str | None = None  # the model the reply named, where not the one asked for
+    usage_missing: bool = False  # the reply had no usage block: its tokens (and cost) are unknown
 
     def cut_note(self, max_tokens: int) -> str:
         """Why a truncated answer is not whole, for a row's reason."""
@@ -161,6 +162,7 @@ class LLMStats:
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    no_usage: int = 0  # new answers without a usage block: their tokens are not in the two above
     retry_reasons: collections.Counter = field(default_factory=collections.Counter)
 
 
@@ -238,6 +240,7 @@ class LLM:
             truncated=bool(hit.get("truncated", False)),
             cut_by=hit.get("cut_by") or ("length" if hit.get("truncated") else None),
             served_model=hit.get("served_model"),
+            usage_missing=bool(hit.get("usage_missing")),
         )
 
     async def complete(self, messages: list[dict]) -> Completion:
@@ -277,6 +280,9 @@ class LLM:
                     e.attempts = attempt
                     raise
         self.stats.ok += 1
+        missing = n_in is None or n_out is None  # no usage block: counted, its cost unknown
+        n_in, n_out = n_in or 0, n_out or 0
+        self.stats.no_usage += missing
         self.stats.prompt_tokens += n_in
         self.stats.completion_tokens += n_out
         if self.cache is not None:
@@ -289,6 +295,7 @@ class LLM:
                     "truncated": cut is not None,
                     "cut_by": cut,
                     **({"served_model": served} if served else {}),
+                    **({"usage_missing": True} if missing else {}),
                     "backend": self.backend.name,
                     "model": self.backend.model,
                     "created": time.time(),
@@ -304,6 +311,7 @@ class LLM:
             truncated=cut is not None,
             cut_by=cut,
             served_model=served,
+            usage_missing=missing,
         )
 
     def _served(self, served: str | None) -> str | None:

@@ -40,6 +40,7 @@ writes:
      "served_model"? (the model the reply named, where not ``model``: a gateway's fallback),
      "status": "accepted"|"declined"|"rejected"|"failed", "reason", "reversal", "reasoning",
      "raw", "template", "template_version", "usage": {"prompt_tokens", "completion_tokens"},
+     "usage_missing"? (true: the reply had no usage block, so its tokens and cost_usd read 0),
      "cost_usd", "instruction_type", "attempts", "cached", "elapsed_s"}
 
   ``seed_sha`` (``seeds.schema.seed_fingerprint``) names the version of the seed and N* the row
@@ -487,8 +488,23 @@ def _synthesize_locked(seeds, seed_rows, items, out: Path, cfg, tmpl, t0: float)
             summary.requests, summary.retries = st.requests, st.retries
             summary.prompt_tokens, summary.completion_tokens = st.prompt_tokens, st.completion_tokens
             summary.retry_reasons = dict(st.retry_reasons)
+            _warn_no_usage(summary, st.no_usage, st.ok)
         summary.elapsed_s = time.monotonic() - t0
     return summary
+
+
+def _warn_no_usage(summary: SynthesisSummary, no_usage: int, answers: int) -> None:
+    """Count the new replies that carried no ``usage`` block into ``summary`` (its cost and tokens
+    are then a lower bound), with a warning: they were costed $0 without a word."""
+    summary.no_usage, summary.cost_is_lower_bound = no_usage, no_usage > 0
+    if no_usage:
+        log.warning(
+            "%d of %d replies had no usage block: their tokens are unknown and costed $0, so the "
+            "run's cost ($%.4f) and token counts are a lower bound (their rows say usage_missing)",
+            no_usage,
+            answers,
+            summary.cost_usd,
+        )
 
 
 # ---- the output's identity, its sidecar, the output path ---------------------------------------
@@ -706,6 +722,10 @@ class SynthesisSummary:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     price_known: bool = True
+    # new answers whose reply had no usage block: costed $0, so ``cost_usd`` (and the token
+    # counts) are a lower bound, ``cost_is_lower_bound``; their rows say ``usage_missing``
+    no_usage: int = 0
+    cost_is_lower_bound: bool = False
     elapsed_s: float = 0.0
     template: str = ""
     template_version: str = ""
@@ -717,6 +737,8 @@ class SynthesisSummary:
         cost = f"${self.cost_usd:.4f}" + (
             "" if self.price_known else f" (no price for {self.model!r}; use --price)"
         )
+        if self.no_usage:
+            cost = f"at least {cost} ({self.no_usage} replies without a usage block, costed $0)"
         lines = [
             f"synthesis -> {self.out}  [{self.backend}:{self.model}, {self.template} {self.template_version}]",
             f"  keys {self.keys}: {self.skipped} already done, {self.written} written "
@@ -800,6 +822,7 @@ def _row(
         **({"negative_rng_seed": cfg.rng_seed} if cfg.negative_policy() == "random" else {}),
         "decoding": row_decoding(cfg),
         **({"served_model": c.served_model} if c is not None and c.served_model else {}),
+        **({"usage_missing": True} if c is not None and c.usage_missing else {}),  # cost_usd: a lower bound
         "status": parsed.status,
         "reason": parsed.reason,
         "reversal": parsed.reversal,

@@ -20,7 +20,8 @@ request's Authorization header, as a gateway passing an upstream error on as con
 ``"truncated"`` (an answer revised, then cut at ``finish_reason: "length"``), ``"content_filter"``
 (the same text, cut by moderation), ``"abort"`` (vLLM's aborted generation: empty content),
 ``"null_content"`` (``content: null``), ``"finish_null"`` (a whole answer, ``finish_reason: null``), ``"other_model"`` (the reply names
-another model, as a gateway's fallback does).
+another model, as a gateway's fallback does), ``"no_usage"`` (a whole answer without a ``usage``
+block, as some gateways and local servers send).
 ``server.latency_s`` delays every reply.
 ``server.api_key`` (if set) must match the bearer token or the reply is 401 (echoing the key,
 as some real servers do, so the client must redact it); ``server.models`` lists the known
@@ -47,6 +48,11 @@ DEFAULT_MODEL = "test-model"
 def _tag(prompt: str, name: str) -> str:
     m = re.search(rf"<{name}>\s*(.*?)\s*</{name}>", prompt, re.S)
     return m.group(1) if m else ""
+
+
+def _usage(prompt: str, text: str | None) -> dict:
+    n_in, n_out = len(prompt) // 4, len(text or "") // 4
+    return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
 
 
 def default_reversal(prompt: str) -> str:
@@ -164,11 +170,7 @@ class FakeOpenAIServer:
                 "choices": [
                     {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
                 ],
-                "usage": {
-                    "prompt_tokens": len(prompt) // 4,
-                    "completion_tokens": len(text or "") // 4,
-                    "total_tokens": len(prompt) // 4 + len(text or "") // 4,
-                },
+                **({} if fault == "no_usage" else {"usage": _usage(prompt, text)}),
             }
         )
 

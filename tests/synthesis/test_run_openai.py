@@ -521,3 +521,20 @@ def test_a_reply_from_another_model_is_recorded_and_warned_about(server, tmp_pat
     assert len(warned) == 1 and "served_model" in warned[0]  # once per run and model
     syn.synthesize(seeds, tmp_path / "again.jsonl", cfg(server))  # from the cache: still recorded
     assert sio.load_synthesis(tmp_path / "again.jsonl")[0].get("served_model") == "some-other-model"
+
+
+def test_replies_without_usage_are_counted_and_the_cost_is_a_lower_bound(server, tmp_path, capsys, caplog):
+    """A reply without a ``usage`` block (some gateways, local servers) was costed $0 without a
+    word: the printed and saved cost read as the whole run's."""
+    write_seeds(tmp_path / "seeds.jsonl", 3)
+    server.rules = {make_seed(0)["query"]: "no_usage"}
+    args = _synth_args(tmp_path, DEFAULT_MODEL, server.url) + ["--no-progress", "--price", "0.5,1.5"]
+    assert cli.main([*args, "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["no_usage"] == 1 and s["cost_is_lower_bound"] is True and s["accepted"] == 3
+    assert "1 of 3 replies had no usage block" in caplog.text and "lower bound" in caplog.text
+    by = {r["seed_id"]: r for r in sio.load_synthesis(tmp_path / "o.jsonl")}
+    assert by["seed-0000"]["usage_missing"] is True and by["seed-0000"]["cost_usd"] == 0
+    assert "usage_missing" not in by["seed-0001"] and by["seed-0001"]["cost_usd"] > 0
+    summary = syn.SynthesisSummary(**{**s, "out": Path(s["out"])}).format()
+    assert "est. cost at least $" in summary and "1 replies without a usage block" in summary
