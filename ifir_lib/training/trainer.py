@@ -481,6 +481,7 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
         _freeze_unused_pooler(model)
     _warn_replaced_prompts(model, cfg)
     model.prompts = {QUERY_PROMPT_NAME: cfg.query_prompt, DOCUMENT_PROMPT_NAME: cfg.document_prompt}
+    _drop_lost_default_prompt(model, cfg.base_model)
     _declare_cosine(model, cfg.base_model)
     ds = as_train_dataset(examples, cfg.num_negatives, with_labels=loss == "relation")  # list or Dataset
     doc_cols = [c for c in ds.column_names if c not in ("query", "label")]
@@ -561,6 +562,22 @@ def _warn_replaced_prompts(model, cfg: TrainConfig) -> None:
             cfg.query_prompt,
             cfg.document_prompt,
         )
+
+
+def _drop_lost_default_prompt(model, base_model: str) -> None:
+    """Unset ``default_prompt_name`` when it names a prompt that training replaced, with a warning:
+    the run was saved naming a prompt its folder lacks, and every loader (sentence-transformers,
+    ``ifir evaluate``, mteb) refused the finished folder with a ``ValueError``."""
+    name = getattr(model, "default_prompt_name", None)
+    if name is None or name in model.prompts:
+        return
+    log.warning(
+        "base model %s names %r as its default prompt; training replaces that prompt, so the trained "
+        "model is saved with no default prompt (encode() without a prompt adds none)",
+        base_model,
+        name,
+    )
+    model.default_prompt_name = None
 
 
 def _declare_cosine(model, base_model: str) -> None:

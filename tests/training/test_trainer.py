@@ -553,3 +553,25 @@ def test_a_base_declaring_dot_is_saved_declaring_the_cosine_it_was_trained_with(
     assert "declares similarity 'dot'; training optimises cosine" in caplog.text
     assert SentenceTransformer(str(res.run_dir), device="cpu").similarity_fn_name == "cosine"
     assert SentenceTransformer(str(tmp_path / "dotbase"), device="cpu").similarity_fn_name == "dot"
+
+
+def test_a_base_s_default_prompt_that_training_replaces_leaves_a_loadable_run(
+    tmp_path, minilm, bundled_seeds, caplog
+):
+    """A base naming one of the prompts training replaces as its ``default_prompt_name`` trained to
+    the end, then neither sentence-transformers nor ``load_model`` could open the run folder."""
+    import copy
+
+    from sentence_transformers import SentenceTransformer
+
+    base = copy.deepcopy(minilm)
+    base.prompts = {"query": "query: ", "retrieval": "Represent this for retrieval: "}
+    base.default_prompt_name = "retrieval"
+    base.save(str(tmp_path / "withdefault"))
+    cfg = TrainConfig.preset("smoke", base_model=str(tmp_path / "withdefault"), max_steps=1)
+    ts = build_trainset("ins-dv", bundled_seeds, budget=8, num_negatives=cfg.num_negatives)
+    with caplog.at_level("WARNING"):
+        res = train(ts.examples, tmp_path / "run", cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
+    assert "names 'retrieval' as its default prompt; training replaces that prompt" in caplog.text
+    loaded = SentenceTransformer(str(res.run_dir), device="cpu")
+    assert loaded.default_prompt_name is None and loaded.prompts == {"query": "", "document": ""}
