@@ -402,6 +402,7 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     quiet)."""
     mode, rng_seed, prompts, backend = condition
     labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
+    _warn_checkpoint(path, labels)
     key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
     run = RunFolder(path)
     info = run.info() if done else {}
@@ -420,6 +421,31 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
         )
     tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, this)]
     return labels, folders, tasks_todo
+
+
+def _warn_checkpoint(path, labels: dict) -> None:
+    """Warn when ``path`` is a training checkpoint (``RUN/checkpoints/checkpoint-N``) of a run
+    folder: it has no run record of its own, so its rows were labelled ``base``, rng_seed 0 (a
+    second base model beside the real one), and it reads the training length (``max_seq_length`` of
+    the run's config), not the length the run's saved model reads, without a word."""
+    p = Path(path).resolve()  # `checkpoint-2` given from inside RUN/checkpoints too
+    run = RunFolder(p.parent.parent)
+    if p.parent.name != "checkpoints" or not p.name.startswith("checkpoint-") or not run.is_run():
+        return
+    info = run.info()
+    log.warning(
+        "%s is a training checkpoint of the run %s (%s, rng_seed %s), not its saved model: it reads %s "
+        "tokens (the training length) where the run's saved model reads %s; its rows are labelled %s, "
+        "rng_seed %s (--mode and --rng-seed label them)",
+        path,
+        run.path,
+        info.get("mode"),
+        info.get("rng_seed"),
+        (info.get("config") or {}).get("max_seq_length"),
+        info.get("saved_max_seq_length", "its base model's length"),
+        labels["mode"],
+        labels["rng_seed"],
+    )
 
 
 def _evaluated(table: pd.DataFrame | None, plan: str = "") -> dict[tuple, dict[str, pd.DataFrame]]:

@@ -264,3 +264,34 @@ def test_a_folder_named_like_a_paper_set_or_an_aggregate_is_refused(tmp_path, na
         _run(followir=[folder])
     with pytest.raises(DataError, match="no-such-model"):  # a free name gets as far as the model
         _run(followir=[_set(tmp_path / "mybench")])
+
+
+def test_a_training_checkpoint_is_named_with_its_run_and_the_length_it_reads(tmp_path, bundled_seeds, caplog):
+    """A kept checkpoint (``--keep-checkpoints``, or an interrupted run's last) was scored as mode
+    ``base``, rng_seed 0, at the training length (96 tokens in smoke) where the run's saved model
+    reads 256, without a word; ``ifir compare`` then averaged it with the base as a replicate."""
+    from ifir_lib.training.trainer import TrainConfig, train
+    from ifir_lib.training.trainsets import build_trainset
+
+    cfg = TrainConfig.preset("smoke", max_steps=2, save_steps=2, rng_seed=3)
+    ts = build_trainset("ins-dv", bundled_seeds, budget=8, num_negatives=cfg.num_negatives)
+    run = train(
+        ts.examples,
+        tmp_path / "run",
+        cfg,
+        mode="ins-dv",
+        manifest=ts.manifest(),
+        device="cpu",
+        keep_checkpoints=True,
+    ).run_dir
+    ckpt = run / "checkpoints" / "checkpoint-2"
+    with caplog.at_level("WARNING"):
+        out = evaluate_models(
+            [str(ckpt)], followir=[_set(tmp_path / "eval")], bootstrap=0, style=None, cache=False
+        )
+    assert out and f"{ckpt} is a training checkpoint of the run {run} (ins-dv, rng_seed 3)" in caplog.text
+    assert "it reads 96 tokens (the training length) where the run's saved model reads 256" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        evaluate_models([str(run)], followir=[_set(tmp_path / "eval")], bootstrap=0, style=None, cache=False)
+    assert "training checkpoint" not in caplog.text  # the run's own folder: no warning
