@@ -172,7 +172,8 @@ def _training_sets(
     if _is_built_set(seeds_path):
         given = {"--reversals": reversals_path, "--curation": curation_path, "--budget": budget}
         given["--narrative-share"] = narrative_share if narrative_share != NARRATIVE_SHARE else None
-        return _built_set(modes, seeds_path, {**given, "held-out seeds": heldout_seeds or None})
+        given["held-out seeds"] = heldout_seeds or None
+        return _built_set(modes, seeds_path, given, cfg.num_negatives)
     _warn_unmatched(modes, budget)  # a built set (above) trains one mode and has no budget
     all_seeds = load_seeds(seeds_path, stage="train")
     reversals = None
@@ -208,11 +209,13 @@ def _is_built_set(path) -> bool:
     return "negatives" in first and "instruction_negatives" not in first
 
 
-def _built_set(modes, path, given: dict) -> dict:
+def _built_set(modes, path, given: dict, num_negatives: int) -> dict:
     """``{mode: (TrainSet, manifest, None)}`` for a built set read as it is. What only building from
     seeds uses (reversals, curation, a budget, held-out seeds) is a ``ConfigError``: the set would be
     trained without it. Rows that record their ``view`` must hold the mode's views (a built
-    ins-orig set trained as ins-dv would carry a false label)."""
+    ins-orig set trained as ins-dv would carry a false label). Where training keeps fewer negatives
+    than the set stores and the cut would drop N* from an original view, N* is moved first, as a
+    set built from seeds at ``num_negatives`` has it (``_keep_n_star``)."""
     if len(modes) != 1:
         raise ConfigError(f"{path} is a built training set: it trains one mode, not {len(modes)}")
     ignored = [flag for flag, value in given.items() if value is not None]
@@ -232,7 +235,7 @@ def _built_set(modes, path, given: dict) -> dict:
         )
     if views and wanted:
         _check_groups(path, mode, examples, wanted)
-        _warn_orig_without_n_star(path, examples)
+        examples = _keep_n_star(path, examples, num_negatives)
     ts = TrainSet(mode, examples)
     return {mode: (ts, {**ts.manifest(), "source": str(path)}, None)}
 
@@ -254,14 +257,18 @@ def _check_groups(path, mode: str, examples: list[dict], wanted: set[str]) -> No
         )
 
 
-def _warn_orig_without_n_star(path, examples: list[dict]) -> int:
-    """Warn with the count of seeds whose original view lacks N* (the passage their dv view makes
-    relevant): a set built before the original view kept N* under a cut to ``num_negatives``
-    (2026-12-07), which trains P+ against another instruction negative while the dv view swaps
-    P+ and N*. Built sets carry no version field; this is read from the rows. Returns the count."""
+def _keep_n_star(path, examples: list[dict], k: int) -> list[dict]:
+    """The examples with N* (the positive of the seed's dv view) moved first among an original
+    view's negatives where training's cut to ``k`` negatives would drop it, as ``trainsets._orig``
+    does when building from seeds: a set built at 3 negatives and trained at 1 otherwise trained P+
+    against another instruction negative while the dv view swapped P+ and N*. Where the cut keeps
+    N*, the rows are unchanged (same data sha). An original view that lacks N* altogether (a set
+    built before the original view kept N*, 2026-12-07; built sets carry no version field) is
+    warned about with the count: it cannot be repaired from the rows."""
     n_star = {ex["group"]: ex["positive"]["id"] for ex in examples if ex.get("view") == "dv"}
     origs = [ex for ex in examples if ex.get("view") == "orig" and ex["group"] in n_star]
-    old = [ex["id"] for ex in origs if n_star[ex["group"]] not in {p["id"] for p in ex["negatives"]}]
+    ids = {ex["id"]: [p["id"] for p in ex["negatives"]] for ex in origs}
+    old = [ex["id"] for ex in origs if n_star[ex["group"]] not in ids[ex["id"]]]
     if old:
         log.warning(
             "%s: %d of %d seeds' original view (e.g. %s) lacks N*, the positive of their dv view: built "
@@ -272,4 +279,15 @@ def _warn_orig_without_n_star(path, examples: list[dict]) -> int:
             len(origs),
             old[0],
         )
-    return len(old)
+    cut = {ex["id"]: ids[ex["id"]].index(n_star[ex["group"]]) for ex in origs if ex["id"] not in old}
+    cut = {i: j for i, j in cut.items() if j >= k}
+    if cut:
+        log.info("%s: %d original views hold N* past num_negatives %d; moved it first", path, len(cut), k)
+    out = []
+    for ex in examples:
+        j = cut.get(ex["id"]) if ex.get("view") == "orig" else None
+        if j is not None:
+            negs = list(ex["negatives"])
+            ex = {**ex, "negatives": [negs.pop(j), *negs]}
+        out.append(ex)
+    return out

@@ -575,3 +575,23 @@ def test_a_base_s_default_prompt_that_training_replaces_leaves_a_loadable_run(
     assert "names 'retrieval' as its default prompt; training replaces that prompt" in caplog.text
     loaded = SentenceTransformer(str(res.run_dir), device="cpu")
     assert loaded.default_prompt_name is None and loaded.prompts == {"query": "", "document": ""}
+
+
+def test_a_built_set_trained_with_fewer_negatives_keeps_n_star_in_its_original_view(tmp_path, bundled_seeds):
+    """A set built at 3 negatives (N* kept in seed order, as instruction negative 1 or 2) and trained
+    at num_negatives 1 cut N* from every original view: P+ trained against another instruction
+    negative while the dv view swapped P+ and N*. It is moved first now, as building at 1 does."""
+    from ifir_lib.pipelines.train import training_sets
+
+    seeds = [s for s in bundled_seeds if s["reference_negative_index"] != 0][:20]
+    built = build_trainset("ins-dv", seeds, budget=8, num_negatives=3)
+    path = save_trainset(built, tmp_path / "built_k3.jsonl")
+    kw = dict(seeds_path=path, preset="smoke")
+    ex = training_sets(("ins-dv",), num_negatives=1, **kw)["ins-dv"].examples
+    n_star = {e["group"]: e["positive"]["id"] for e in ex if e["view"] == "dv"}
+    origs = [e for e in ex if e["view"] == "orig"]
+    assert len(origs) == 4 and all(e["negatives"][0]["id"] == n_star[e["group"]] for e in origs)
+    assert all(len(e["negatives"]) == 3 for e in origs)  # moved first, none dropped
+    # where the cut keeps N*, the rows are the file's as they are (same data sha)
+    kept = training_sets(("ins-dv",), num_negatives=3, **kw)["ins-dv"]
+    assert kept.examples == built.examples and kept.manifest()["sha256"] == built.manifest()["sha256"]
