@@ -31,7 +31,7 @@ from ..curation.decisions import load_decisions
 from ..seeds.forms import NARRATIVE_SHARE
 from ..seeds.schema import load_seeds
 from ..training.dry_run import dry_run as estimate
-from ..training.heldout import split_heldout
+from ..training.heldout import shared_bare_queries, split_heldout
 from ..training.trainer import TrainConfig, TrainResult, as_mnrl, mode_config, train
 from ..training.trainsets import (
     MODE_VIEWS,
@@ -180,6 +180,7 @@ def _training_sets(
     if reversals_path:
         reversals = match_reversals(all_seeds, load_reversals(reversals_path), str(seeds_path))
     seeds, heldout = split_heldout(all_seeds, heldout_seeds)
+    _warn_shared_bare_query(modes, seeds, heldout)
     curation = load_decisions(curation_path) if curation_path else None
     check_decisions_name_seeds(curation, [s["id"] for s in all_seeds])  # held-out seeds count too
     sets = {}
@@ -199,6 +200,42 @@ def _training_sets(
         sets[mode] = (ts, {**ts.manifest(), **sources}, heldout)
     warn_forms_differ({mode: ts.counts for mode, (ts, _, _) in sets.items()})
     return sets
+
+
+def _warn_shared_bare_query(modes, seeds: list[dict], heldout: list[dict]) -> int:
+    """Warn, naming the seeds, where a mode with a bare-query view (``MODE_VIEWS``: All-orig) is
+    built on a held-out split in which a training seed asks a held-out seed's bare query: that
+    view trains the question the held-out ``query_acc`` scores. Other modes train no bare query,
+    so it is only logged at info for them. Returns the count of such training seeds."""
+    pairs = shared_bare_queries(seeds, heldout)
+    if not pairs:
+        return 0
+    bare = [m for m in modes if "query" in MODE_VIEWS.get(data_mode(m), ())]
+    (t, h), n_held = pairs[0], len({h["id"] for _, h in pairs})
+    if not bare:
+        log.info(
+            "held-out split: %d training seed(s) ask a held-out seed's bare query (e.g. %s, %s); "
+            "no mode here trains a bare-query view",
+            len(pairs),
+            t["id"],
+            h["id"],
+        )
+        return len(pairs)
+    log.warning(
+        "held-out split: training seed %s asks the bare query of held-out seed %s (%r); %s trains that "
+        "query as its bare-query view, so %s's held-out query_acc is not fully held out (%d training "
+        "seed(s), %d of %d held-out seeds; the split groups questions with their instructions only, "
+        "docs/method.md §6)",
+        t["id"],
+        h["id"],
+        h["query"],
+        ", ".join(bare),
+        h["id"],
+        len(pairs),
+        n_held,
+        len(heldout),
+    )
+    return len(pairs)
 
 
 def _is_built_set(path) -> bool:

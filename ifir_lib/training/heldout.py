@@ -20,7 +20,6 @@ Not handled here: the evaluation sets (``evaluate``), training (``train``).
 from __future__ import annotations
 
 import hashlib
-import logging
 
 import numpy as np
 from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
@@ -28,8 +27,6 @@ from sentence_transformers.sentence_transformer.evaluation import SentenceEvalua
 from ..core.models import encode, format_query
 from ..seeds.forms import forms
 from ..seeds.schema import NARRATIVE_FIELDS, normalized_text, text_key
-
-log = logging.getLogger(__name__)
 
 
 def _rank(seed_id: str) -> str:
@@ -60,30 +57,18 @@ def split_heldout(seeds: list[dict], n: int) -> tuple[list[dict], list[dict]]:
             held.update(members)
         if len(held) == n:
             break
-    train, out = [s for s in seeds if s["id"] not in held], [s for s in seeds if s["id"] in held]
-    _warn_shared_bare_query(train, out)
-    return train, out
+    return [s for s in seeds if s["id"] not in held], [s for s in seeds if s["id"] in held]
 
 
-def _warn_shared_bare_query(train: list[dict], held: list[dict]) -> int:
-    """Warn with the count of training seeds whose bare query (``normalized_text``) is a held-out
-    seed's: the split groups questions with their instruction only, so a bare-query view (All-orig)
-    trains the question the held-out ``query_acc`` scores. The split is left as it is (it pins the
-    bundled one). Returns the count."""
-    asked = {normalized_text(s["query"]) for s in held}
-    sharing = [s for s in train if normalized_text(s["query"]) in asked]
-    if sharing:
-        shared = {normalized_text(s["query"]) for s in sharing}
-        n_held = sum(1 for s in held if normalized_text(s["query"]) in shared)
-        log.warning(
-            "held-out split: %d training seed(s) share the bare query of %d held-out seed(s) (e.g. %s, "
-            "%r): a bare-query view (all-orig) trains the question their held-out query_acc scores",
-            len(sharing),
-            n_held,
-            sharing[0]["id"],
-            sharing[0]["query"],
-        )
-    return len(sharing)
+def shared_bare_queries(train: list[dict], held: list[dict]) -> list[tuple[dict, dict]]:
+    """``[(training seed, held-out seed)]`` asking the same bare query (``normalized_text``): the
+    split groups a question with its instructions only (``split_heldout`` is pinned as it is), so
+    a mode with a bare-query view (All-orig) trains the question the held-out seed's ``query_acc``
+    scores. ``pipelines.train`` warns of them when it builds such a mode. One pass over the seeds."""
+    asked: dict[str, dict] = {}
+    for s in held:
+        asked.setdefault(normalized_text(s["query"]), s)
+    return [(s, asked[q]) for s in train if (q := normalized_text(s["query"])) in asked]
 
 
 # the instructions a seed trains or is scored under, each a question with a relevant passage

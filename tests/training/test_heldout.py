@@ -8,7 +8,7 @@ import pytest
 
 from ifir_lib.core.models import format_query
 from ifir_lib.testing.inputs import make_seed
-from ifir_lib.training.heldout import heldout_scores, split_heldout
+from ifir_lib.training.heldout import heldout_scores, shared_bare_queries, split_heldout
 from support.fakes import FakeEncoder
 
 
@@ -154,18 +154,40 @@ def test_heldout_scores_pool_the_narrative_form():
     assert half["orig_acc"] == half["rev_acc"] == pytest.approx(50.0) and half["query_acc"] == 100.0
 
 
-def test_training_seeds_sharing_a_held_out_seed_s_bare_query_are_counted(caplog):
+def test_training_seeds_sharing_a_held_out_seed_s_bare_query_are_paired(caplog):
     """The split groups a question with its instruction only: All-orig trained a held-out seed's
     bare query (its query_acc question) through a seed with another instruction, without a word.
-    The split stays as it is (the bundled one is pinned); a warning counts them."""
+    The split stays as it is (the bundled one is pinned) and says nothing itself; the pairs are
+    found for the modes that train a bare query (pipelines.train warns there)."""
     seeds = [make_seed(i) for i in range(12)]
     train, held = split_heldout(seeds, 3)
     asked = held[0]["query"]
     again = [{**s, "query": f"  {asked.upper()} "} if s["id"] == train[4]["id"] else s for s in seeds]
-    with caplog.at_level("WARNING"):
+    with caplog.at_level("INFO"):
         train2, held2 = split_heldout(again, 3)
     assert [s["id"] for s in held2] == [s["id"] for s in held]  # the split is unchanged
-    (said,) = [r.getMessage() for r in caplog.records if "held-out split" in r.getMessage()]
-    assert said.startswith(
-        f"held-out split: 1 training seed(s) share the bare query of 1 held-out seed(s) (e.g. {train[4]['id']}"
-    )
+    assert not caplog.records
+    assert [(t["id"], h["id"]) for t, h in shared_bare_queries(train2, held2)] == [
+        (train[4]["id"], held[0]["id"])
+    ]
+
+
+@pytest.mark.parametrize("mode", ["all-orig", "ins-dv"])
+def test_the_bare_query_warning_is_given_only_for_a_mode_that_trains_the_bare_query(mode, caplog):
+    """The warning fired from every split, for modes with no bare-query view (the cpu experiment
+    preset, none of whose modes trains one, gave it for each of its runs); it is a warning only when
+    a mode with the bare-query view is built, naming both seeds (bundled: H-003 asks B-023's query)."""
+    from ifir_lib.pipelines.train import training_sets
+
+    with caplog.at_level("WARNING"):
+        training_sets((mode,), preset="smoke", budget=8, heldout_seeds=64)
+    said = [r.getMessage() for r in caplog.records if "held-out split" in r.getMessage()]
+    if mode == "ins-dv":
+        assert said == []
+    else:
+        assert said == [
+            "held-out split: training seed H-003 asks the bare query of held-out seed B-023 ('do smart "
+            "thermostats actually save energy'); all-orig trains that query as its bare-query view, so "
+            "B-023's held-out query_acc is not fully held out (1 training seed(s), 1 of 64 held-out seeds; "
+            "the split groups questions with their instructions only, docs/method.md §6)"
+        ]
