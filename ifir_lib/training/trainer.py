@@ -518,10 +518,16 @@ def same_query_in_batch(examples, ds, sampler, cfg: TrainConfig) -> int:
     """With in-batch negatives on, the co-batched seed pairs that share a normalized bare query over
     the run's batches (``sampler`` on ``ds``, epoch by epoch to the run's length), warned about:
     each seed's documents are negatives of the other's rows though they may answer its query (the
-    loss masks a row's own seed only). A streamed Arrow set (no bare query column) is not checked."""
+    loss masks a row's own seed only). A streamed Arrow set (no bare query column) is not checked.
+    The batches are replayed (quadratic in the rows) only when some query is asked by two seeds."""
     if not cfg.in_batch_negatives or not isinstance(examples, list):
         return 0
     query = [normalized_text(e["query"]) for e in examples]
+    groups_of: dict[str, set] = {}
+    for q, e in zip(query, examples):
+        groups_of.setdefault(q, set()).add(e["group"])
+    if all(len(g) < 2 for g in groups_of.values()):  # O(n): no query of two seeds, no batch to replay
+        return 0
     s = sampler(ds, batch_size=cfg.batch_size, drop_last=False, seed=cfg.rng_seed)
     total = cfg.max_steps if cfg.max_steps > 0 else math.ceil(cfg.epochs * len(s.batches(0)))
     pairs, steps, epoch = 0, 0, 0

@@ -95,3 +95,27 @@ def test_co_batched_seeds_sharing_a_query_are_counted_when_in_batch_negatives_ar
         assert same_query_in_batch(rest, ds.select(keep), DualViewBatchSampler, on) == 0
     (said,) = [r.getMessage() for r in caplog.records]
     assert said.startswith("in-batch negatives: 3 times over 3 steps a batch holds two seeds with one query")
+
+
+def test_the_same_query_count_replays_no_batches_when_no_query_is_asked_by_two_seeds():
+    """The count replayed the quadratic sampler over every epoch of the run (minutes at 480k rows)
+    even where no two seeds share a query, so no batch could hold such a pair; it returns 0 first."""
+    from ifir_lib.testing.inputs import make_seed
+    from ifir_lib.training.trainer import TrainConfig, same_query_in_batch
+    from ifir_lib.training.trainsets import as_train_dataset, build_trainset
+
+    replayed = []
+
+    class Counted(DualViewBatchSampler):
+        def batches(self, epoch):
+            replayed.append(epoch)
+            return super().batches(epoch)
+
+    seeds = [make_seed(i) for i in range(6)]
+    examples = build_trainset("ins-dv", seeds, budget=12, num_negatives=2, negative_audit=None).examples
+    ds = as_train_dataset(examples, 2)
+    on = TrainConfig.preset("smoke", batch_size=16, max_steps=3, num_negatives=2, in_batch_negatives=True)
+    assert same_query_in_batch(examples, ds, Counted, on) == 0 and replayed == []
+    seeds[1] = {**seeds[1], "query": seeds[0]["query"]}  # now one query is two seeds': replayed
+    examples = build_trainset("ins-dv", seeds, budget=12, num_negatives=2, negative_audit=None).examples
+    assert same_query_in_batch(examples, as_train_dataset(examples, 2), Counted, on) == 3 and replayed

@@ -595,3 +595,17 @@ def test_a_built_set_trained_with_fewer_negatives_keeps_n_star_in_its_original_v
     # where the cut keeps N*, the rows are the file's as they are (same data sha)
     kept = training_sets(("ins-dv",), num_negatives=3, **kw)["ins-dv"]
     assert kept.examples == built.examples and kept.manifest()["sha256"] == built.manifest()["sha256"]
+
+
+def test_training_with_in_batch_negatives_warns_of_co_batched_seeds_sharing_a_query(tmp_path, caplog):
+    """The count was tested on its own; training must call it (with in-batch negatives on, on rank
+    0) or a run co-batching two seeds of one query pushes each one's passages away without a word."""
+    from ifir_lib.testing.inputs import make_seed
+
+    seeds = [make_seed(i) for i in range(6)]
+    seeds[1] = {**seeds[1], "query": "  " + seeds[0]["query"].upper()}
+    cfg = TrainConfig.preset("smoke", batch_size=16, max_steps=1, num_negatives=2, in_batch_negatives=True)
+    ts = build_trainset("ins-dv", seeds, budget=12, num_negatives=2, negative_audit=None)
+    with caplog.at_level("WARNING"):
+        train(ts.examples, tmp_path / "run", cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
+    assert "in-batch negatives: 1 times over 1 steps a batch holds two seeds with one query" in caplog.text
