@@ -5,18 +5,21 @@ A batch must hold both views of a seed (the original ``(q+I, P+)`` and the rever
 must never hold one query text twice (its rows would contradict each other in the relation
 matrix). Rows are identified by the integer ``label`` column that ``trainsets.encode_ids`` writes:
 ``label[0]`` is the group (seed), ``label[1]`` the query. Not handled here: the loss
-(``relation_loss``), building rows (``trainsets``, ``train``).
+(``relation_loss``), building rows (``trainsets``, ``train``). ``ShuffledBatchSampler`` is the
+``mnrl`` baseline's plain shuffle, on the same per-epoch seeds.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 from sentence_transformers.base.sampler import DefaultBatchSampler
 
 # The scheme that turns (seed, epoch) into an epoch's order, recorded with each run
 # (``trainer``): 1 seeded ``seed + epoch``, so rng_seed k+1's epoch 0 replayed rng_seed k's epoch
-# 1 on a built set; 2 (``epoch_rng``) keeps epoch 0 and draws later epochs from a hash.
+# 1 on a built set; 2 (``epoch_rng``) keeps epoch 0 and draws later epochs from a hash (the
+# ``mnrl`` loss's shuffle too: ``ShuffledBatchSampler``).
 BATCH_ORDER = 2
 
 
@@ -100,3 +103,31 @@ class SingleViewBatchSampler(DualViewBatchSampler):
     """Same as ``DualViewBatchSampler`` but views of a seed are shuffled independently."""
 
     co_batch = False
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """A torch seed for ``epoch`` under ``seed``, as ``epoch_rng`` draws: ``seed`` for epoch 0,
+    a hash of ``"seed:epoch"`` for the others."""
+    if epoch == 0 and seed >= 0:
+        return seed
+    return int.from_bytes(hashlib.sha256(f"{seed}:{epoch}".encode()).digest()[:8], "big") >> 1
+
+
+class ShuffledBatchSampler(DefaultBatchSampler):
+    """The ``mnrl`` baseline's batches: a random permutation of the rows cut into batches, as
+    sentence-transformers' default sampler does, but drawn from ``epoch_seed(seed, epoch)``. The
+    default (accelerate's seedable sampler) seeds ``seed + epoch``, so on one row order (a built
+    set) rng_seed k+1's epoch 0 replayed rng_seed k's epoch 1; epoch 0 is the default's order."""
+
+    def __iter__(self):
+        import torch
+
+        g = torch.Generator()
+        g.manual_seed(epoch_seed(self.seed, self.epoch))
+        order = torch.randperm(len(self.sampler), generator=g).tolist()
+        for i in range(len(self)):
+            yield order[i * self.batch_size : (i + 1) * self.batch_size]
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)

@@ -42,7 +42,7 @@ from ..core.models import base_record, build_model, model_digest, model_fingerpr
 from ..core.progress import progress_enabled
 from ..core.run_folder import RUN_FILE, RunFolder
 from ..seeds.schema import normalized_text
-from .samplers import BATCH_ORDER, DualViewBatchSampler, SingleViewBatchSampler
+from .samplers import BATCH_ORDER, DualViewBatchSampler, ShuffledBatchSampler, SingleViewBatchSampler
 from .trainsets import as_train_dataset
 
 log = logging.getLogger(__name__)
@@ -245,7 +245,7 @@ def _train(
     resuming = any((c / "trainer_state.json").is_file() for c in run.checkpoints())  # a whole one
     if resuming:
         _check_resume_world(run, world)
-        _check_resume_order(run, loss)
+        _check_resume_order(run)
     if rank == 0:
         # ``base_model`` here is absolute for a local folder; ``config.base_model`` stays as given,
         # so what a rerun and a sibling compare (the config) is what finished runs recorded
@@ -311,14 +311,15 @@ def _check_resume_world(run: RunFolder, world: int) -> None:
         )
 
 
-def _check_resume_order(run: RunFolder, loss: str) -> None:
+def _check_resume_order(run: RunFolder) -> None:
     """A ``ConfigError`` when ``run``'s checkpoints were written past its first epoch under another
     batch order (``samplers.BATCH_ORDER``; a record without one: order 1, ``seed + epoch``): the
     resumed epoch would replay its first steps' batches in the new order, training some seeds twice
-    and others never. Epoch 0's order is the same in both, so a checkpoint within it resumes."""
+    and others never. Epoch 0's order is the same in both, so a checkpoint within it resumes. Both
+    losses: ``mnrl``'s shuffle takes the same per-epoch seeds (``ShuffledBatchSampler``)."""
     was = run.info().get("batch_order", 1)
     ckpts = [c for c in run.checkpoints() if (c / "trainer_state.json").is_file()]
-    if loss != "relation" or was == BATCH_ORDER or not ckpts:  # mnrl: the library's own sampler
+    if was == BATCH_ORDER or not ckpts:
         return
     epoch = json.loads((ckpts[-1] / "trainer_state.json").read_text()).get("epoch") or 0.0
     if epoch > 1.0:
@@ -504,7 +505,7 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
             loss_fn.doc_encoder = FrozenBottom(model, cfg.train_top_layers, share_as=share_as)
     elif loss == "mnrl":
         loss_fn = MultipleNegativesRankingLoss(model, scale=1.0 / cfg.temperature)
-        sampler = "batch_sampler"
+        sampler = ShuffledBatchSampler  # the library's shuffle, seeded per epoch as ours (no seed + epoch)
         if cfg.train_top_layers is not None:  # the same layers train; no cached document states
             from .frozen import FrozenBottom
 

@@ -63,12 +63,11 @@ def test_a_checkpoint_past_epoch_1_under_the_old_batch_order_is_not_resumed(tmp_
         (ckpt / "trainer_state.json").write_text(json.dumps({"epoch": epoch, "global_step": 6}))
         if refused:
             with pytest.raises(ValueError, match=r"epoch 1\.50 under batch order 1 .* mix the two orders"):
-                _check_resume_order(run, "relation")
+                _check_resume_order(run)
         else:
-            _check_resume_order(run, "relation")
-    _check_resume_order(run, "mnrl")  # the library's own sampler: no order of ours
+            _check_resume_order(run)
     run.start({"mode": "ins-dv", "batch_order": BATCH_ORDER}, "abc", resuming=True)
-    _check_resume_order(run, "relation")
+    _check_resume_order(run)
 
 
 def test_co_batched_seeds_sharing_a_query_are_counted_when_in_batch_negatives_are_on(caplog):
@@ -119,3 +118,33 @@ def test_the_same_query_count_replays_no_batches_when_no_query_is_asked_by_two_s
     seeds[1] = {**seeds[1], "query": seeds[0]["query"]}  # now one query is two seeds': replayed
     examples = build_trainset("ins-dv", seeds, budget=12, num_negatives=2, negative_audit=None).examples
     assert same_query_in_batch(examples, as_train_dataset(examples, 2), Counted, on) == 3 and replayed
+
+
+def test_mnrl_batches_of_one_replicate_do_not_replay_another_s_epoch(tmp_path, bundled_seeds):
+    """``--loss mnrl`` took sentence-transformers' shuffle, which accelerate seeds ``seed + epoch``:
+    on a built set rng_seed 1's epoch 0 was rng_seed 0's epoch 1. It is seeded per epoch as the
+    relation loss's batches now, and its epoch 0 is the library's own order (runs keep it)."""
+    from sentence_transformers import SentenceTransformerTrainer
+
+    from ifir_lib.core.run_folder import RunFolder
+    from ifir_lib.training.trainer import TrainConfig, _model_and_data, _training_args, as_mnrl
+    from ifir_lib.training.trainsets import build_trainset
+
+    def orders(cfg, examples, library_sampler=False):
+        model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, "mnrl", "cpu", 1)
+        sampler = "batch_sampler" if library_sampler else sampler
+        args = _training_args(cfg, RunFolder(tmp_path / f"r{cfg.rng_seed}"), sampler, prompts, {}, "cpu")
+        dl = SentenceTransformerTrainer(
+            model=model, args=args, train_dataset=ds, loss=loss_fn
+        ).get_train_dataloader()
+        out = []
+        for epoch in (0, 1):
+            dl.set_epoch(epoch)
+            out.append([tuple(map(tuple, b["query_input_ids"].tolist())) for b in dl])
+        return out
+
+    cfg = as_mnrl(TrainConfig.preset("smoke", batch_size=4))
+    examples = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives).examples
+    (a0, a1), (b0, b1) = orders(cfg, examples), orders(cfg.replace(rng_seed=1), examples)
+    assert a0 != a1 and b0 != a1 and b1 != a1 and len(a0) == len(b0) == 4
+    assert orders(cfg, examples, library_sampler=True)[0] == a0  # epoch 0: the library's order
