@@ -315,14 +315,15 @@ def _check_resume_order(run: RunFolder) -> None:
     """A ``ConfigError`` when ``run``'s checkpoints were written past its first epoch under another
     batch order (``samplers.BATCH_ORDER``; a record without one: order 1, ``seed + epoch``): the
     resumed epoch would replay its first steps' batches in the new order, training some seeds twice
-    and others never. Epoch 0's order is the same in both, so a checkpoint within it resumes. Both
+    and others never. Epoch 0's order is the same in both, so a checkpoint within it resumes, and
+    one at an exact epoch boundary skips no batch (each later epoch is whole in the new order). Both
     losses: ``mnrl``'s shuffle takes the same per-epoch seeds (``ShuffledBatchSampler``)."""
     was = run.info().get("batch_order", 1)
     ckpts = [c for c in run.checkpoints() if (c / "trainer_state.json").is_file()]
     if was == BATCH_ORDER or not ckpts:
         return
     epoch = json.loads((ckpts[-1] / "trainer_state.json").read_text()).get("epoch") or 0.0
-    if epoch > 1.0:
+    if epoch > 1.0 and not float(epoch).is_integer():  # at a boundary no batch is skipped
         raise ConfigError(
             f"{ckpts[-1]}: written at epoch {epoch:.2f} under batch order {was} (now {BATCH_ORDER}: later "
             "epochs are shuffled otherwise); resuming would mix the two orders. Use a new --out, or "

@@ -46,7 +46,8 @@ def test_no_rng_seed_replays_another_s_epoch_and_epoch_0_keeps_its_order():
 
 def test_a_checkpoint_past_epoch_1_under_the_old_batch_order_is_not_resumed(tmp_path):
     """Resumed under another order, the rest of the epoch replays its first steps' batches newly
-    shuffled: some seeds twice, others never. Within epoch 0 both orders agree."""
+    shuffled: some seeds twice, others never. Within epoch 0 both orders agree, and a checkpoint
+    at an exact epoch boundary (2.0) skips no batch, so it was refused for nothing: it resumes."""
     import json
 
     import pytest
@@ -59,10 +60,12 @@ def test_a_checkpoint_past_epoch_1_under_the_old_batch_order_is_not_resumed(tmp_
     ckpt = run.checkpoints_dir / "checkpoint-6"
     ckpt.mkdir(parents=True)
     run.start({"mode": "ins-dv"}, "abc")  # recorded before runs kept their batch order
-    for epoch, refused in ((0.5, False), (1.0, False), (1.5, True)):
+    for epoch, refused in ((0.5, False), (1.0, False), (1.5, True), (2.0, False), (2.5, True)):
         (ckpt / "trainer_state.json").write_text(json.dumps({"epoch": epoch, "global_step": 6}))
         if refused:
-            with pytest.raises(ValueError, match=r"epoch 1\.50 under batch order 1 .* mix the two orders"):
+            with pytest.raises(
+                ValueError, match=rf"epoch {epoch:.2f} under batch order 1 .* mix the two orders"
+            ):
                 _check_resume_order(run)
         else:
             _check_resume_order(run)
