@@ -32,8 +32,10 @@ With ``skip_done``, a (model, mode, rng_seed, prompts, backend, folder, data_sha
 table is not evaluated again (a row without a digest, from an older table, counts for any): a rerun
 of the demo or the experiment resumes. Rows that record another training run (``run_sha``) than
 the folder's now (``RunFolder.identity``: another machine's run copied over it) do not count, nor
-do rows without one written before a finished run folder's ``started`` time: they scored the model that lived there before the run was trained again, so it is evaluated
-again and readers take the later rows (``results.one_evaluation_per_run``). Not handled here: the metrics
+do rows without one written before a finished run folder's ``started`` time: they scored the model
+that lived there before the run was trained again, so it is evaluated again and readers take the
+later rows (``results.one_evaluation_per_run``). Rows that record the folder's own run count
+whatever the clocks say (a record's naive local time read in another time zone). Not handled here: the metrics
 (``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
 """
 
@@ -398,8 +400,8 @@ def _evaluate_one(path, followir, beir, named, engine, cache, options) -> list[E
 def _todo(label, path, condition, followir, named, done, digests, table) -> tuple[dict, list, list]:
     """``(labels, FollowIR folders, named tasks)`` still to evaluate for one model: those not in
     the table for its labels and ``condition`` (mode, rng_seed, prompts, backend), or in it only
-    from before its run folder was trained again (``_done``); says which, naming ``table`` (None:
-    quiet)."""
+    from another run than the one in its folder now (``_done``); says which, naming ``table``
+    (None: quiet)."""
     mode, rng_seed, prompts, backend = condition
     labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
     _warn_checkpoint(path, labels)
@@ -414,11 +416,14 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     said = f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}"
     if len(folders) < len(followir) and table:
         print(f"{said}: already in {table}")
-    if started and any((*key, f.name) in done for f in folders) and table:
-        print(
-            f"{said}: {path} holds another run than its rows in {table} (trained again or copied over "
-            "since they were written); evaluated again (the later rows are read)"
+    again = [r for f in folders for r in _rows(done, key, f.name, digests)]
+    if again and table:
+        why = (
+            f"{path} holds another run than its rows in {table} (trained again or copied over since they were written)"
+            if this[1] and _run_shas(again) - {this[1]}
+            else f"its rows in {table} were written before {path} started (by this machine's clock)"
         )
+        print(f"{said}: {why}; evaluated again (the later rows are read)")
     tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, this)]
     return labels, folders, tasks_todo
 
@@ -474,18 +479,34 @@ def _label(model: str | Path) -> str:
     return os.path.normpath(model) if Path(model).is_dir() else str(model)
 
 
-def _done(done: dict, key: tuple, name: str, digests: dict[str, str], run: tuple) -> bool:
-    """Whether the set ``name`` is in the table for ``key``: with the same content digest, or
-    with none (a row written before ``data_sha``: its content is unknown, so it is taken as this
-    set's, and a resumed run goes on as it did); and by the run now at that path (``run``:
-    its ``started`` and ``RunFolder.identity``). A row that records another ``run_sha`` scored
-    another run (a folder trained again, or another machine's run copied over it, whatever the
-    clocks say); a row without one (written before ``run_sha``) must not predate ``started``."""
-    started, identity = run
+def _rows(done: dict, key: tuple, name: str, digests: dict[str, str]) -> list[pd.DataFrame]:
+    """The rows (``timestamp``, ``run_sha``) of the set ``name`` in the table for ``key``: with the
+    same content digest, or with none (a row written before ``data_sha``: its content is unknown,
+    so it is taken as this set's, and a resumed run goes on as it did)."""
     shas = done.get((*key, name), {})
-    rows = [shas[s] for s in ("", digests.get(name, "")) if s in shas]
-    rows = [r[r["run_sha"].isin(["", "nan", identity])] if identity else r for r in rows]
-    return any(len(r) and not evaluated_before(r["timestamp"], started, slack_minutes=0) for r in rows)
+    return [shas[s] for s in ("", digests.get(name, "")) if s in shas]
+
+
+def _run_shas(rows: list[pd.DataFrame]) -> set[str]:
+    """The runs (``run_sha``) that ``rows`` record, leaving out rows written before the column."""
+    return {s for r in rows for s in r["run_sha"].astype(str)} - {"", "nan"}
+
+
+def _done(done: dict, key: tuple, name: str, digests: dict[str, str], run: tuple) -> bool:
+    """Whether the set ``name`` is in the table for ``key`` (``_rows``) by the run now at that
+    path (``run``: its ``started`` and ``RunFolder.identity``). A row that records this run's
+    identity (``run_sha``) scored it, whatever the clocks say (a record's naive local ``started``
+    read in another time zone than the machine that wrote it); one that records another scored
+    another run (a folder trained again, or another machine's run copied over it); a row without
+    one (written before ``run_sha``) must not predate ``started``."""
+    started, identity = run
+    for r in _rows(done, key, name, digests):
+        if identity and r["run_sha"].astype(str).eq(identity).any():
+            return True
+        old = r[r["run_sha"].astype(str).isin(["", "nan"])] if identity else r
+        if len(old) and not evaluated_before(old["timestamp"], started, slack_minutes=0):
+            return True
+    return False
 
 
 def format_result(r: EvalResult, *, style: str = "line", mode: str = "", rng_seed: int = 0) -> str:

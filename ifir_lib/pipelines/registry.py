@@ -194,9 +194,8 @@ def runs_table(root: str | Path = "out", *, details: bool = True) -> pd.DataFram
         res = load_results(table)
         for (model, mode, rng_seed), rows in res.groupby(["model", "mode", "rng_seed"], sort=False):
             matched = _match_run(str(model), table, runs, root)
-            for run, grp in _of_run(rows, matched, identity.get(matched, "")):
-                if run is not None and evaluated_before(grp["timestamp"], runs[run]["finished"]):
-                    run = None  # an earlier model at the same path (the folder was reused or moved)
+            finished = runs[matched]["finished"] if matched is not None else None
+            for run, grp in _of_run(rows, matched, identity.get(matched, ""), finished):
                 _add_rows(run, grp, (str(model), mode, rng_seed), table, runs, evals, metrics)
     rows = []
     for key, row in [*runs.items(), *sorted(evals.items(), key=lambda kv: kv[0])]:
@@ -208,14 +207,21 @@ def runs_table(root: str | Path = "out", *, details: bool = True) -> pd.DataFram
     return df if details else df.drop(columns=EXTRA_COLUMNS)
 
 
-def _of_run(rows: pd.DataFrame, run: Path | None, identity: str) -> list[tuple[Path | None, pd.DataFrame]]:
-    """``rows`` of one model label split by whether they scored the run now in its folder: rows
-    recording another ``run_sha`` (a run trained again there, or another machine's copied over it)
-    are not its, whatever the clocks say; rows without one (older tables) are judged by time."""
-    if run is None or not identity:
+def _of_run(
+    rows: pd.DataFrame, run: Path | None, identity: str, finished: str | None
+) -> list[tuple[Path | None, pd.DataFrame]]:
+    """``rows`` of one model label split by whether they scored the run now in its folder (``run``,
+    ``identity``, ``finished``): rows recording its ``run_sha`` are its, whatever the clocks say (a
+    record's naive local time read in another time zone); rows recording another (a run trained
+    again there, or another machine's copied over it) are not; rows without one (older tables) are
+    not when all are older than its end (``evaluated_before``: an earlier model at that path)."""
+    if run is None:
         return [(run, rows)]
-    theirs = ~rows["run_sha"].astype(str).isin(["", "nan", identity])
-    return [(r, g) for r, g in ((run, rows[~theirs]), (None, rows[theirs])) if len(g)]
+    sha = rows["run_sha"].astype(str)
+    mine = sha.eq(identity) & bool(identity)
+    old = ~mine & (sha.isin(["", "nan"]) | (not identity))  # no identity: every row judged by time
+    ours = mine | (old & (not evaluated_before(rows.loc[old, "timestamp"], finished)))
+    return [(r, g) for r, g in ((run, rows[ours]), (None, rows[~ours])) if len(g)]
 
 
 def _add_rows(run, grp, label: tuple, table: Path, runs: dict, evals: dict, metrics: dict) -> None:

@@ -182,6 +182,30 @@ def test_rows_of_another_run_copied_over_the_folder_are_not_its_rows(tmp_path):
     assert evaluate_models([run.path], **kw) == {}
 
 
+def test_rows_of_this_run_are_its_rows_whatever_the_clocks_say(tmp_path, capsys):
+    """A run's record holds a naive local ``started``; read on a laptop west of the GPU machine
+    that wrote it, the rows of this very run (``run_sha`` = the folder's identity) seemed older than
+    the run: each rerun evaluated it again and said the folder held another run. Rows of this run
+    are done whatever the clocks say; rows without ``run_sha`` older than the run are named as such."""
+    folder = _set(tmp_path / "eval")
+    run = RunFolder(tmp_path / "exp" / "ins-dv")
+    run.path.mkdir(parents=True)
+    record = {"mode": "ins-dv", "rng_seed": 0, "config": {"lr": 1e-5}, "data": {"sha256": "b"}}
+    later = {"started": "2099-01-01T09:00:00", "finished": "2099-01-01T10:00:00"}  # clocks ahead of the rows
+    run.write({**record, "git_commit": "c1", **later, "status": "finished"})
+    out = tmp_path / "r.csv"
+    row = dict(model=str(run.path), mode="ins-dv", rng_seed=0, data_sha=content_digest(load_followir(folder)))
+    R.save_result(fake_result("eval", [1.0]), out, run_id="old", **row)  # no run_sha: judged by time
+    kw = dict(followir=[folder], results_csv=out, skip_done=True, bootstrap=0, style="line")
+    with pytest.raises(DataError, match="not a SentenceTransformer folder"):  # evaluated again: loads it
+        evaluate_models([run.path], **kw)
+    said = capsys.readouterr().out
+    assert "were written before" in said and "holds another run" not in said
+    R.save_result(fake_result("eval", [1.0]), out, run_id="b", run_sha=run.identity(), **row)
+    assert evaluate_models([run.path], **kw) == {}
+    assert "already in r.csv" in capsys.readouterr().out
+
+
 def test_a_printed_line_names_its_set():
     """Each set prints one line per model: without the set's name, v1's and v2's lines of a model
     cannot be told apart (the demo printed two 'base rng_seed 0' lines)."""

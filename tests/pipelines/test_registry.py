@@ -192,6 +192,25 @@ def test_rows_of_another_run_are_not_the_run_s_whatever_the_clocks_say(tmp_path)
     assert df.loc[str(run.path), "kind"] == "eval" and df.loc[str(run.path), "v_old:p_mrr"] == 9.0
 
 
+def test_rows_of_this_run_stay_its_rows_whatever_the_clocks_say(tmp_path):
+    """A run's record holds naive local times; read in a zone west of the machine that wrote it,
+    the run seemed to end after its own rows, and ``ifir runs`` listed them as a model of their own
+    (the run with no metrics). Rows recording the run's ``run_sha`` are its, whatever the clocks say;
+    rows without one older than its end are still another model's."""
+    run = RunFolder(tmp_path / "models" / "ins-dv")
+    run.path.mkdir(parents=True)
+    record = {"mode": "ins-dv", "rng_seed": 3, "config": {"lr": 1e-5}, "data": {"sha256": "b"}}
+    later = {"started": "2099-01-01T09:00:00", "finished": "2099-01-01T10:00:00"}  # clocks ahead of the rows
+    run.write({**record, "git_commit": "c1", **later, "status": "finished"})
+    table = tmp_path / "results.csv"
+    row = dict(model=str(run.path), mode="ins-dv", rng_seed=3)
+    save_result(_result("v_old", 9.0, 9.0), table, **row)  # no run_sha, older than the run
+    save_result(_result("v_new", 1.0, 1.0), table, run_sha=run.identity(), **row)
+    df = runs_table(tmp_path).set_index("run")
+    assert df.loc["models/ins-dv", "v_new:p_mrr"] == 1.0 and pd.isna(df.loc["models/ins-dv", "v_old:p_mrr"])
+    assert df.loc[str(run.path), "kind"] == "eval" and pd.isna(df.loc[str(run.path), "v_new:p_mrr"])
+
+
 def test_cli_listing_and_json(root, capsys):
     assert main(["runs", "--root", str(root)]) == 0
     lines = capsys.readouterr().out.splitlines()
