@@ -26,7 +26,9 @@ and take new rows in their own columns as long as those rows have these defaults
 one-line error: start a new file); tables written before ``data_sha`` read it as ``''`` (unknown)
 and take new rows without it, with a warning. Rows without ``backend`` written at the commits
 that had ``--backend onnx-int8`` but no column for it (``BACKEND_UNRECORDED_COMMITS``) read as
-torch's with a warning: their encoder is unknown. ``rng_seed`` reads as one spelling of its integer
+torch's with a warning, once per file and process: their encoder is unknown (an experiment's rows,
+with a ``plan``, are left out: it had no eval backend then; a ``backend`` column added to the file
+naming each row's encoder silences it). ``rng_seed`` reads as one spelling of its integer
 (``'01'``, ``'1.0'`` -> ``'1'``).
 
 Every table, summary, figure and comparison reads the rows through ``runs_to_read`` (the end of
@@ -553,20 +555,30 @@ def check_results(df: pd.DataFrame, path: str | Path = "<results>") -> pd.DataFr
     return df
 
 
+_BACKEND_WARNED: set[str] = set()  # the files ``_warn_backend_unknown`` named in this process
+
+
 def _warn_backend_unknown(df: pd.DataFrame, path) -> None:
-    """One warning when a table without a ``backend`` column holds rows of the commits that had
-    ``--backend onnx-int8`` but did not record it (``BACKEND_UNRECORDED_COMMITS``): read as torch's,
-    an int8 evaluation's numbers (v1 p-MRR -2.69 for MiniLM's -5.03) stood in every table as torch's,
-    and ``skip_done`` skipped the torch evaluation."""
+    """One warning per file and process when a table without a ``backend`` column holds rows of
+    the commits that had ``ifir evaluate --backend onnx-int8`` but did not record it
+    (``BACKEND_UNRECORDED_COMMITS``): read as torch's, an int8 evaluation's numbers (v1 p-MRR -2.69
+    for MiniLM's -5.03) stood in every table as torch's, and ``skip_done`` skipped the torch
+    evaluation. An experiment's rows (``plan``) are left out: it had no eval backend then."""
+    if str(path) in _BACKEND_WARNED:  # each evaluate_models call of a --collect reads the table again
+        return
     commit = df["git_commit"].fillna("").astype(str).str.split("+").str[0].str.strip()
     known = {c: any(full.startswith(c) for full in BACKEND_UNRECORDED_COMMITS) for c in commit.unique()}
     hit = commit.map(lambda c: len(c) >= 7 and known[c])
+    if "plan" in df.columns:
+        hit &= df["plan"].fillna("").astype(str).isin(["", "nan"])
     if hit.any():
-        warn_once(
-            log,
+        _BACKEND_WARNED.add(str(path))
+        log.warning(
             "%s: %d row(s) were written at commit(s) %s, whose ifir evaluate had --backend onnx/onnx-int8 "
-            "but no backend column: their encoder is unknown and they are read as torch's (and count as "
-            "torch evaluations for skip_done); if any was not torch, move those rows to another file",
+            "but no backend column: they are read as torch's (and count as torch evaluations for "
+            "skip_done). Rows of ifir demo, and of ifir evaluate without --backend, are torch's; if any "
+            "was written with --backend, add a backend column saying each row's encoder (torch, onnx or "
+            "onnx-int8): the rows are then read as written and this warning stops",
             path,
             int(hit.sum()),
             ", ".join(sorted(set(commit[hit]))),

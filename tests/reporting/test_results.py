@@ -96,10 +96,35 @@ def test_rows_of_the_commits_that_did_not_record_their_backend_are_named(tmp_pat
     assert "2 row(s) were written at commit(s) 76479bd, 8ba25de" in caplog.text and str(path) in caplog.text
     caplog.clear()
     table["git_commit"] = ["5bbd97f", "unknown", ""]
+    table.to_csv(tmp_path / "other.csv", index=False)  # another file: this one was named already
+    with caplog.at_level(logging.WARNING):
+        R.load_results(tmp_path / "other.csv")
+    assert "backend column" not in caplog.text
+
+
+def test_the_unrecorded_backend_warning_is_said_once_and_a_backend_column_ends_it(tmp_path, caplog):
+    """The warning on rows of 76479bd..ab5d91c came again on each read: ``--collect`` read the
+    table once per evaluate_models call and said it each time. It names a file once per process,
+    leaves out an experiment's rows (``plan``: it had no eval backend then), and its advice holds:
+    a ``backend`` column naming each row's encoder reads them as written, without a warning."""
+    import logging
+
+    path = older_table(tmp_path / "old.csv", rows=3, columns=R.RESULT_COLUMNS[:14])
+    table = pd.read_csv(path, keep_default_na=False)
+    table["git_commit"] = ["8ba25de", "8ba25de", "5bbd97f"]
+    table["plan"] = ["", "0123abcd", ""]  # the second row is an experiment's
     table.to_csv(path, index=False)
     with caplog.at_level(logging.WARNING):
         R.load_results(path)
-    assert "backend column" not in caplog.text
+        R.load_results(path)
+    assert caplog.text.count("were written at commit") == 1 and "1 row(s) were written" in caplog.text
+    assert "add a backend column" in caplog.text
+    caplog.clear()
+    fixed = table.assign(backend=["onnx-int8", "torch", "torch"])
+    fixed.to_csv(tmp_path / "fixed.csv", index=False)
+    with caplog.at_level(logging.WARNING):
+        assert list(R.load_results(tmp_path / "fixed.csv")["backend"]) == ["onnx-int8", "torch", "torch"]
+    assert "were written at commit" not in caplog.text
 
 
 def test_an_older_table_reads_with_defaults_and_takes_rows_with_them(tmp_path):
