@@ -197,14 +197,19 @@ def output_width(model) -> int | None:
     return None
 
 
-def check_width(vecs: np.ndarray, model, folder: Path) -> np.ndarray:
+def check_width(vecs: np.ndarray, model, folder: Path, text: str, kind: str) -> np.ndarray:
     """``vecs`` read from the cache ``folder`` when they are as wide as ``model``'s output, else a
     ``DataError``: another model wrote them under this fingerprint. Versions before the fingerprint
     hashed ``truncate_dim`` wrote a truncated model's vectors under the plain model's folder, where
     the plain model, evaluated later through a shared ``IFIR_CACHE``, read them back (v1 p-MRR
-    -3.31 for MiniLM's -5.03)."""
+    -3.31 for MiniLM's -5.03). The reported width (``output_width``) is only a hint: on a mismatch
+    the model encodes ``text`` and that vector's width decides (a last module that does not report
+    its own, such as a custom projection, left the reported width of the module before it)."""
     width = output_width(model)
-    if width is not None and vecs.shape[1] != width:
+    if width is None or vecs.shape[1] == width:
+        return vecs
+    width = encode_by_length(model, [text], kind).shape[1]
+    if vecs.shape[1] != width:
         raise DataError(
             folder,
             None,
@@ -281,7 +286,7 @@ def encode_cached(
         keys = [text_key(t, kind) for t in uniq]
         vecs, missing = store.get(keys)
         if vecs is not None:  # vectors cached before these checks
-            check_width(vecs, model, store.dir)
+            check_width(vecs, model, store.dir, uniq[0], kind)
             check_finite(vecs, uniq, kind, where=f"the embedding cache {store.dir}")
         if missing:
             new = encode_by_length(model, [uniq[i] for i in missing], kind, batch_size=batch_size)

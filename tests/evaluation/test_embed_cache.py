@@ -164,3 +164,32 @@ def test_vectors_of_another_width_under_the_model_s_fingerprint_are_an_error():
     with pytest.raises(DataError, match="width 32 for a model that encodes 384"):
         encode_cached(model, texts, "document")
     assert encode_cached(model, texts, "document", cache=False).shape == (2, 384)
+
+
+def test_a_model_whose_last_module_reports_no_width_reads_its_own_cache_back():
+    """A last module without ``get_*_dimension`` (a custom projection 384 -> 64) leaves
+    sentence-transformers reporting the pooling's 384: the width check refused the 64-wide vectors
+    the model had cached itself, and deleting the folder only started the cycle again. On a
+    mismatch the model encodes one text, and that vector's width decides."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import models as st_models
+
+    class Projection(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(384, 64)
+
+        def forward(self, features):
+            features["sentence_embedding"] = self.linear(features["sentence_embedding"])
+            return features
+
+    torch.manual_seed(0)
+    path = resolve_model("minilm")
+    model = SentenceTransformer(
+        modules=[st_models.Transformer(path), st_models.Pooling(384), Projection()], device="cpu"
+    )
+    texts = ["solar panels on the roof", "a documentary about whales"]
+    first = encode_cached(model, texts, "document", fingerprint="projected")
+    assert first.shape == (2, 64)
+    assert np.array_equal(encode_cached(model, texts, "document", fingerprint="projected"), first)
