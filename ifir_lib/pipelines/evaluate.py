@@ -401,7 +401,8 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     """``(labels, FollowIR folders, named tasks)`` still to evaluate for one model: those not in
     the table for its labels and ``condition`` (mode, rng_seed, prompts, backend), or in it only
     from another run than the one in its folder now (``_done``); says which, naming ``table``
-    (None: quiet)."""
+    (None: quiet). Rows recording a run (``run_sha``) of a folder that has no run record now (a
+    model saved where a run was deleted) are kept as done, with a line naming the folder."""
     mode, rng_seed, prompts, backend = condition
     labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
     _warn_checkpoint(path, labels)
@@ -416,6 +417,12 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     said = f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}"
     if len(folders) < len(followir) and table:
         print(f"{said}: already in {table}")
+        skipped = [_rows(done, key, f.name, digests) for f in followir if f not in folders]
+        if not this[1] and (shas := _run_shas([r for rows in skipped for r in rows])):
+            print(
+                f"{said}: its rows in {table} record run {', '.join(sorted(shas))}, and {path} holds no "
+                "run record now; taken as that run's (delete the rows to evaluate it again)"
+            )
     again = [r for f in folders for r in _rows(done, key, f.name, digests)]
     if again and table:
         why = (

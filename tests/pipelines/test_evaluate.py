@@ -206,6 +206,23 @@ def test_rows_of_this_run_are_its_rows_whatever_the_clocks_say(tmp_path, capsys)
     assert "already in r.csv" in capsys.readouterr().out
 
 
+def test_rows_of_a_run_whose_record_is_gone_are_kept_with_a_line(tmp_path, capsys):
+    """A run folder deleted and a model saved at its path without ``ifir_run.json`` (a notebook's
+    ``model.save``): the folder has no identity, so the old run's rows counted as its rows without
+    a word. They still do (a run copied without its record is the same run), and a line names the
+    folder and the run the rows record."""
+    folder = _set(tmp_path / "eval")
+    model = tmp_path / "exp" / "ins-dv"
+    model.mkdir(parents=True)
+    out = tmp_path / "r.csv"
+    row = dict(model=str(model), mode="ins-dv", rng_seed=0, data_sha=content_digest(load_followir(folder)))
+    R.save_result(fake_result("eval", [1.0]), out, run_id="a", run_sha="0123456789abcdef", **row)
+    kw = dict(followir=[folder], results_csv=out, skip_done=True, bootstrap=0, style="line")
+    assert evaluate_models([model], mode="ins-dv", rng_seed=0, **kw) == {}
+    said = capsys.readouterr().out
+    assert f"record run 0123456789abcdef, and {model} holds no run record" in said
+
+
 def test_a_printed_line_names_its_set():
     """Each set prints one line per model: without the set's name, v1's and v2's lines of a model
     cannot be told apart (the demo printed two 'base rng_seed 0' lines)."""
