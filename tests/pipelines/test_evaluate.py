@@ -19,6 +19,7 @@ from ifir_lib.pipelines.evaluate import _label, evaluate_models, format_result
 from ifir_lib.reporting import results as R
 from ifir_lib.testing.inputs import synthetic_followir
 from support.fakes import fake_result
+from support.runs import recorded_run
 
 NO_MODEL = "no-such-model-ifir-test"
 
@@ -167,11 +168,7 @@ def test_rows_of_another_run_copied_over_the_folder_are_not_its_rows(tmp_path):
     run's, and every table read them for it. Rows record their run's identity (``run_sha``): one of
     another run is not done, whatever the clocks say; one of this run is."""
     folder = _set(tmp_path / "eval")
-    run = RunFolder(tmp_path / "exp" / "ins-dv")
-    run.path.mkdir(parents=True)
-    record = {"mode": "ins-dv", "rng_seed": 0, "config": {"lr": 1e-5}, "data": {"sha256": "b"}}
-    run.write({**record, "git_commit": "c1", "started": "2026-01-01T09:00:00", "status": "running"})
-    run.finish()
+    run = recorded_run(tmp_path / "exp" / "ins-dv")  # before the rows
     out = tmp_path / "r.csv"
     row = dict(model=str(run.path), mode="ins-dv", rng_seed=0, data_sha=content_digest(load_followir(folder)))
     R.save_result(fake_result("eval", [1.0]), out, run_id="a", run_sha="0123456789abcdef", **row)
@@ -188,11 +185,7 @@ def test_rows_of_this_run_are_its_rows_whatever_the_clocks_say(tmp_path, capsys)
     the run: each rerun evaluated it again and said the folder held another run. Rows of this run
     are done whatever the clocks say; rows without ``run_sha`` older than the run are named as such."""
     folder = _set(tmp_path / "eval")
-    run = RunFolder(tmp_path / "exp" / "ins-dv")
-    run.path.mkdir(parents=True)
-    record = {"mode": "ins-dv", "rng_seed": 0, "config": {"lr": 1e-5}, "data": {"sha256": "b"}}
-    later = {"started": "2099-01-01T09:00:00", "finished": "2099-01-01T10:00:00"}  # clocks ahead of the rows
-    run.write({**record, "git_commit": "c1", **later, "status": "finished"})
+    run = recorded_run(tmp_path / "exp" / "ins-dv", later=True)  # clocks ahead of the rows
     out = tmp_path / "r.csv"
     row = dict(model=str(run.path), mode="ins-dv", rng_seed=0, data_sha=content_digest(load_followir(folder)))
     R.save_result(fake_result("eval", [1.0]), out, run_id="old", **row)  # no run_sha: judged by time

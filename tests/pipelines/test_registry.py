@@ -19,6 +19,7 @@ from ifir_lib.evaluation.evaluator import EvalResult
 from ifir_lib.pipelines.registry import runs_records, runs_table
 from ifir_lib.reporting.results import save_result
 from ifir_lib.training.trainer import TrainConfig, train
+from support.runs import recorded_run
 
 
 def _result(dataset: str, p_mrr: float, score: float) -> EvalResult:
@@ -178,11 +179,7 @@ def test_rows_of_another_run_are_not_the_run_s_whatever_the_clocks_say(tmp_path)
     """A run copied over from another machine, trained before the rows of the run that lived in
     its folder were written, was listed with that run's metrics: rows recording another
     ``run_sha`` are a model of their own; the run keeps rows of its own identity."""
-    run = RunFolder(tmp_path / "models" / "ins-dv")
-    run.path.mkdir(parents=True)
-    record = {"mode": "ins-dv", "rng_seed": 3, "config": {"lr": 1e-5}, "data": {"sha256": "b"}}
-    run.write({**record, "git_commit": "c1", "started": "2026-01-01T09:00:00", "status": "running"})
-    run.finish()
+    run = recorded_run(tmp_path / "models" / "ins-dv", rng_seed=3)  # before the rows
     table = tmp_path / "results.csv"
     row = dict(model=str(run.path), mode="ins-dv", rng_seed=3)
     save_result(_result("v_old", 9.0, 9.0), table, run_sha="0123456789abcdef", **row)
@@ -197,11 +194,7 @@ def test_rows_of_this_run_stay_its_rows_whatever_the_clocks_say(tmp_path):
     the run seemed to end after its own rows, and ``ifir runs`` listed them as a model of their own
     (the run with no metrics). Rows recording the run's ``run_sha`` are its, whatever the clocks say;
     rows without one older than its end are still another model's."""
-    run = RunFolder(tmp_path / "models" / "ins-dv")
-    run.path.mkdir(parents=True)
-    record = {"mode": "ins-dv", "rng_seed": 3, "config": {"lr": 1e-5}, "data": {"sha256": "b"}}
-    later = {"started": "2099-01-01T09:00:00", "finished": "2099-01-01T10:00:00"}  # clocks ahead of the rows
-    run.write({**record, "git_commit": "c1", **later, "status": "finished"})
+    run = recorded_run(tmp_path / "models" / "ins-dv", rng_seed=3, later=True)  # clocks ahead of the rows
     table = tmp_path / "results.csv"
     row = dict(model=str(run.path), mode="ins-dv", rng_seed=3)
     save_result(_result("v_old", 9.0, 9.0), table, **row)  # no run_sha, older than the run

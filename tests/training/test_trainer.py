@@ -536,6 +536,13 @@ def test_a_built_set_whose_original_views_lack_n_star_is_warned_about(tmp_path, 
     assert "old.jsonl: 4 of 4 seeds' original view (e.g. " in caplog.text and "lacks N*" in caplog.text
 
 
+def _one_step_from(base, seeds, out):
+    """One smoke step of Ins-DV from the base model saved at ``base``, into ``out``."""
+    cfg = TrainConfig.preset("smoke", base_model=str(base), max_steps=1)
+    ts = build_trainset("ins-dv", seeds, budget=8, num_negatives=cfg.num_negatives)
+    return train(ts.examples, out, cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
+
+
 def test_a_base_declaring_dot_is_saved_declaring_the_cosine_it_was_trained_with(
     tmp_path, minilm, bundled_seeds, caplog
 ):
@@ -546,10 +553,8 @@ def test_a_base_declaring_dot_is_saved_declaring_the_cosine_it_was_trained_with(
 
     dot = SentenceTransformer(modules=[minilm[0], minilm[1]], device="cpu", similarity_fn_name="dot")
     dot.save(str(tmp_path / "dotbase"))
-    cfg = TrainConfig.preset("smoke", base_model=str(tmp_path / "dotbase"), max_steps=1)
-    ts = build_trainset("ins-dv", bundled_seeds, budget=8, num_negatives=cfg.num_negatives)
     with caplog.at_level("WARNING"):
-        res = train(ts.examples, tmp_path / "run", cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
+        res = _one_step_from(tmp_path / "dotbase", bundled_seeds, tmp_path / "run")
     assert "declares similarity 'dot'; training optimises cosine" in caplog.text
     assert SentenceTransformer(str(res.run_dir), device="cpu").similarity_fn_name == "cosine"
     assert SentenceTransformer(str(tmp_path / "dotbase"), device="cpu").similarity_fn_name == "dot"
@@ -568,10 +573,8 @@ def test_a_base_s_default_prompt_that_training_replaces_leaves_a_loadable_run(
     base.prompts = {"query": "query: ", "retrieval": "Represent this for retrieval: "}
     base.default_prompt_name = "retrieval"
     base.save(str(tmp_path / "withdefault"))
-    cfg = TrainConfig.preset("smoke", base_model=str(tmp_path / "withdefault"), max_steps=1)
-    ts = build_trainset("ins-dv", bundled_seeds, budget=8, num_negatives=cfg.num_negatives)
     with caplog.at_level("WARNING"):
-        res = train(ts.examples, tmp_path / "run", cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
+        res = _one_step_from(tmp_path / "withdefault", bundled_seeds, tmp_path / "run")
     assert "names 'retrieval' as its default prompt; training replaces that prompt" in caplog.text
     loaded = SentenceTransformer(str(res.run_dir), device="cpu")
     assert loaded.default_prompt_name is None and loaded.prompts == {"query": "", "document": ""}
