@@ -309,15 +309,8 @@ def test_a_training_checkpoint_is_named_with_its_run_and_the_length_it_reads(tmp
 
     cfg = TrainConfig.preset("smoke", max_steps=2, save_steps=2, rng_seed=3)
     ts = build_trainset("ins-dv", bundled_seeds, budget=8, num_negatives=cfg.num_negatives)
-    run = train(
-        ts.examples,
-        tmp_path / "run",
-        cfg,
-        mode="ins-dv",
-        manifest=ts.manifest(),
-        device="cpu",
-        keep_checkpoints=True,
-    ).run_dir
+    kw = dict(mode="ins-dv", manifest=ts.manifest(), device="cpu", keep_checkpoints=True)
+    run = train(ts.examples, tmp_path / "run", cfg, **kw).run_dir
     ckpt = run / "checkpoints" / "checkpoint-2"
     with caplog.at_level("WARNING"):
         out = evaluate_models(
