@@ -263,12 +263,16 @@ def encode_cached(
     in batches of equal token length (``encode_by_length``).
     ``kind`` is ``"query"`` or ``"document"`` and selects the model's stored prompt. ``backend``
     (default: the model's ``backend`` attribute, else ``'torch'``; an encoder of ``backends``
-    names its own) keys the cache with the fingerprint (``cache_fingerprint``).
+    names its own) keys the cache with the fingerprint (``cache_fingerprint``). An ONNX/OpenVINO
+    encoder whose export is not of the weights behind ``fingerprint`` exports them again first
+    (``OnnxEncoder.check_export``).
     """
     uniq = list(dict.fromkeys(texts))
     pos = {t: i for i, t in enumerate(uniq)}
     if (backend or getattr(model, "backend", None)) in BATCH_DEPENDENT:
         cache = False  # a cached vector would hold the neighbours it was encoded with (cache_fingerprint)
+    if fingerprint is not None and callable(getattr(model, "check_export", None)):
+        model.check_export(fingerprint)  # an export of other weights than ``fingerprint``'s is made again
     if cache is False or cache is None:
         vecs = encode_by_length(model, uniq, kind, batch_size=batch_size)
     else:

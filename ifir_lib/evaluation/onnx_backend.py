@@ -196,16 +196,19 @@ def _quantize(src: Path, dst: Path) -> None:
         root.removeHandler(quiet)
 
 
-def export_onnx(model, backend: str = "onnx", source: str | Path | None = None) -> Path:
+def export_onnx(
+    model, backend: str = "onnx", source: str | Path | None = None, *, key: str | None = None
+) -> Path:
     """The ONNX file of ``model`` for ``backend`` (``'onnx'`` or ``'onnx-int8'``), exported if absent.
 
     ``source`` is the folder the model was loaded from (a run folder keeps its export beside it).
-    Reused while the weights are unchanged: the file name carries ``export_key(model)``.
+    Reused while the weights are unchanged: the file name carries ``export_key(model)`` (``key``:
+    that key, when the caller has just computed it).
     """
     if backend not in ONNX_BACKENDS:
         raise ConfigError(f"backend: {backend!r} has no ONNX export; choose from {', '.join(ONNX_BACKENDS)}")
     folder = onnx_dir(source)
-    stem = f"model-{export_key(model)}-v{EXPORT_VERSION}"
+    stem = f"model-{key or export_key(model)}-v{EXPORT_VERSION}"
     fp32 = folder / f"{stem}.onnx"
     want = fp32 if backend == "onnx" else folder / f"{stem}-int8.onnx"
     if want.exists():
@@ -268,10 +271,15 @@ class OnnxEncoder:
     names the backend (``embed_cache`` keys on it). The export and the ONNX Runtime session are
     made at the first ``encode`` (``session``): a run whose vectors are all cached needs neither.
 
-    An export follows its model: weights changed in place since it was made (a fine-tuning step,
-    ``load_state_dict``; ``models.weights_state``) are exported again at the next ``encode``, with
-    a warning. A graph the caller gives (``on_graph``: ``bench_int8``'s quantised graphs) is its
-    own and is never replaced; its vectors are cached under its file's digest (``graph_key``).
+    An export follows its model: weights changed in place since it was made are exported again,
+    with a warning. Each ``encode`` checks the parameters' version counters
+    (``models.weights_state``: an optimiser step such as ``AdamW(foreach=True)``, ``add_`` under
+    ``no_grad``, ``load_state_dict``); those miss a fused step (``AdamW(fused=True)``,
+    transformers' default optimiser) and changes through ``param.data``, which the evaluator's
+    per-evaluation check catches (``check_export``, from ``embed_cache.encode_cached``), so a bare
+    ``encode`` after such a change still runs the old export. A graph the caller gives
+    (``on_graph``: ``bench_int8``'s quantised graphs) is its own and is never replaced; its vectors
+    are cached under its file's digest (``graph_key``).
     """
 
     def __init__(self, model, backend: str = "onnx", *, source=None, threads: int | None = None):
@@ -282,6 +290,8 @@ class OnnxEncoder:
         self.path: Path | None = None
         self._session = None
         self._exported: tuple | None = None  # the weights' state when ``load`` exported them
+        self._export_key: str | None = None  # ``export_key`` of the weights ``load`` exported
+        self._checked: str | None = None  # the fingerprint ``check_export`` last found current
         self._graph_key: tuple[Path, str] | None = None
 
     @classmethod
@@ -316,23 +326,41 @@ class OnnxEncoder:
         if self._session is not None and self._exported is None:
             return self  # a graph the caller gave (``on_graph``): its own, never replaced
         if self._session is not None and self._exported != weights_state(self.model):
-            log.warning(
-                "%s: the model's weights changed in place since its %s export was made; exporting "
-                "it again, so that its vectors are its current weights'",
-                self.source or "the model",
-                self.backend,
-            )
-            self._session = None
+            self._stale()
         if self._session is None:
             threads = self.threads or cpu_threads()
             export = "onnx" if self.backend in OPENVINO_BACKENDS else self.backend
-            self.path = export_onnx(self.model, export, self.source)
+            self._export_key, self._checked = export_key(self.model), None
+            self.path = export_onnx(self.model, export, self.source, key=self._export_key)
             if self.backend in OPENVINO_BACKENDS:
                 self._session = openvino_session(str(self.path), threads, PRECISION[self.backend])
             else:
                 self._session = _session(str(self.path), threads)
             self._exported = weights_state(self.model)
         return self
+
+    def check_export(self, fingerprint: str) -> None:
+        """Drop an export whose weights are no longer the model's (the next ``encode`` exports
+        again, with a warning). ``fingerprint``: the model's ``model_fingerprint``, which the
+        evaluator computes for each evaluation: when it differs from the one last checked, the
+        weights are hashed again (``export_key``) and compared with the export's. This catches what
+        the version counters miss: a fused optimiser step (``AdamW(fused=True)``), ``param.data``.
+        Nothing to check before the first export, or for a graph the caller gave (``on_graph``)."""
+        if self._session is None or self._exported is None or fingerprint == self._checked:
+            return
+        if export_key(self.model) != self._export_key:
+            self._stale()
+        else:
+            self._checked = fingerprint
+
+    def _stale(self) -> None:
+        log.warning(
+            "%s: the model's weights changed in place since its %s export was made; exporting "
+            "it again, so that its vectors are its current weights'",
+            self.source or "the model",
+            self.backend,
+        )
+        self._session = None
 
     @property
     def session(self):
