@@ -251,6 +251,41 @@ def cpu_threads() -> int:
         return os.cpu_count() or 1
 
 
+def graph_digest(path: str | Path) -> str:
+    """A short sha256 of an ONNX graph: its file, read in 1 MiB chunks, then each external-data file
+    it names (name and bytes, in name order; ONNX keeps a graph over 2 GB's weights in them, beside
+    it). A single-file graph's digest is its bytes' sha256."""
+    path = Path(path)
+    h = hashlib.sha256()
+    for n, f in enumerate([path, *_external_data(path)]):
+        if n:
+            h.update(f.name.encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def _external_data(path: Path) -> list[Path]:
+    """The external-data files an ONNX graph's tensors name (initializers and node attributes,
+    subgraphs included), relative to its folder."""
+    import onnx
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    def tensors(graph):
+        yield from graph.initializer
+        for node in graph.node:
+            for a in node.attribute:
+                yield from ([a.t] if a.HasField("t") else [])
+                yield from a.tensors
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    yield from tensors(g)
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    names = {ExternalDataInfo(t).location for t in tensors(graph) if uses_external_data(t)}
+    return [path.parent / n for n in sorted(names)]
+
+
 @functools.lru_cache(maxsize=4)
 def _session(path: str, threads: int):
     import onnxruntime as ort
@@ -279,7 +314,7 @@ class OnnxEncoder:
     per-evaluation check catches (``check_export``, from ``embed_cache.encode_cached``), so a bare
     ``encode`` after such a change still runs the old export. A graph the caller gives
     (``on_graph``: ``bench_int8``'s quantised graphs) is its own and is never replaced; its vectors
-    are cached under its file's digest (``graph_key``).
+    are cached under its digest (``graph_key``: the file and its external data).
     """
 
     def __init__(self, model, backend: str = "onnx", *, source=None, threads: int | None = None):
@@ -310,12 +345,12 @@ class OnnxEncoder:
     def graph_key(self) -> str | None:
         """``None`` for the model's own export; for a graph given by the caller (``on_graph``, or a
         session set by hand), a digest of its file: the embedding cache keys on it, so its vectors
-        never pass for the model's export's (``embed_cache.cache_fingerprint``)."""
+        never pass for the model's export's (``embed_cache.cache_fingerprint``; ``graph_digest``:
+        its external-data files too)."""
         if self._exported is not None or self.path is None or self._session is None:
             return None
         if self._graph_key is None or self._graph_key[0] != self.path:
-            digest = hashlib.sha256(Path(self.path).read_bytes()).hexdigest()[:16]
-            self._graph_key = (self.path, digest)
+            self._graph_key = (self.path, graph_digest(self.path))
         return self._graph_key[1]
 
     def load(self) -> OnnxEncoder:

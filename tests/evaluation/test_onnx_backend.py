@@ -227,6 +227,27 @@ def test_a_graph_given_to_an_encoder_is_its_own_and_cached_apart(minilm, texts, 
     assert graph_store.get(keys)[1] == [] and enc.graph_key in graph_store.dir.name
 
 
+def test_a_given_graph_with_external_data_is_keyed_on_its_weights_too(minilm, texts, tmp_path):
+    """A graph saved with external data (a model over 2 GB: ``mine.onnx`` + ``mine.onnx.data``) was
+    keyed on the .onnx file alone, which holds no weights: an edited graph at the same path read
+    the old one's cached vectors."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph, saved = tmp_path / "mine.onnx", {}
+    for edit in (0.0, 0.01):
+        proto = onnx.load(str(O.export_onnx(minilm, "onnx")))
+        first = proto.graph.initializer[0]
+        first.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(first) + edit, first.name))
+        (tmp_path / "mine.onnx.data").unlink(missing_ok=True)  # onnx appends to it otherwise
+        onnx.save_model(proto, str(graph), save_as_external_data=True, location="mine.onnx.data")
+        enc = O.OnnxEncoder.on_graph(minilm, graph, "onnx", session=object())  # key only
+        saved[edit] = (graph.read_bytes(), enc.graph_key)
+    assert saved[0.0][0] == saved[0.01][0]  # the .onnx file itself is the same
+    assert saved[0.0][1] != saved[0.01][1]
+    assert O.graph_digest(graph) == saved[0.01][1] and (tmp_path / "mine.onnx.data").exists()
+
+
 def test_export_key_follows_the_graph_not_the_pooling(minilm):
     """Pooling runs in PyTorch after the graph: a copy pooled otherwise shares the export (its
     vectors are keyed apart by model_fingerprint); the transformer's own config enters the graph."""
