@@ -48,7 +48,9 @@ DESCRIPTIONS = {  # the longer text ``ifir <command> --help`` shows under its us
     "figures": "Rebuild every figure whose inputs are given; figures whose inputs are "
     "absent are skipped with a note.",
     "runs": "One line per run: mode, backbone, rng_seed, data, reversals, budget, steps, git "
-    "commit, status (done, running, stopped, failed) and p-MRR / Score per evaluation set.",
+    "commit, status (done, running, stopped, failed) and p-MRR / Score per evaluation set (nDCG@10 "
+    "for a BEIR set, or an mteb task's own main score such as NevIR's paired accuracy); the last line "
+    "names each metric column's metric.",
     "synthesize": "Write one complementary instruction per seed (per seed and negative with "
     "--negative all). Rerun the same command to resume after a kill.",
     "data": "Counts (stats), checks (validate) and the hard-negative screen (screen-negatives) of the "

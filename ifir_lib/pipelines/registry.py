@@ -11,8 +11,8 @@ nothing else::
 A run's *status* is ``done`` (finished), ``running`` (its lock names a live process),
 ``stopped`` (killed, interrupted or a non-finite loss: rerunning the command resumes it) or
 ``failed`` (an exception; ``detail`` says which). The headline metrics are p-MRR and the
-paper's Score (MAP@1000 or nDCG@5; nDCG@10 for BEIR sets, or a named task's own main score where
-its rows record one: NevIR's paired accuracy) per evaluation set, x100, the latest evaluation of
+paper's Score (MAP@1000 or nDCG@5; nDCG@10 for BEIR sets, or a named mteb task's own main score
+where its rows record one: NevIR's paired accuracy) per evaluation set, x100, the latest evaluation of
 each run; columns are named ``<dataset>:<metric>``, and the listing's last line names each one's
 metric.
 
@@ -24,6 +24,7 @@ evaluating, comparing runs statistically (``summaries``).
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 from pathlib import Path
 
@@ -31,6 +32,7 @@ import pandas as pd
 
 from ..core.errors import DataError
 from ..core.run_folder import RunFolder
+from ..evaluation.mteb_glue import get_task, metric_name
 from ..reporting.results import (
     _OLD_NAMES,
     REQUIRED_RESULT_COLUMNS,
@@ -60,8 +62,9 @@ EXTRA_COLUMNS = [
     "path",
 ]  # in the DataFrame and --json, not the listing
 HEADLINE_METRICS = ("p_mrr", "score", "ndcg_at_10")  # score is absent from BEIR sets, nDCG@10 from FollowIR
-# what our engines and mteb's write for every set; any other metric of a set is its task's own main
-# score (``mteb_glue.evaluate_mteb_task``: NevIR's paired_accuracy, InstructIR's robustness_at_10)
+# what our engines and mteb's write for every set; another metric is a headline only where it is
+# the task's own main score (``task_main_score``; ``mteb_glue.evaluate_mteb_task`` writes NevIR's
+# paired_accuracy, InstructIR's robustness_at_10), not when added to the rows by hand
 ENGINE_METRICS = ("p_mrr", "score", "map_at_1000", "ndcg_at_5", "ndcg_at_10")
 
 
@@ -144,9 +147,28 @@ def evaluated_before(timestamps: pd.Series, finished: str | None, slack_minutes:
 
 def main_scores(res: pd.DataFrame) -> dict[str, set[str]]:
     """``{dataset: {metric}}`` of the sets whose rows record their task's own main score: a metric
-    none of the engines writes for every set (``ENGINE_METRICS``)."""
+    none of the engines writes for every set (``ENGINE_METRICS``) that is mteb's ``main_score`` of
+    the task of that name (``task_main_score``). Any other metric (a ``recall_at_100`` added by hand
+    to a BEIR folder's rows) is no headline: the set keeps its nDCG@10."""
     own = res[~res["metric"].isin(ENGINE_METRICS)]
-    return {str(d): set(g["metric"]) for d, g in own.groupby("dataset", sort=False)}
+    found = {}
+    for d, g in own.groupby("dataset", sort=False):
+        main = task_main_score(str(d))
+        if main in set(g["metric"]):
+            found[str(d)] = {main}
+    return found
+
+
+@functools.cache
+def task_main_score(name: str) -> str | None:
+    """mteb's main score of the task ``name`` as the results table spells it (``'NevIR' ->
+    'paired_accuracy'``, ``mteb_glue.metric_name``); None for a name that is no known task (a
+    folder's) or without mteb. It imports mteb (seconds): asked only for sets with a metric outside
+    ``ENGINE_METRICS``."""
+    try:
+        return metric_name(get_task(name).metadata.main_score)
+    except (ImportError, DataError, KeyError, OSError, ValueError):
+        return None
 
 
 def _headline(res: pd.DataFrame) -> dict:

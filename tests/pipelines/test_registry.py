@@ -286,3 +286,17 @@ def test_a_task_s_own_main_score_is_its_headline_and_each_column_names_its_metri
     legend = capsys.readouterr().out.strip().splitlines()[-1]
     assert "NevIR:paired_accuracy = the task's own main score" in legend
     assert "followir_mini:score = MAP@1000" in legend and "followir_mini:p_mrr = p-MRR" in legend
+
+
+def test_a_metric_added_by_hand_is_no_main_score(tmp_path, capsys):
+    """A BEIR folder's rows with a hand-added recall_at_100 showed it in place of nDCG@10, and the
+    legend called it ``the task's own main score (mteb's main_score)``; only mteb's main score of a
+    known task of that name is one."""
+    table = tmp_path / "results.csv"
+    scifact = EvalResult("scifact", "m", {"ndcg_at_10": 60.0, "recall_at_100": 90.0}, {}, {})
+    save_result(scifact, table, model="minilm", mode="base", rng_seed=0)
+    row = runs_table(tmp_path).set_index("run").loc["minilm"]
+    assert row["scifact:ndcg_at_10"] == 60.0 and "scifact:recall_at_100" not in row.index
+    assert main(["runs", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "main score" not in out and "scifact:ndcg_at_10 = nDCG@10" in out.splitlines()[-1]
