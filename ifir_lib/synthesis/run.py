@@ -738,7 +738,8 @@ class SynthesisSummary:
             "" if self.price_known else f" (no price for {self.model!r}; use --price)"
         )
         if self.no_usage:
-            cost = f"at least {cost} ({self.no_usage} replies without a usage block, costed $0)"
+            replies = "reply" if self.no_usage == 1 else "replies"
+            cost = f"at least {cost} ({self.no_usage} {replies} without a usage block, costed $0)"
         lines = [
             f"synthesis -> {self.out}  [{self.backend}:{self.model}, {self.template} {self.template_version}]",
             f"  keys {self.keys}: {self.skipped} already done, {self.written} written "

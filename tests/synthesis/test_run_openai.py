@@ -537,4 +537,4 @@ def test_replies_without_usage_are_counted_and_the_cost_is_a_lower_bound(server,
     assert by["seed-0000"]["usage_missing"] is True and by["seed-0000"]["cost_usd"] == 0
     assert "usage_missing" not in by["seed-0001"] and by["seed-0001"]["cost_usd"] > 0
     summary = syn.SynthesisSummary(**{**s, "out": Path(s["out"])}).format()
-    assert "est. cost at least $" in summary and "1 replies without a usage block" in summary
+    assert "est. cost at least $" in summary and "(1 reply without a usage block, costed $0)" in summary
