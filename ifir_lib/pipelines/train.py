@@ -38,6 +38,7 @@ from ..training.trainsets import (
     TrainSet,
     build_trainset,
     check_decisions_name_seeds,
+    keep_n_star,
     load_reversals,
     load_trainset,
     match_reversals,
@@ -252,7 +253,7 @@ def _built_set(modes, path, given: dict, num_negatives: int) -> dict:
     trained without it. Rows that record their ``view`` must hold the mode's views (a built
     ins-orig set trained as ins-dv would carry a false label). Where training keeps fewer negatives
     than the set stores and the cut would drop N* from an original view, N* is moved first, as a
-    set built from seeds at ``num_negatives`` has it (``_keep_n_star``)."""
+    set built from seeds at ``num_negatives`` has it (``trainsets.keep_n_star``)."""
     if len(modes) != 1:
         raise ConfigError(f"{path} is a built training set: it trains one mode, not {len(modes)}")
     ignored = [flag for flag, value in given.items() if value is not None]
@@ -272,7 +273,7 @@ def _built_set(modes, path, given: dict, num_negatives: int) -> dict:
         )
     if views and wanted:
         _check_groups(path, mode, examples, wanted)
-        examples = _keep_n_star(path, examples, num_negatives)
+        examples = keep_n_star(path, examples, num_negatives)
     ts = TrainSet(mode, examples)
     return {mode: (ts, {**ts.manifest(), "source": str(path)}, None)}
 
@@ -292,39 +293,3 @@ def _check_groups(path, mode: str, examples: list[dict], wanted: set[str]) -> No
             f"{path}: {len(bad)} of {len(by_group)} seeds (groups) do not hold {mode}'s views "
             f"{sorted(wanted)} once each, e.g. {g!r} with {sorted(v)}; rebuild the set for {mode} from seeds"
         )
-
-
-def _keep_n_star(path, examples: list[dict], k: int) -> list[dict]:
-    """The examples with N* (the positive of the seed's dv view) moved first among an original
-    view's negatives where training's cut to ``k`` negatives would drop it, as ``trainsets._orig``
-    does when building from seeds: a set built at 3 negatives and trained at 1 otherwise trained P+
-    against another instruction negative while the dv view swapped P+ and N*. Where the cut keeps
-    N*, the rows are unchanged (same data sha). An original view that lacks N* altogether (a set
-    built before the original view kept N*, 2026-12-07; built sets carry no version field) is
-    warned about with the count: it cannot be repaired from the rows."""
-    n_star = {ex["group"]: ex["positive"]["id"] for ex in examples if ex.get("view") == "dv"}
-    origs = [ex for ex in examples if ex.get("view") == "orig" and ex["group"] in n_star]
-    ids = {ex["id"]: [p["id"] for p in ex["negatives"]] for ex in origs}
-    old = [ex["id"] for ex in origs if n_star[ex["group"]] not in ids[ex["id"]]]
-    if old:
-        log.warning(
-            "%s: %d of %d seeds' original view (e.g. %s) lacks N*, the positive of their dv view: built "
-            "before the original view kept N* within num_negatives, so they do not train the pair the "
-            "dv view swaps; rebuild the set from seeds",
-            path,
-            len(old),
-            len(origs),
-            old[0],
-        )
-    cut = {ex["id"]: ids[ex["id"]].index(n_star[ex["group"]]) for ex in origs if ex["id"] not in old}
-    cut = {i: j for i, j in cut.items() if j >= k}
-    if cut:
-        log.info("%s: %d original views hold N* past num_negatives %d; moved it first", path, len(cut), k)
-    out = []
-    for ex in examples:
-        j = cut.get(ex["id"]) if ex.get("view") == "orig" else None
-        if j is not None:
-            negs = list(ex["negatives"])
-            ex = {**ex, "negatives": [negs.pop(j), *negs]}
-        out.append(ex)
-    return out

@@ -127,7 +127,3 @@ class ShuffledBatchSampler(DefaultBatchSampler):
         order = torch.randperm(len(self.sampler), generator=g).tolist()
         for i in range(len(self)):
             yield order[i * self.batch_size : (i + 1) * self.batch_size]
-
-    def __len__(self) -> int:
-        n = len(self.sampler)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)

@@ -449,16 +449,27 @@ def _example(seed, view, instruction, positive, negatives, k, pool, rng) -> dict
     }
 
 
+def _cut_drops(j: int | None, k: int, n: int) -> bool:
+    """Whether a cut to ``k`` of ``n`` negatives drops the one at index ``j`` (N*)."""
+    return j is not None and k <= j < n
+
+
+def n_star_first(negatives, j: int | None, k: int) -> list:
+    """``negatives`` with N* (index ``j``) moved first where a cut to ``k`` would drop it; otherwise
+    in their order, so a set whose cut keeps N* keeps its examples and data sha."""
+    negs = list(negatives)
+    if _cut_drops(j, k, len(negs)):
+        negs.insert(0, negs.pop(j))
+    return negs
+
+
 def _orig(seed, k, pool, rng, n_star: int | None = None):
     """The original view; ``n_star`` (the reversal's ``negative_index``) puts N* first among the
     instruction negatives when a cut to ``k`` would drop it, so the view keeps the pair the reversed
     view swaps (in seed order, k=1 trained P+ against in1 while the dv view made in2 relevant).
     Where the cut keeps it, the order stays the seed's: the same examples, and the same data sha,
     as runs made before (the loss does not read the order)."""
-    ins = list(seed["instruction_negatives"])
-    if n_star is not None and k <= n_star < len(ins):
-        ins.insert(0, ins.pop(n_star))
-    negs = ins + list(seed["hard_negatives"])
+    negs = n_star_first(seed["instruction_negatives"], n_star, k) + list(seed["hard_negatives"])
     return _example(seed, "orig", seed["instruction"], seed["positive"], negs, k, pool, rng)
 
 
@@ -682,7 +693,7 @@ def _warn_narrative_unavailable(name: str, n: int, forms: dict, share: float, re
 def _orig_differs(seed: dict, k: int) -> bool:
     """Whether the template's original view (N* = instruction negative 0) differs from Ins-DV's
     (N* = the reference one, moved first where a cut to ``k`` would drop it)."""
-    return k <= seed.get("reference_negative_index", 0) < len(seed["instruction_negatives"])
+    return _cut_drops(seed.get("reference_negative_index", 0), k, len(seed["instruction_negatives"]))
 
 
 def _warn_template_orig(name: str, n: int, seeds: int, k: int) -> None:
@@ -1118,3 +1129,37 @@ def as_train_dataset(data, num_negatives: int, with_labels: bool = True):
     elif extra:
         data = data.map(lambda b: {"label": [lab[: 3 + num_negatives] for lab in b["label"]]}, batched=True)
     return data.remove_columns(extra) if extra else data
+
+
+def keep_n_star(path, examples: list[dict], k: int) -> list[dict]:
+    """The examples with N* (the positive of the seed's dv view) moved first among an original
+    view's negatives where training's cut to ``k`` negatives would drop it, as ``_orig``
+    does when building from seeds: a set built at 3 negatives and trained at 1 otherwise trained P+
+    against another instruction negative while the dv view swapped P+ and N*. Where the cut keeps
+    N*, the rows are unchanged (same data sha). An original view that lacks N* altogether (a set
+    built before the original view kept N*, 2026-12-07; built sets carry no version field) is
+    warned about with the count: it cannot be repaired from the rows."""
+    n_star = {ex["group"]: ex["positive"]["id"] for ex in examples if ex.get("view") == "dv"}
+    origs = [ex for ex in examples if ex.get("view") == "orig" and ex["group"] in n_star]
+    ids = {ex["id"]: [p["id"] for p in ex["negatives"]] for ex in origs}
+    old = [ex["id"] for ex in origs if n_star[ex["group"]] not in ids[ex["id"]]]
+    if old:
+        log.warning(
+            "%s: %d of %d seeds' original view (e.g. %s) lacks N*, the positive of their dv view: built "
+            "before the original view kept N* within num_negatives, so they do not train the pair the "
+            "dv view swaps; rebuild the set from seeds",
+            path,
+            len(old),
+            len(origs),
+            old[0],
+        )
+    cut = {ex["id"]: ids[ex["id"]].index(n_star[ex["group"]]) for ex in origs if ex["id"] not in old}
+    cut = {i: j for i, j in cut.items() if j >= k}
+    if cut:
+        log.info("%s: %d original views hold N* past num_negatives %d; moved it first", path, len(cut), k)
+    return [
+        {**ex, "negatives": n_star_first(ex["negatives"], cut[ex["id"]], k)}
+        if ex.get("view") == "orig" and ex["id"] in cut
+        else ex
+        for ex in examples
+    ]
