@@ -88,3 +88,31 @@ def test_loading_a_raw_backbone_names_the_pooling_it_is_scored_with(tmp_path, ca
     assert model[1].get_config_dict()["pooling_mode"] == "mean"
     assert "not a sentence-transformers folder" in caplog.text and "scored with mean pooling" in caplog.text
     assert "TrainConfig.pooling: 'cls' in the paper preset" in caplog.text
+
+
+def _fused_step(model) -> None:
+    """One fused AdamW step (transformers' default optimiser, ``adamw_torch_fused``): it changes
+    every weight in place and bumps no parameter's version counter."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    torch.manual_seed(0)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    opt.step()
+
+
+def test_a_cached_model_changed_by_a_fused_optimiser_step_is_loaded_again(tmp_path, minilm, caplog):
+    """A fused AdamW step on the object ``load_model`` returned (a notebook's fine-tune with the
+    default trainer) left the version counters as they were, so the next ``load_model`` of that
+    folder handed out the changed weights under the folder's name, without a word."""
+    folder = tmp_path / "m"
+    minilm.save(str(folder))
+    first = load_model(str(folder), device="cpu")
+    text = ["solar panels in the UK"]
+    want = first.encode(text, normalize_embeddings=True)
+    _fused_step(first)
+    assert not np.allclose(first.encode(text, normalize_embeddings=True), want, atol=1e-3)
+    with caplog.at_level("WARNING"):
+        again = load_model(str(folder), device="cpu")
+    assert again is not first and "weights (in place)" in caplog.text
+    assert np.allclose(again.encode(text, normalize_embeddings=True), want, atol=1e-6)
+    assert load_model(str(folder), device="cpu") is again  # unchanged since: cached
