@@ -148,8 +148,8 @@ def load_model(name: str, device: str | None = None):
 
 def _loaded_state(model) -> tuple:
     """What ``load_model`` checks a cached model against: its ``_LOAD_SETTINGS`` and its weights'
-    state (``weights_state``, with each parameter's last optimiser step, ``optimiser_steps``)."""
-    return _settings(model), (weights_state(model), optimiser_steps(model))
+    state (``weights_state``)."""
+    return _settings(model), weights_state(model)
 
 
 _STEPS = [0]  # optimiser steps taken in this process since ``_watch_optimisers``
@@ -171,24 +171,20 @@ def _count_step(optimizer, args, kwargs) -> None:
             p._ifir_step = _STEPS[0]
 
 
-def optimiser_steps(model) -> tuple:
-    """The number of the last optimiser step that updated each parameter (0: none since the
-    watch began; ``_watch_optimisers``, started by the first call). A fused step
-    (``AdamW(fused=True)``, transformers' default optimiser) changes the weights in place and bumps
-    no version counter (``weights_state``), but every ``torch.optim`` step runs the global hooks.
-    Cost: one attribute read per parameter (MiniLM, with ``weights_state``: 1.1 ms, 0.2% of one
-    encode of 32 texts, where hashing the weights, ``model_fingerprint``, takes ~45%)."""
-    _watch_optimisers()
-    return tuple(getattr(p, "_ifir_step", 0) for p in model.parameters())
-
-
 def weights_state(model) -> tuple:
     """Each parameter's and buffer's version counter (every in-place change bumps it: an optimiser
-    step, ``add_`` under ``no_grad``, ``load_state_dict``), storage, dtype and device (``.half()``,
-    ``.to()``): cheap, where hashing every weight (``model_fingerprint``) takes a tenth of a second
-    for MiniLM. A change through ``param.data`` bumps no counter and is not seen."""
+    step, ``add_`` under ``no_grad``, ``load_state_dict``), the number of the last optimiser step
+    that updated it (a fused step, ``AdamW(fused=True)``, transformers' default optimiser, bumps no
+    counter, but every ``torch.optim`` step runs the global hook ``_watch_optimisers``, registered
+    by the first call), storage, dtype and device (``.half()``, ``.to()``). Cost on MiniLM: 1.1 ms,
+    0.2% of one encode of 32 texts, where hashing every weight (``model_fingerprint``) takes ~45%.
+    A change through ``param.data`` bumps no counter, runs no optimiser and is not seen."""
+    _watch_optimisers()
     tensors = [*model.named_parameters(), *model.named_buffers()]
-    return tuple((n, t._version, t.data_ptr(), str(t.dtype), str(t.device)) for n, t in tensors)
+    return tuple(
+        (n, t._version, getattr(t, "_ifir_step", 0), t.data_ptr(), str(t.dtype), str(t.device))
+        for n, t in tensors
+    )
 
 
 def _changed(before: tuple, now: tuple) -> list[str]:
@@ -342,7 +338,29 @@ def model_fingerprint(model, *, modules: bool = True) -> str:
 
     ``modules=False`` leaves the configuration and ``truncate_dim``/``default_prompt_name`` out
     (the ONNX export key: only the transformer's weights enter the exported graph; pooling,
-    truncation and the rest run in PyTorch)."""
+    truncation and the rest run in PyTorch). The same pass gives ``weights_fingerprint``'s value,
+    kept for the fingerprint (``_WEIGHTS_OF``)."""
+    h = _weights_hash(model)
+    bare = h.copy()
+    h.update(repr(sorted((getattr(model, "prompts", None) or {}).items())).encode())
+    h.update(str(model.max_seq_length).encode())
+    for name in _OUTPUT_SETTINGS if modules else ():  # when set only: a plain model keeps its fingerprint
+        if (value := getattr(model, name, None)) is not None:
+            h.update(f"{name}={value!r}".encode())
+    if modules:
+        h.update(json.dumps(module_settings(model), sort_keys=True, default=repr).encode())
+    fp = h.hexdigest()[:16]
+    _WEIGHTS_OF[fp] = _bare(bare, model)
+    while len(_WEIGHTS_OF) > 64:
+        _WEIGHTS_OF.pop(next(iter(_WEIGHTS_OF)))
+    return fp
+
+
+# model_fingerprint -> the weights_fingerprint of the same pass over the weights
+_WEIGHTS_OF: dict[str, str] = {}
+
+
+def _weights_hash(model):
     import torch
 
     h = hashlib.sha256()
@@ -352,14 +370,23 @@ def model_fingerprint(model, *, modules: bool = True) -> str:
         h.update(f"{tuple(t.shape)}{t.dtype}".encode())
         # every byte (no float sums: their rounding depends on thread count, e.g. under torchrun)
         h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
-    h.update(repr(sorted((getattr(model, "prompts", None) or {}).items())).encode())
+    return h
+
+
+def _bare(h, model) -> str:
+    h.update(repr([]).encode())  # no prompts
     h.update(str(model.max_seq_length).encode())
-    for name in _OUTPUT_SETTINGS if modules else ():  # when set only: a plain model keeps its fingerprint
-        if (value := getattr(model, name, None)) is not None:
-            h.update(f"{name}={value!r}".encode())
-    if modules:
-        h.update(json.dumps(module_settings(model), sort_keys=True, default=repr).encode())
     return h.hexdigest()[:16]
+
+
+def weights_fingerprint(model, fingerprint: str | None = None) -> str:
+    """``model_fingerprint(model, modules=False)`` without prompts: the weights and
+    ``max_seq_length`` alone. ``fingerprint``: the model's current ``model_fingerprint``, just
+    computed by the caller; the value its pass over the weights gave is read back instead of
+    hashing every weight again (once the fingerprint is no longer kept, they are hashed)."""
+    if fingerprint is not None and fingerprint in _WEIGHTS_OF:
+        return _WEIGHTS_OF[fingerprint]
+    return _bare(_weights_hash(model), model)
 
 
 # sentence-transformers settings outside the modules that change what ``encode`` returns

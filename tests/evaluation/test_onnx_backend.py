@@ -191,6 +191,35 @@ def test_an_evaluation_after_a_fused_optimiser_step_exports_again(minilm, texts,
     assert "weights changed in place since its onnx export" in caplog.text
 
 
+def test_a_bare_encode_after_a_fused_optimiser_step_exports_again(minilm, texts, caplog):
+    """A bare ``encode`` on a held encoder checked only the version counters, which a fused AdamW
+    step leaves as they were: it kept encoding with the old export (cosine 0.997 to the changed
+    model's on these texts) until an evaluation checked the export. ``encode`` now sees the step."""
+    model = copy.deepcopy(minilm)
+    enc = encoder_for(model, "onnx")
+    enc.encode(texts[:2])  # the export of the weights as they were, and its session
+    _fused_step(model)
+    with caplog.at_level("WARNING"):
+        got = enc.encode(texts, normalize_embeddings=True)
+    ref = model.encode(texts, normalize_embeddings=True)
+    assert (got * ref).sum(1).min() > 1 - 1e-4
+    assert "weights changed in place since its onnx export" in caplog.text
+
+
+def test_the_first_evaluation_after_an_export_hashes_the_weights_once(minilm, texts, fir, caplog):
+    """``check_export`` hashed the weights (``export_key``) right after the evaluator's own
+    ``model_fingerprint`` had: two passes over every weight in the first evaluation after an
+    export (MiniLM: ~0.3 s each). It now reads the export's key off that fingerprint's pass."""
+    model = copy.deepcopy(minilm)
+    enc = encoder_for(model, "onnx")
+    enc.encode(texts[:2])  # the export, made before the evaluation
+    real, reads = model.state_dict, []
+    model.state_dict = lambda *a, **k: reads.append(1) or real(*a, **k)  # each pass over the weights
+    with caplog.at_level("WARNING"):
+        evaluate_followir(enc, fir, bootstrap=0)
+    assert len(reads) == 1 and "changed in place" not in caplog.text
+
+
 def test_a_held_encoder_exports_once_over_ordinary_evaluations(minilm, fir, monkeypatch, caplog):
     """The per-evaluation check re-exports nothing while the weights stay: three evaluations (two
     prompt settings, so two fingerprints) and a torch encode between them open one export."""
