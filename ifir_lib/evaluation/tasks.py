@@ -243,32 +243,54 @@ def _rows_checked(load_data):
     @functools.wraps(load_data)
     def run(self, *args, **kwargs):
         if not self.data_loaded:
-            check_mteb_copy(self.metadata.dataset["path"])
+            check_mteb_copy(self.metadata.dataset["path"], self)
         return load_data(self, *args, **kwargs)
 
     return run
 
 
-def check_mteb_copy(path: str) -> None:
+def check_mteb_copy(path: str, task) -> None:
     """A local copy in mteb 2.x's layout, read by mteb's own loader, checked as our readers check:
     mteb's loader builds dicts, so a (query, document) judged twice kept its last grade and a
     query's candidates given on two rows kept the last list (its og and changed runs then
     reranked different pools), without a word. Each qrels config goes through
     ``corpora.judgments`` and each top_ranked config through ``unique_ids``: a ``DataError`` naming
-    the config, split and row."""
+    the config, split and row. Only what ``task`` scores is read (``scored_parts``: its eval
+    splits of its eval subsets, as mteb's loader picks them): a split mteb never reads (a ``dev``
+    beside ``test``) neither refuses nor slows the evaluation."""
     from datasets import get_dataset_config_names, load_dataset
 
-    for config in get_dataset_config_names(path):
-        kind = config.rsplit("-", 1)[-1]
-        if kind not in ("qrels", "top_ranked") and config != "default":
-            continue
-        for split, ds in load_dataset(path, config).items():
-            where = f"{path} [{config}, {split}, row]"
-            if kind == "top_ranked":
-                unique_ids(*_columns(ds, "query-id", "corpus-ids"), where, "query-id")
-            elif {"query-id", "corpus-id", "score"} <= set(ds.column_names):
-                rows = zip(*_columns(ds, "query-id", "corpus-id", "score"))
-                judgments(((n, str(q), str(d), v) for n, (q, d, v) in enumerate(rows, 1)), where)
+    for config, split in scored_parts(path, task, get_dataset_config_names(path)):
+        ds, kind = load_dataset(path, config, split=split), config.rsplit("-", 1)[-1]
+        where = f"{path} [{config}, {split}, row]"
+        if kind == "top_ranked":
+            unique_ids(*_columns(ds, "query-id", "corpus-ids"), where, "query-id")
+        elif {"query-id", "corpus-id", "score"} <= set(ds.column_names):
+            rows = zip(*_columns(ds, "query-id", "corpus-id", "score"))
+            judgments(((n, str(q), str(d), v) for n, (q, d, v) in enumerate(rows, 1)), where)
+
+
+def scored_parts(path: str, task, configs: list[str]) -> list[tuple[str, str]]:
+    """The (config, split) pairs of qrels and top_ranked that mteb's ``RetrievalDatasetLoader``
+    reads for ``task``: per eval subset (``default`` unless multilingual), ``<subset>-qrels`` or
+    ``default`` (else ``qrels``) and ``<subset>-top_ranked`` or ``top_ranked``; per eval split,
+    that split, or a config's only split. A config without either is one mteb refuses itself."""
+    from datasets import get_dataset_split_names
+
+    subsets = list(task.hf_subsets) if task.metadata.is_multilingual else ["default"]
+    out = []
+    for subset in subsets:
+        plain = subset == "default"
+        qrels = ("default" if "default" in configs else "qrels") if plain else f"{subset}-qrels"
+        for config in (qrels, "top_ranked" if plain else f"{subset}-top_ranked"):
+            if config not in configs:
+                continue
+            names = get_dataset_split_names(path, config_name=config)
+            for split in task.eval_splits:
+                pick = split if split in names else names[0] if len(names) == 1 else None
+                if pick is not None and (config, pick) not in out:
+                    out.append((config, pick))
+    return out
 
 
 def _columns(ds, *names) -> list[list]:

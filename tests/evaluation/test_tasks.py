@@ -662,3 +662,38 @@ def test_a_copy_read_by_mteb_s_own_class_is_checked_row_by_row(data_root, tmp_pa
     with pytest.raises(DataError, match=says):
         task.load_data()
     mteb_glue.get_task("Core17InstructionRetrieval", data_root).load_data()  # the clean copy loads
+
+
+def test_a_copy_s_splits_that_mteb_does_not_score_are_not_checked(data_root, tmp_path):
+    """The local-copy check read every split of the qrels and top_ranked configs: a repeated pair
+    in a ``dev`` split beside ``test`` (which mteb never reads for a test evaluation) refused the
+    test evaluation. Only the task's eval splits are checked, and a conflict there still is."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ifir_lib.core.errors import DataError
+
+    root = tmp_path / "copy"
+    shutil.copytree(data_root, root)
+    d = root / "mteb/Core17InstructionRetrieval"
+    for config, row in (("qrels", {"query-id": "x1", "corpus-id": "d1"}), ("top_ranked", {"query-id": "x1"})):
+        test = pq.read_table(d / f"{config}/test-00000-of-00001.parquet")
+        rows = [{**row, "score": 1, "corpus-ids": ["d1"]}, {**row, "score": 0, "corpus-ids": ["d2"]}]
+        dev = pa.table({c: [r[c] for r in rows] for c in test.column_names}, schema=test.schema)
+        pq.write_table(dev, d / f"{config}/dev-00000-of-00001.parquet")
+        readme = (d / "README.md").read_text()
+        where = f"- config_name: {config}\n  data_files:\n"
+        assert where in readme
+        (d / "README.md").write_text(
+            readme.replace(where, f"{where}  - split: dev\n    path: {config}/dev-00000-of-00001.parquet\n")
+        )
+    task = mteb_glue.get_task("Core17InstructionRetrieval", root)
+    task.load_data()  # the test split is clean
+    assert task.data_loaded
+    _append_parquet_row(
+        d / "qrels/test-00000-of-00001.parquet", {"query-id": "q1-og", "corpus-id": "d4", "score": 0}
+    )
+    with pytest.raises(DataError, match=r"\[qrels, test, row\]:15: field 'score'"):
+        mteb_glue.get_task("Core17InstructionRetrieval", root).load_data()
