@@ -144,13 +144,14 @@ class EmbeddingCache:
             self._add_shard(self.dir / f"{name}.keys.npy")
 
 
-def token_ids(model, texts: list[str], kind: str) -> list | None:
-    """Each text's token ids as the model will read them (its stored prompt for ``kind`` first,
-    cut at its ``max_seq_length``); None without a tokenizer that takes this call."""
+def token_ids(model, texts: list[str], kind: str, prompt: str | None = None) -> list | None:
+    """Each text's token ids as the model will read them (``prompt``, else its stored prompt for
+    ``kind``, first; cut at its ``max_seq_length``); None without a tokenizer that takes this call."""
     tok = getattr(model, "tokenizer", None)
     if tok is None or not callable(tok):
         return None
-    prompt = (getattr(model, "prompts", None) or {}).get(prompt_name(model, kind)) or ""
+    if prompt is None:
+        prompt = (getattr(model, "prompts", None) or {}).get(prompt_name(model, kind)) or ""
     try:
         ids = tok(
             [prompt + t for t in texts],

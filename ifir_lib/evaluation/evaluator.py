@@ -249,13 +249,13 @@ def _warn_if_not_cosine(model, name: str) -> None:
         )
 
 
-def same_once_read(model, pairs: Mapping[str, tuple[str, str]]) -> list[str]:
+def same_once_read(model, pairs: Mapping[str, tuple[str, str]], prompt: str | None = None) -> list[str]:
     """The ids of ``pairs`` (``{qid: (og text, changed text)}``, as the model is given them) whose
-    two texts are one once the model has read them (its query prompt first, cut at its
-    ``max_seq_length``). ``[]`` without a tokenizer."""
+    two texts are one once the model has read them (``prompt``, else its stored query prompt,
+    first; cut at its ``max_seq_length``). ``[]`` without a tokenizer."""
     qids = list(pairs)
-    og = token_ids(model, [pairs[q][0] for q in qids], "query") or []
-    changed = token_ids(model, [pairs[q][1] for q in qids], "query") or []
+    og = token_ids(model, [pairs[q][0] for q in qids], "query", prompt) or []
+    changed = token_ids(model, [pairs[q][1] for q in qids], "query", prompt) or []
     return [q for q, a, b in zip(qids, og, changed) if a == b]
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import DataError
-from ..core.models import using_prompts
+from ..core.models import plain_prompt, using_prompts
 from ..core.progress import progress, progress_enabled
 from . import metrics as M
 from .corpora import FOLLOWIR_TASKS, FollowIRData, content_digest, load_beir, load_followir, score_metric_for
@@ -55,6 +55,7 @@ from .tasks import (
     get_paper_task,
     local_datasets_cache,
     local_paths,
+    mteb_prompt,
     og_changed_queries,
     prompts_for,
     task_family,
@@ -214,14 +215,16 @@ def get_task(name: str, data_dir: str | Path | None = None):
 def run_mteb(
     model, task, *, batch_size: int = 32, show_progress_bar: bool = False, prompts: str = "model"
 ) -> dict:
-    """Run one mteb task with mteb 2.x's ``mteb.evaluate``; return ``{"scores", "run", "qrels"}``.
+    """Run one mteb task with mteb 2.x's ``mteb.evaluate``; return ``{"scores", "run", "qrels",
+    "queries", "query_prompt"}``.
 
     ``scores`` is mteb's score dict for the test split / default subset as mteb reports it
     (fractions, MAP/nDCG rounded to 5 decimals by mteb). ``run`` and ``qrels`` are what mteb
     scored, captured from ``task_specific_scores`` so per-query statistics use mteb's own run.
     mteb's result cache is bypassed (``cache=None``): a local task's name says nothing about
     its data, and a stale cached score must never be reported. ``prompts``: ``'model'`` or
-    ``'benchmark'`` (``tasks.prompts_for`` for the task's family, ``tasks.task_family``).
+    ``'benchmark'`` (``tasks.prompts_for`` for the task's family, ``tasks.task_family``);
+    ``query_prompt``: the prompt mteb put before each query under them (``engine_query_prompt``).
     """
     import mteb
 
@@ -237,6 +240,7 @@ def run_mteb(
     used = prompts_for(model, task_family(task), prompts, task_name=md.name, task_type=md.type)
     task.task_specific_scores = capture
     with warnings.catch_warnings(), using_prompts(model, used):
+        captured["query_prompt"] = engine_query_prompt(model, task)
         # mteb 2.26 calls a sentence-transformers method that 6.x renamed; the FutureWarning is noise
         warnings.filterwarnings("ignore", category=FutureWarning)
         try:
@@ -255,7 +259,16 @@ def run_mteb(
     tr = res.task_results[0]
     split = "test" if "test" in tr.scores else next(iter(tr.scores))
     scores = tr.scores[split][0]
-    return {k: captured.get(k) for k in ("run", "qrels", "queries")} | {"scores": scores}
+    return {k: captured.get(k) for k in ("run", "qrels", "queries", "query_prompt")} | {"scores": scores}
+
+
+def engine_query_prompt(model, task) -> str:
+    """The prompt mteb 2.x (with sentence-transformers' ``encode_query``) puts before each query of
+    ``task`` with the model's prompts as they are now: mteb's order (``tasks.mteb_prompt``: a
+    ``<task>-query`` prompt before a plain ``query`` one), else the model's default prompt."""
+    md = task.metadata
+    found = mteb_prompt(getattr(model, "prompts", None) or {}, "query", md.name, md.type)
+    return plain_prompt(model) if found is None else found
 
 
 def _loaded_queries(task, subset: str, split: str):
@@ -353,7 +366,8 @@ def evaluate_mteb_task(
     if "p-MRR" in s:
         res = _followir_result(task, mname, s, run, qrels)
         pairs = og_changed_texts(out["queries"])  # the model cannot tell the two instructions apart
-        res.problems += warn_same_once_read(model, tname, same_once_read(model, pairs), len(pairs))
+        same = same_once_read(model, pairs, out["query_prompt"])  # as mteb read them: its prompt
+        res.problems += warn_same_once_read(model, tname, same, len(pairs))
     elif run is not None and "ndcg_at_10" in s:
         pq = {
             "ndcg_at_10": {

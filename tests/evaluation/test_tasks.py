@@ -697,3 +697,46 @@ def test_a_copy_s_splits_that_mteb_does_not_score_are_not_checked(data_root, tmp
     )
     with pytest.raises(DataError, match=r"\[qrels, test, row\]:15: field 'score'"):
         mteb_glue.get_task("Core17InstructionRetrieval", root).load_data()
+
+
+def test_the_same_text_check_reads_the_queries_with_the_prompt_mteb_uses(minilm, data_root, tmp_path, caplog):
+    """With ``--prompts benchmark`` on mteb's engine the check of queries read the same twice ran
+    after the run, under the model's own query prompt: a 30-token task prompt that mteb put
+    before Robust04's queries (pushing q1's change past 256 tokens) went unnamed, and a 30-token
+    stored query prompt that InfoSearch's rule leaves out named a q1 that mteb read apart."""
+    import copy
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "copy"
+    shutil.copytree(data_root, root)
+    narrative = " ".join(["relevant documents discuss fruit and any of its uses in detail"] * 22)
+    path = root / "mteb/Robust04InstructionRetrieval/instruction/test-00000-of-00001.parquet"
+    t = pq.read_table(path).to_pydict()
+    t["instruction"] = [
+        narrative + " " + x if q.startswith("q1") else x for q, x in zip(t["query-id"], t["instruction"])
+    ]
+    pq.write_table(pa.table(t), path)
+    path = root / "jianqunZ/Length-v1/queries.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    long = {
+        k: narrative + " " + v for k, v in rows[0].items() if k in ("instruction_og", "instruction_changed")
+    }
+    write_jsonl(path, [{**q, **long} if q["_id"] == "q1" else q for q in rows])
+    prompt = " ".join(["represent this query for finding documents"] * 5) + ": "  # 30 tokens and more
+    said = "1 of 2 queries read the same with both instructions"
+    for name, stored, named in (
+        ("Robust04InstructionRetrieval", {"query": "", "Robust04InstructionRetrieval-query": prompt}, True),
+        ("InfoSearchLength", {"query": prompt}, False),
+    ):
+        model = copy.deepcopy(minilm)
+        model.prompts = {"document": "", **stored}
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            r = mteb_glue.evaluate_mteb_task(
+                model, mteb_glue.get_task(name, root), bootstrap=0, name="m", prompts="benchmark"
+            )
+        assert (said in caplog.text) is named, name
+        assert [p.endswith(": q1") for p in r.problems if said in p] == ([True] if named else []), name
