@@ -156,19 +156,24 @@ _STEPS = [0]  # optimiser steps taken in this process since ``_watch_optimisers`
 
 
 @functools.cache
-def _watch_optimisers() -> None:
-    """Have every ``torch.optim`` optimiser's ``step`` (a global post-step hook, registered once
-    per process) stamp its parameters with the step's number (``_count_step``)."""
+def _watch_optimisers():
+    """The table of each parameter's last optimiser step in this process, kept by a global
+    post-step hook registered once per process (``_count_step``). The table is keyed by the
+    tensor's identity and holds it weakly: nothing is set on the tensor, so a pickled model
+    (``torch.save(model)``) carries no stamp into another process, whose count starts again."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.utils.weak import WeakIdKeyDictionary
 
-    register_optimizer_step_post_hook(_count_step)
+    stamps = WeakIdKeyDictionary()
+    register_optimizer_step_post_hook(functools.partial(_count_step, stamps))
+    return stamps
 
 
-def _count_step(optimizer, args, kwargs) -> None:
+def _count_step(stamps, optimizer, args, kwargs) -> None:
     _STEPS[0] += 1
     for group in optimizer.param_groups:
         for p in group["params"]:
-            p._ifir_step = _STEPS[0]
+            stamps[p] = _STEPS[0]
 
 
 def weights_state(model) -> tuple:
@@ -179,11 +184,10 @@ def weights_state(model) -> tuple:
     by the first call), storage, dtype and device (``.half()``, ``.to()``). Cost on MiniLM: 1.1 ms,
     0.2% of one encode of 32 texts, where hashing every weight (``model_fingerprint``) takes ~45%.
     A change through ``param.data`` bumps no counter, runs no optimiser and is not seen."""
-    _watch_optimisers()
+    stamps = _watch_optimisers()
     tensors = [*model.named_parameters(), *model.named_buffers()]
     return tuple(
-        (n, t._version, getattr(t, "_ifir_step", 0), t.data_ptr(), str(t.dtype), str(t.device))
-        for n, t in tensors
+        (n, t._version, stamps.get(t, 0), t.data_ptr(), str(t.dtype), str(t.device)) for n, t in tensors
     )
 
 
