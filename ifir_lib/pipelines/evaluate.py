@@ -30,12 +30,14 @@ bundled set's; a set whose name the results table already holds with another ``d
 rng_seed) or for a set evaluated again under it.
 With ``skip_done``, a (model, mode, rng_seed, prompts, backend, folder, data_sha) already in the
 table is not evaluated again (a row without a digest, from an older table, counts for any): a rerun
-of the demo or the experiment resumes. Rows that record another training run (``run_sha``) than
-the folder's now (``RunFolder.identity``: another machine's run copied over it) do not count, nor
-do rows without one written before a finished run folder's ``started`` time: they scored the model
-that lived there before the run was trained again, so it is evaluated again and readers take the
-later rows (``results.one_evaluation_per_run``). Rows that record the folder's own run count
-whatever the clocks say (a record's naive local time read in another time zone). Not handled here: the metrics
+of the demo or the experiment resumes. Which rows scored the run now in a folder is
+``registry.rows_of_run``, the rule ``ifir runs`` reads them by: rows that record another training
+run (``run_sha``) than the folder's now (``RunFolder.identity``: another machine's run copied over
+it) do not count, nor do rows without one written before a finished run folder's ``finished``
+time (they scored the model that lived there before the run was trained again, or while it
+trained), so it is evaluated again and readers take the later rows
+(``results.one_evaluation_per_run``). Rows that record the folder's own run count whatever the
+clocks say (a record's naive local time read in another time zone). Not handled here: the metrics
 (``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
 """
 
@@ -59,7 +61,7 @@ from ..evaluation.evaluator import EvalResult, evaluate_beir, evaluate_followir
 from ..evaluation.tasks import PROMPT_CHOICES, copy_digest
 from ..reporting.results import AGGREGATE_DATASETS, check_outputs, load_results, make_run_id, save_result
 from ..reporting.tables import norm_name
-from .registry import evaluated_before
+from .registry import rows_of_run
 
 ENGINES = ("ours", "mteb")
 
@@ -409,10 +411,7 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
     run = RunFolder(path)
     info = run.info() if done else {}
-    # rows older than the run's start cannot be its model's (a quick retrain ends within minutes);
-    # rows of another run (``run_sha``: a folder copied over from another machine) are not its either
-    started = info.get("started") if info.get("finished") else None
-    this = (started, run.identity() if done else "")
+    this = (info.get("finished"), run.identity() if done else "")  # which rows are its: rows_of_run
     folders = [f for f in followir if not _done(done, key, f.name, digests, this)]
     said = f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}"
     if len(folders) < len(followir) and table:
@@ -428,7 +427,7 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
         why = (
             f"{path} holds another run than its rows in {table} (trained again or copied over since they were written)"
             if this[1] and _run_shas(again) - {this[1]}
-            else f"its rows in {table} were written before {path} started (by this machine's clock)"
+            else f"its rows in {table} were written before {path} finished (by this machine's clock)"
         )
         print(f"{said}: {why}; evaluated again (the later rows are read)")
     tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, this)]
@@ -501,19 +500,10 @@ def _run_shas(rows: list[pd.DataFrame]) -> set[str]:
 
 def _done(done: dict, key: tuple, name: str, digests: dict[str, str], run: tuple) -> bool:
     """Whether the set ``name`` is in the table for ``key`` (``_rows``) by the run now at that
-    path (``run``: its ``started`` and ``RunFolder.identity``). A row that records this run's
-    identity (``run_sha``) scored it, whatever the clocks say (a record's naive local ``started``
-    read in another time zone than the machine that wrote it); one that records another scored
-    another run (a folder trained again, or another machine's run copied over it); a row without
-    one (written before ``run_sha``) must not predate ``started``."""
-    started, identity = run
-    for r in _rows(done, key, name, digests):
-        if identity and r["run_sha"].astype(str).eq(identity).any():
-            return True
-        old = r[r["run_sha"].astype(str).isin(["", "nan"])] if identity else r
-        if len(old) and not evaluated_before(old["timestamp"], started, slack_minutes=0):
-            return True
-    return False
+    path (``run``: its ``finished`` and ``RunFolder.identity``): a row of it that scored this run
+    (``registry.rows_of_run``, the rule ``ifir runs`` reads the rows by)."""
+    finished, identity = run
+    return any(rows_of_run(r, identity, finished).any() for r in _rows(done, key, name, digests))
 
 
 def format_result(r: EvalResult, *, style: str = "line", mode: str = "", rng_seed: int = 0) -> str:

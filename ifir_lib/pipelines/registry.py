@@ -131,18 +131,32 @@ def _match_run(model: str, table: Path, runs: dict[Path, dict], root: Path) -> P
     return None
 
 
-def evaluated_before(timestamps: pd.Series, finished: str | None, slack_minutes: float = 2) -> bool:
-    """True when every one of ``timestamps`` (a results table's, UTC) is older than the run's end
-    (``finished`` in its record, local time): those rows scored another model that lived at this
-    path before (a run deleted and trained again). ``slack_minutes`` of slack (the registry's two,
-    against a run's end); ``evaluate`` passes a run's ``started`` with none. False when unknown."""
-    if not finished or timestamps.isna().all():
-        return False
+def rows_of_run(rows: pd.DataFrame, identity: str, finished: str | None) -> pd.Series:
+    """Which of ``rows`` (a results table's, with ``run_sha`` and ``timestamp``) scored the run now
+    in their model's folder (its ``RunFolder.identity`` and the ``finished`` time of its record):
+    the one rule ``ifir evaluate``'s skip_done and ``ifir runs`` (so ``--collect``) share. A row
+    recording the run's identity (``run_sha``) is its, whatever the clocks say (a record's naive
+    local time read in another time zone); one recording another identity is not (the run trained
+    again there, or another machine's copied over it). A row without one (an older table, or a
+    folder with no identity) is the run's unless written before the run's ``finished`` time (local;
+    rows are UTC): the run's model is at that path only from its save, which ``finished`` follows
+    at once, so an earlier row scored another model (the one there before a retrain, while this
+    run trained). A run not finished (no ``finished``) or a row without a time keeps its rows."""
+    sha = rows["run_sha"].astype(str)
+    mine = sha.eq(identity) & bool(identity)
+    old = ~mine & (sha.isin(["", "nan"]) | (not identity))  # no identity: every row judged by time
+    return mine | (old & ~_written_before(rows["timestamp"], finished))
+
+
+def _written_before(timestamps: pd.Series, finished: str | None) -> pd.Series:
+    """Per row: written before ``finished`` (a run record's naive local time); False when unknown."""
+    if not finished:
+        return pd.Series(False, index=timestamps.index)
     try:
         end = pd.Timestamp(finished).tz_localize(datetime.datetime.now().astimezone().tzinfo)
     except ValueError:
-        return False
-    return bool(timestamps.max() < end - pd.Timedelta(minutes=slack_minutes))
+        return pd.Series(False, index=timestamps.index)
+    return (pd.to_datetime(timestamps, utc=True) < end).fillna(False).astype(bool)
 
 
 def main_scores(res: pd.DataFrame) -> dict[str, set[str]]:
@@ -233,16 +247,10 @@ def _of_run(
     rows: pd.DataFrame, run: Path | None, identity: str, finished: str | None
 ) -> list[tuple[Path | None, pd.DataFrame]]:
     """``rows`` of one model label split by whether they scored the run now in its folder (``run``,
-    ``identity``, ``finished``): rows recording its ``run_sha`` are its, whatever the clocks say (a
-    record's naive local time read in another time zone); rows recording another (a run trained
-    again there, or another machine's copied over it) are not; rows without one (older tables) are
-    not when all are older than its end (``evaluated_before``: an earlier model at that path)."""
+    ``identity``, ``finished``: ``rows_of_run``); the others are a model of their own."""
     if run is None:
         return [(run, rows)]
-    sha = rows["run_sha"].astype(str)
-    mine = sha.eq(identity) & bool(identity)
-    old = ~mine & (sha.isin(["", "nan"]) | (not identity))  # no identity: every row judged by time
-    ours = mine | (old & (not evaluated_before(rows.loc[old, "timestamp"], finished)))
+    ours = rows_of_run(rows, identity, finished)
     return [(r, g) for r, g in ((run, rows[ours]), (None, rows[~ours])) if len(g)]
 
 

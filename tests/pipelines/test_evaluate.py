@@ -9,6 +9,7 @@ load: a ``ConfigError`` about the sets or the table, never the model's ``DataErr
 import logging
 import shutil
 
+import pandas as pd
 import pytest
 
 from ifir_lib.core.config import FOLLOWIR_DIR
@@ -16,6 +17,7 @@ from ifir_lib.core.errors import ConfigError, DataError
 from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.evaluation.corpora import content_digest, load_followir, write_followir
 from ifir_lib.pipelines.evaluate import _label, evaluate_models, format_result
+from ifir_lib.pipelines.registry import runs_table
 from ifir_lib.reporting import results as R
 from ifir_lib.testing.inputs import synthetic_followir
 from support.fakes import fake_result
@@ -197,6 +199,40 @@ def test_rows_of_this_run_are_its_rows_whatever_the_clocks_say(tmp_path, capsys)
     R.save_result(fake_result("eval", [1.0]), out, run_id="b", run_sha=run.identity(), **row)
     assert evaluate_models([run.path], **kw) == {}
     assert "already in r.csv" in capsys.readouterr().out
+
+
+def test_evaluate_and_ifir_runs_agree_on_a_row_written_while_the_run_trained(tmp_path):
+    """A row without ``run_sha`` written between a run's start and its finish (the folder evaluated
+    while it trained again: the old model, or a clock apart): skip_done judged it against the run's
+    ``started`` (done, skipped) and ``ifir runs`` against its ``finished`` (another model's), so the
+    set was never evaluated for the run that ``ifir runs`` listed without it. One rule now
+    (``registry.rows_of_run``): such a row is not the run's in either; a row after its finish is."""
+    import datetime
+
+    folder = _set(tmp_path / "eval")
+    run = RunFolder(tmp_path / "models" / "ins-dv")
+    run.path.mkdir(parents=True)
+    now, fmt = datetime.datetime.now(), "%Y-%m-%dT%H:%M:%S"
+    times = {"started": now - datetime.timedelta(hours=1), "finished": now + datetime.timedelta(hours=1)}
+    run.write(
+        {
+            "mode": "ins-dv",
+            "rng_seed": 0,
+            "status": "finished",
+            **{k: v.strftime(fmt) for k, v in times.items()},
+        }
+    )
+    out = tmp_path / "r.csv"
+    row = dict(model=str(run.path), mode="ins-dv", rng_seed=0, data_sha=content_digest(load_followir(folder)))
+    R.save_result(fake_result("eval", [1.0]), out, run_id="mid", **row)  # no run_sha, while it trained
+    kw = dict(followir=[folder], results_csv=out, skip_done=True, bootstrap=0, style=None)
+    with pytest.raises(DataError, match="not a SentenceTransformer folder"):  # evaluated again: loads it
+        evaluate_models([run.path], **kw)
+    listed = runs_table(tmp_path).set_index("run")
+    assert pd.isna(listed.loc["models/ins-dv", "eval:p_mrr"]) and listed.loc[str(run.path), "kind"] == "eval"
+    run.update(finished=(now - datetime.timedelta(minutes=30)).strftime(fmt))  # the row is after its finish
+    assert evaluate_models([run.path], **kw) == {}
+    assert runs_table(tmp_path).set_index("run").loc["models/ins-dv", "eval:p_mrr"] == 1.0
 
 
 def test_rows_of_a_run_whose_record_is_gone_are_kept_with_a_line(tmp_path, capsys):
