@@ -68,6 +68,35 @@ def data_sources(mode: str, data: str | Path, reversals: str | Path | None, cura
     return out
 
 
+def batch_order(info: dict) -> int:
+    """The batch order a run record names (``training.samplers.BATCH_ORDER``): 1 for a record
+    written before the field (``seed + epoch``), 2 since 9fa2ea9."""
+    return int(info.get("batch_order", 1))
+
+
+def mixed_batch_orders(records: dict[str, dict]) -> str:
+    """``''`` when the run records ``records`` (``{name: ifir_run.json}``; ``{}``: no record, left
+    out) name one batch order; else words that name how many runs of each order and which: runs
+    read together as replicates or compared though their epochs after the first saw other batches
+    (the same batches in epoch 0, so runs of one epoch do not differ). Old results stay usable; the
+    words say how to train the older runs again (docs/experiments.md, "Batch order")."""
+    by: dict[int, list[str]] = {}
+    for name, info in records.items():
+        if info:
+            by.setdefault(batch_order(info), []).append(str(name))
+    if len(by) < 2:
+        return ""
+    said = "; ".join(
+        f"order {o}: {len(n)} run(s) ({', '.join(sorted(n)[:6])}{', ...' if len(n) > 6 else ''})"
+        for o, n in sorted(by.items())
+    )
+    return (
+        f"runs of {len(by)} batch orders are read together ({said}): epochs after the first shuffled "
+        "their batches otherwise, so they are not replicates of one condition; train the older runs "
+        "again under this code (docs/experiments.md, 'Batch order')"
+    )
+
+
 class RunFolder(os.PathLike):
     """One training run folder (see the module docstring for its files)."""
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.errors import DataError
-from ..core.run_folder import RunFolder
+from ..core.run_folder import RunFolder, batch_order, mixed_batch_orders
 from ..evaluation.mteb_glue import get_task, metric_name
 from ..reporting.results import (
     _OLD_NAMES,
@@ -55,6 +55,7 @@ COLUMNS = [
     "status",
 ]
 EXTRA_COLUMNS = [
+    "batch_order",
     "detail",
     "started",
     "finished",
@@ -86,6 +87,7 @@ def _run_row(run: RunFolder, root: Path) -> dict:
         "steps": steps,
         "git_commit": info.get("git_commit"),
         "status": status,
+        "batch_order": batch_order(info),
         "detail": detail,
         "started": info.get("started"),
         "finished": info.get("finished"),
@@ -277,6 +279,7 @@ def _eval_row(model: str, mode: str, rng_seed: str, grp: pd.DataFrame) -> dict:
         "steps": None,
         "git_commit": commits.iloc[-1] if len(commits) else None,
         "status": "done",
+        "batch_order": None,
         "detail": "",
         "started": str(grp["timestamp"].min()) if grp["timestamp"].notna().any() else None,
         "finished": None,
@@ -287,15 +290,21 @@ def _eval_row(model: str, mode: str, rng_seed: str, grp: pd.DataFrame) -> dict:
 
 def format_runs(df: pd.DataFrame) -> str:
     """The listing ``ifir runs`` prints: one line per row, metrics with two decimals, '-' for none,
-    then a line naming the metric of each metric column (``metric_legend``)."""
+    then a line naming the metric of each metric column (``metric_legend``), and a warning line
+    when the finished runs listed were trained under several batch orders (``mixed_batch_orders``)."""
     if df.empty:
         return "no runs or results found"
+    orders = ""
+    if "batch_order" in df.columns:
+        done = df[(df["kind"] == "train") & (df["status"] == "done")]
+        orders = mixed_batch_orders({r: {"batch_order": o} for r, o in zip(done["run"], done["batch_order"])})
     shown = df[[c for c in df.columns if c not in EXTRA_COLUMNS]].astype(object)
     for c in shown.columns:
         if ":" in c:  # metric columns, x100
             shown[c] = [f"{v:.2f}" if pd.notna(v) else None for v in shown[c]]
     legend = metric_legend([c for c in shown.columns if ":" in c])
-    return shown.where(shown.notna(), "-").to_string(index=False) + (f"\n{legend}" if legend else "")
+    listing = shown.where(shown.notna(), "-").to_string(index=False) + (f"\n{legend}" if legend else "")
+    return listing + (f"\nwarning: {orders}" if orders else "")
 
 
 def metric_legend(columns) -> str:

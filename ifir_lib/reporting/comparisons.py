@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..core.config import BASE_MODE
 from ..core.errors import DataError
+from ..core.run_folder import RunFolder, mixed_batch_orders
 from ..evaluation.stats import holm, run_level_test, strata_of, two_stage_bootstrap
 from .results import (
     add_backbone,
@@ -121,6 +122,7 @@ def _index(results: pd.DataFrame, per_query: pd.DataFrame, metrics: Sequence[str
     cols = ["run_id", "model", "mode", "rng_seed", "dataset"]
     read = runs_to_read(results, _path(results, "<results>"))
     _check_one_backbone(read, _path(results, "<results>"))
+    _check_one_batch_order(read, _path(results, "<results>"))
     check_per_query(read, per_query, metrics)
     runs = read[cols].drop_duplicates(["run_id", "dataset"])
     pq = per_query[per_query["metric"].isin(list(metrics)) & per_query["value"].notna()]
@@ -159,6 +161,22 @@ def _check_one_backbone(read: pd.DataFrame, path: str) -> None:
             len(backbones),
             ", ".join(backbones[:4]),
         )
+
+
+_WARNED_ORDERS: set[str] = set()  # the batch-order warnings given: once per process, not per table
+
+
+def _check_one_batch_order(read: pd.DataFrame, path: str) -> None:
+    """One warning when the trained runs a comparison reads were trained under several batch
+    orders (``run_folder.mixed_batch_orders``: an experiment resumed after the upgrade kept its
+    finished order-1 runs and trained the rest under order 2): a mode's mean pooled both, and one
+    mode was compared with another across them. Runs whose folder is not found are not counted."""
+    trained = read[read["mode"].astype(str) != BASE_MODE]
+    records = {m: RunFolder(m).info() for m in trained["model"].astype(str).drop_duplicates()}
+    text = mixed_batch_orders(records)
+    if text and text not in _WARNED_ORDERS:
+        _WARNED_ORDERS.add(text)
+        log.warning("%s: %s", path, text)
 
 
 def _check_names(results: pd.DataFrame, modes=(), datasets=None, metrics=()) -> None:

@@ -300,3 +300,23 @@ def test_a_metric_added_by_hand_is_no_main_score(tmp_path, capsys):
     assert main(["runs", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "main score" not in out and "scifact:ndcg_at_10 = nDCG@10" in out.splitlines()[-1]
+
+
+def test_finished_runs_of_two_batch_orders_are_named_under_the_listing(root, tmp_path, capsys):
+    """An experiment resumed after the batch-order upgrade keeps its finished order-1 runs (records
+    without ``batch_order``) beside order-2 ones: ``ifir runs`` listed them alike. Each run's order
+    is a column of ``--json``, and a warning line under the listing names the runs of each order."""
+    out = tmp_path / "out"
+    for name in ("old", "new"):
+        shutil.copytree(
+            root / "models" / "ins-dv", out / name, ignore=shutil.ignore_patterns("*.safetensors")
+        )
+    assert main(["runs", "--root", str(out)]) == 0 and "batch order" not in capsys.readouterr().out
+    info = json.loads((out / "old" / "ifir_run.json").read_text())
+    assert info.pop("batch_order") == 2  # as a run recorded before the field reads
+    (out / "old" / "ifir_run.json").write_text(json.dumps(info))
+    assert dict(zip(runs_table(out)["run"], runs_table(out)["batch_order"])) == {"new": 2, "old": 1}
+    assert main(["runs", "--root", str(out)]) == 0
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said.startswith("warning: runs of 2 batch orders") and "order 1: 1 run(s) (old)" in said
+    assert "order 2: 1 run(s) (new)" in said

@@ -329,3 +329,39 @@ def test_runs_of_two_base_models_pooled_by_a_comparison_are_named(tmp_path, capl
     one = results[results["model"].astype(str).str.contains("run-0|minilm")]  # one backbone's rows
     row = compare_modes(one, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=20)
     assert row["diff"] == pytest.approx(1.0) and "base models" not in caplog.text
+
+
+def test_runs_of_two_batch_orders_pooled_by_a_comparison_are_named(tmp_path, caplog):
+    """An experiment resumed after the batch-order upgrade kept its finished order-1 runs (records
+    without ``batch_order``) and trained the missing replicate under order 2: ``compare`` pooled
+    them as "3 runs of ins-dv" without a word. One warning names each order's runs, however many
+    tables read them; runs of one order are quiet."""
+    from ifir_lib.core.run_folder import RunFolder
+
+    csv = tmp_path / "results.csv"
+
+    def scored(model, mode, seed, shift):
+        pq = {"p_mrr": {f"q{i}": shift + i for i in range(4)}}
+        r = EvalResult("v1", model, {"p_mrr": M.mean(pq["p_mrr"])}, {}, pq)
+        save_result(r, csv, model=model, mode=mode, rng_seed=seed)
+
+    scored("minilm", "base", 0, 0.0)
+    for seed in (0, 1, 2):
+        run = RunFolder(tmp_path / f"rng{seed}" / "ins-dv")
+        run.path.mkdir(parents=True)
+        order = {"batch_order": 2} if seed == 2 else {}  # rng0, rng1: recorded before the field
+        run.start({"mode": "ins-dv", "rng_seed": seed, "config": {"base_model": "minilm"}, **order}, "abc")
+        scored(str(run.path), "ins-dv", seed, 1.0 + seed)
+    results, per_query = load_tables(csv)
+    with caplog.at_level("WARNING"):
+        compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=20)
+        mode_table(results, per_query, metrics=["p_mrr"], n_boot=20)
+    said = [r.getMessage() for r in caplog.records if "batch orders" in r.getMessage()]
+    assert len(said) == 1 and "runs of 2 batch orders" in said[0]
+    assert f"order 1: 2 run(s) ({tmp_path / 'rng0' / 'ins-dv'}, {tmp_path / 'rng1' / 'ins-dv'})" in said[0]
+    assert f"order 2: 1 run(s) ({tmp_path / 'rng2' / 'ins-dv'})" in said[0]
+    caplog.clear()
+    one = results[~results["model"].astype(str).str.contains("rng2")]  # order 1 only
+    with caplog.at_level("WARNING"):
+        compare_modes(one, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=20)
+    assert "batch orders" not in caplog.text
