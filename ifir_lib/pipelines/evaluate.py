@@ -408,6 +408,7 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     mode, rng_seed, prompts, backend = condition
     labels = dict(zip(("mode", "rng_seed"), labels_of(path, mode, rng_seed)))
     _warn_checkpoint(path, labels)
+    _warn_unfinished(path, labels)
     key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
     run = RunFolder(path)
     info = run.info() if done else {}
@@ -457,6 +458,26 @@ def _warn_checkpoint(path, labels: dict) -> None:
         labels["mode"],
         labels["rng_seed"],
     )
+
+
+def _warn_unfinished(path, labels: dict) -> None:
+    """Warn when ``path`` is a run folder whose record's status is not ``finished`` (``running``,
+    ``stopped: ...``, ``failed: ...``): what it holds is not the run's saved model (a save cut
+    before ``modules.json``, an earlier run's model while it trains again, nothing yet), yet its
+    rows were labelled as a finished run of its mode without a word. Not refused: a kept state
+    may be evaluated on purpose."""
+    run = RunFolder(path)
+    status = run.info().get("status") if run.is_run() else "finished"
+    if status != "finished":
+        log.warning(
+            "%s: its run record says status %r, not finished: what the folder holds is not that run's "
+            "saved model (half saved, or an earlier model while it trains again); its rows are labelled "
+            "%s, rng_seed %s as a finished run's would be",
+            path,
+            status,
+            labels["mode"],
+            labels["rng_seed"],
+        )
 
 
 def _evaluated(table: pd.DataFrame | None, plan: str = "") -> dict[tuple, dict[str, pd.DataFrame]]:

@@ -235,6 +235,28 @@ def test_evaluate_and_ifir_runs_agree_on_a_row_written_while_the_run_trained(tmp
     assert runs_table(tmp_path).set_index("run").loc["models/ins-dv", "eval:p_mrr"] == 1.0
 
 
+def test_a_run_folder_not_finished_is_named_with_its_status(tmp_path, caplog):
+    """A run killed inside its final save (its record still ``running``), stopped or failed was
+    scored and labelled as a finished run of its mode without a word (the folder may hold a half
+    save or an earlier model). A warning names the folder and its status; nothing is refused
+    (here the loader then refuses the folder, which has no model); a finished run is quiet."""
+    folder = _set(tmp_path / "eval")
+    run = RunFolder(tmp_path / "runs" / "ins-dv")
+    run.path.mkdir(parents=True)
+    for status in ("running", "stopped: interrupted", "failed: RuntimeError: boom"):
+        run.write({"mode": "ins-dv", "rng_seed": 2, "started": "2026-01-01T09:00:00", "status": status})
+        caplog.clear()
+        with caplog.at_level("WARNING"), pytest.raises(DataError, match="not a SentenceTransformer folder"):
+            evaluate_models([run.path], followir=[folder], bootstrap=0, style=None)
+        assert f"{run.path}: its run record says status {status!r}, not finished" in caplog.text
+        assert "labelled ins-dv, rng_seed 2" in caplog.text
+    run.finish()
+    caplog.clear()
+    with caplog.at_level("WARNING"), pytest.raises(DataError, match="not a SentenceTransformer folder"):
+        evaluate_models([run.path], followir=[folder], bootstrap=0, style=None)
+    assert "not finished" not in caplog.text
+
+
 def test_rows_of_a_run_whose_record_is_gone_are_kept_with_a_line(tmp_path, capsys):
     """A run folder deleted and a model saved at its path without ``ifir_run.json`` (a notebook's
     ``model.save``): the folder has no identity, so the old run's rows counted as its rows without
