@@ -479,6 +479,7 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
 
     torch.manual_seed(cfg.rng_seed)
     model = build_model(cfg.base_model, max_seq_length=cfg.max_seq_length, pooling=cfg.pooling, device=device)
+    model.max_seq_length = cap_to_positions(model, cfg.max_seq_length, "max_seq_length (training)")
     if world > 1:
         _freeze_unused_pooler(model)
     _warn_replaced_prompts(model, cfg)
@@ -715,13 +716,46 @@ def _fit(trainer, run: RunFolder, resume: str | None, rank: int):
         ) from None
 
 
+def max_positions(model) -> int | None:
+    """The most tokens ``model``'s backbone reads: its ``max_position_embeddings`` less the offset
+    of position ids that start after the padding index (RoBERTa, MPNet: 514 positions, 512 tokens;
+    the offset sentence-transformers infers for its flattened batches); None when unknown."""
+    import torch
+
+    auto = getattr(model[0], "auto_model", None)
+    n = getattr(getattr(auto, "config", None), "max_position_embeddings", None)
+    if not isinstance(n, int) or n <= 0:  # xlnet's -1: no limit
+        return None
+    for module in auto.modules():
+        pad, pos = getattr(module, "padding_idx", None), getattr(module, "position_embeddings", None)
+        if isinstance(pad, int) and isinstance(pos, torch.nn.Embedding):
+            return n - (pad + 1)
+    return n
+
+
+def cap_to_positions(model, length: int, field: str) -> int:
+    """``length``, or the backbone's positions (``max_positions``) where it asks for more, with a
+    warning naming ``field``: a loader caps the length anyway (the record said 1024 where MiniLM
+    reads 512), and a longer text would overrun the position embeddings."""
+    most = max_positions(model)
+    if most is None or length <= most:
+        return length
+    log.warning(
+        "%s %d is more than the backbone's %d positions (max_position_embeddings); %d is used",
+        field,
+        length,
+        most,
+        most,
+    )
+    return most
+
+
 def _save_finished(trainer, model, run: RunFolder, cfg: TrainConfig, result, seconds: float) -> None:
     """Save the model (the best held-out checkpoint's with ``keep_best``, else the final step's)
     and mark the run finished; ``best_step`` is the held-out pick either way (the saved step is ``steps``
     when ``keep_best`` is False)."""
-    model.max_seq_length = cfg.save_max_seq_length or getattr(
-        model, "native_max_seq_length", cfg.max_seq_length
-    )
+    asked = cfg.save_max_seq_length or getattr(model, "native_max_seq_length", cfg.max_seq_length)
+    model.max_seq_length = cap_to_positions(model, asked, "save_max_seq_length")
     model.save(str(run.path))
     steps, best = trainer.state.global_step, trainer.state.best_model_checkpoint
     run.finish(

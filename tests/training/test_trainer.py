@@ -612,3 +612,38 @@ def test_training_with_in_batch_negatives_warns_of_co_batched_seeds_sharing_a_qu
     with caplog.at_level("WARNING"):
         train(ts.examples, tmp_path / "run", cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
     assert "in-batch negatives: 1 times over 1 steps a batch holds two seeds with one query" in caplog.text
+
+
+def test_a_length_past_the_backbone_s_positions_is_capped_with_a_warning(tmp_path, bundled_seeds, caplog):
+    """``save_max_seq_length`` 1024 on MiniLM (512 positions) was recorded as 1024 in ifir_run.json
+    while every loader read 512; ``max_seq_length`` 1024 let a long text overrun the positions. Both
+    are capped at the positions, with a warning, and the record says what loaders read. A RoBERTa-style
+    backbone's positions start after its padding index: 514 positions read 512 tokens."""
+    import types
+
+    from sentence_transformers import SentenceTransformer
+    from transformers import RobertaConfig, RobertaModel
+
+    ts = build_trainset("ins-orig", bundled_seeds, budget=8, num_negatives=1)
+    cfg = TrainConfig.preset(
+        "smoke", max_steps=1, num_negatives=1, max_seq_length=1024, save_max_seq_length=1024
+    )
+    with caplog.at_level("WARNING"):
+        res = train(
+            ts.examples, tmp_path / "run", cfg, mode="ins-orig", manifest=ts.manifest(), report_to="none"
+        )
+    assert "save_max_seq_length 1024 is more than the backbone's 512 positions" in caplog.text
+    assert "max_seq_length (training) 1024 is more than the backbone's 512 positions" in caplog.text
+    info = RunFolder(res.run_dir).info()
+    assert (
+        info["saved_max_seq_length"]
+        == 512
+        == SentenceTransformer(str(res.run_dir), device="cpu").max_seq_length
+    )
+    tiny = RobertaConfig(
+        vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=1, intermediate_size=8
+    )
+    tiny.max_position_embeddings = 514
+    from ifir_lib.training.trainer import max_positions
+
+    assert max_positions([types.SimpleNamespace(auto_model=RobertaModel(tiny))]) == 512
