@@ -33,12 +33,13 @@ table is not evaluated again (a row without a digest, from an older table, count
 of the demo or the experiment resumes. Which rows scored the run now in a folder is
 ``registry.rows_of_run``, the rule ``ifir runs`` reads them by: rows that record another training
 run (``run_sha``) than the folder's now (``RunFolder.identity``: another machine's run copied over
-it) do not count, nor do rows without one written before a finished run folder's ``finished``
-time (they scored the model that lived there before the run was trained again, or while it
-trained), so it is evaluated again and readers take the later rows
-(``results.one_evaluation_per_run``). Rows that record the folder's own run count whatever the
-clocks say (a record's naive local time read in another time zone). Not handled here: the metrics
-(``evaluation.metrics``), the encoders (``evaluation.evaluator``, ``evaluation.mteb_glue``).
+it) do not count, nor do rows without one written before a finished run folder's ``started``,
+or more than 26 hours (``registry.CLOCK_SLACK``) before its ``finished`` time (they scored the
+model that lived there before the run was trained again, or while it trained), so it is evaluated
+again and readers take the later rows (``results.one_evaluation_per_run``). Rows that record the
+folder's own run count whatever the clocks say (a record's naive local time read in another time
+zone). Not handled here: the metrics (``evaluation.metrics``), the encoders
+(``evaluation.evaluator``, ``evaluation.mteb_glue``).
 """
 
 from __future__ import annotations
@@ -412,7 +413,7 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
     key = (str(label), labels["mode"], str(labels["rng_seed"]), prompts, backend)
     run = RunFolder(path)
     info = run.info() if done else {}
-    this = (info.get("finished"), run.identity() if done else "")  # which rows are its: rows_of_run
+    this = (info.get("finished"), run.identity() if done else "", info.get("started"))  # rows_of_run
     folders = [f for f in followir if not _done(done, key, f.name, digests, this)]
     said = f"  {labels['mode']:>9} rng_seed {labels['rng_seed']}"
     if len(folders) < len(followir) and table:
@@ -428,7 +429,7 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
         why = (
             f"{path} holds another run than its rows in {table} (trained again or copied over since they were written)"
             if this[1] and _run_shas(again) - {this[1]}
-            else f"its rows in {table} were written before {path} finished (by this machine's clock)"
+            else f"its rows in {table} were written before or while {path} trained (by this machine's clock)"
         )
         print(f"{said}: {why}; evaluated again (the later rows are read)")
     tasks_todo = [t for t in named if not _done(done, key, t.metadata.name, digests, this)]
@@ -521,10 +522,10 @@ def _run_shas(rows: list[pd.DataFrame]) -> set[str]:
 
 def _done(done: dict, key: tuple, name: str, digests: dict[str, str], run: tuple) -> bool:
     """Whether the set ``name`` is in the table for ``key`` (``_rows``) by the run now at that
-    path (``run``: its ``finished`` and ``RunFolder.identity``): a row of it that scored this run
-    (``registry.rows_of_run``, the rule ``ifir runs`` reads the rows by)."""
-    finished, identity = run
-    return any(rows_of_run(r, identity, finished).any() for r in _rows(done, key, name, digests))
+    path (``run``: its ``finished``, ``RunFolder.identity`` and ``started``): a row of it that
+    scored this run (``registry.rows_of_run``, the rule ``ifir runs`` reads the rows by)."""
+    finished, identity, started = run
+    return any(rows_of_run(r, identity, finished, started).any() for r in _rows(done, key, name, digests))
 
 
 def format_result(r: EvalResult, *, style: str = "line", mode: str = "", rng_seed: int = 0) -> str:

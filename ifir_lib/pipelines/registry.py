@@ -133,32 +133,52 @@ def _match_run(model: str, table: Path, runs: dict[Path, dict], root: Path) -> P
     return None
 
 
-def rows_of_run(rows: pd.DataFrame, identity: str, finished: str | None) -> pd.Series:
+CLOCK_SLACK = pd.Timedelta(hours=26)  # the widest gap between two UTC offsets (UTC-12 to UTC+14)
+
+
+def rows_of_run(
+    rows: pd.DataFrame, identity: str, finished: str | None, started: str | None = None
+) -> pd.Series:
     """Which of ``rows`` (a results table's, with ``run_sha`` and ``timestamp``) scored the run now
-    in their model's folder (its ``RunFolder.identity`` and the ``finished`` time of its record):
-    the one rule ``ifir evaluate``'s skip_done and ``ifir runs`` (so ``--collect``) share. A row
-    recording the run's identity (``run_sha``) is its, whatever the clocks say (a record's naive
-    local time read in another time zone); one recording another identity is not (the run trained
-    again there, or another machine's copied over it). A row without one (an older table, or a
-    folder with no identity) is the run's unless written before the run's ``finished`` time (local;
-    rows are UTC): the run's model is at that path only from its save, which ``finished`` follows
-    at once, so an earlier row scored another model (the one there before a retrain, while this
-    run trained). A run not finished (no ``finished``) or a row without a time keeps its rows."""
+    in their model's folder (its ``RunFolder.identity``, and the ``finished`` and ``started`` times
+    of its record): the one rule ``ifir evaluate``'s skip_done and ``ifir runs`` (so ``--collect``)
+    share. A row recording the run's identity (``run_sha``) is its, whatever the clocks say; one
+    recording another identity is not (the run trained again there, or another machine's copied
+    over it). A row without one (an older table, or a folder with no identity) is the run's unless
+    written before ``max(started, finished - CLOCK_SLACK)`` (``_written_before``). The record's
+    times are naive local times of the machine that wrote them (its zone is not recorded), read
+    here with this machine's zone rules for their date (so a summer record read in winter is right);
+    a reader west of the writer still reads them up to the gap of the two offsets late, at most 26
+    hours (``CLOCK_SLACK``), and without the slack every row written in that gap after the finish
+    (the usual evaluation right after training) would be another model's and evaluated again.
+    What the slack lets in is small: rows without ``run_sha`` written after the run's start, which
+    only versions before ``run_sha`` wrote (a folder with a record records it from the start), so
+    an evaluation of the folder while it trained; rows from before its start (the model there
+    before a quick retrain, 37bdb98) stay out. A run not finished (no ``finished``) or a row without
+    a time keeps its rows."""
     sha = rows["run_sha"].astype(str)
     mine = sha.eq(identity) & bool(identity)
     old = ~mine & (sha.isin(["", "nan"]) | (not identity))  # no identity: every row judged by time
-    return mine | (old & ~_written_before(rows["timestamp"], finished))
+    return mine | (old & ~_written_before(rows["timestamp"], finished, started))
 
 
-def _written_before(timestamps: pd.Series, finished: str | None) -> pd.Series:
-    """Per row: written before ``finished`` (a run record's naive local time); False when unknown."""
-    if not finished:
-        return pd.Series(False, index=timestamps.index)
+def _local(naive: str | None) -> pd.Timestamp | None:
+    """A record's naive local time with this machine's zone rules for that date (DST included);
+    None when missing or unreadable."""
     try:
-        end = pd.Timestamp(finished).tz_localize(datetime.datetime.now().astimezone().tzinfo)
-    except ValueError:
+        return pd.Timestamp(datetime.datetime.fromisoformat(str(naive)).astimezone()) if naive else None
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _written_before(timestamps: pd.Series, finished: str | None, started: str | None = None) -> pd.Series:
+    """Per row: written before ``max(started, finished - CLOCK_SLACK)`` (a run record's naive local
+    times, ``_local``); False when ``finished`` is unknown."""
+    end, start = _local(finished), _local(started)
+    if end is None:
         return pd.Series(False, index=timestamps.index)
-    return (pd.to_datetime(timestamps, utc=True) < end).fillna(False).astype(bool)
+    bound = max(end - CLOCK_SLACK, start) if start is not None else end - CLOCK_SLACK
+    return (pd.to_datetime(timestamps, utc=True) < bound).fillna(False).astype(bool)
 
 
 def main_scores(res: pd.DataFrame) -> dict[str, set[str]]:
@@ -232,8 +252,10 @@ def runs_table(root: str | Path = "out", *, details: bool = True) -> pd.DataFram
         res = load_results(table)
         for (model, mode, rng_seed), rows in res.groupby(["model", "mode", "rng_seed"], sort=False):
             matched = _match_run(str(model), table, runs, root)
-            finished = runs[matched]["finished"] if matched is not None else None
-            for run, grp in _of_run(rows, matched, identity.get(matched, ""), finished):
+            times = (
+                (runs[matched]["finished"], runs[matched]["started"]) if matched is not None else (None, None)
+            )
+            for run, grp in _of_run(rows, matched, identity.get(matched, ""), times):
                 _add_rows(run, grp, (str(model), mode, rng_seed), table, runs, evals, metrics)
     rows = []
     for key, row in [*runs.items(), *sorted(evals.items(), key=lambda kv: kv[0])]:
@@ -246,13 +268,14 @@ def runs_table(root: str | Path = "out", *, details: bool = True) -> pd.DataFram
 
 
 def _of_run(
-    rows: pd.DataFrame, run: Path | None, identity: str, finished: str | None
+    rows: pd.DataFrame, run: Path | None, identity: str, times: tuple
 ) -> list[tuple[Path | None, pd.DataFrame]]:
     """``rows`` of one model label split by whether they scored the run now in its folder (``run``,
-    ``identity``, ``finished``: ``rows_of_run``); the others are a model of their own."""
+    ``identity``, its record's ``(finished, started)``: ``rows_of_run``); the others are a model
+    of their own."""
     if run is None:
         return [(run, rows)]
-    ours = rows_of_run(rows, identity, finished)
+    ours = rows_of_run(rows, identity, *times)
     return [(r, g) for r, g in ((run, rows[ours]), (None, rows[~ours])) if len(g)]
 
 

@@ -7,6 +7,7 @@ load: a ``ConfigError`` about the sets or the table, never the model's ``DataErr
 """
 
 import logging
+import os
 import shutil
 
 import pandas as pd
@@ -206,14 +207,15 @@ def test_evaluate_and_ifir_runs_agree_on_a_row_written_while_the_run_trained(tmp
     while it trained again: the old model, or a clock apart): skip_done judged it against the run's
     ``started`` (done, skipped) and ``ifir runs`` against its ``finished`` (another model's), so the
     set was never evaluated for the run that ``ifir runs`` listed without it. One rule now
-    (``registry.rows_of_run``): such a row is not the run's in either; a row after its finish is."""
+    (``registry.rows_of_run``): such a row, more than ``CLOCK_SLACK`` (26 h) before the finish of a
+    longer training, is not the run's in either; a row after its finish is."""
     import datetime
 
     folder = _set(tmp_path / "eval")
     run = RunFolder(tmp_path / "models" / "ins-dv")
     run.path.mkdir(parents=True)
     now, fmt = datetime.datetime.now(), "%Y-%m-%dT%H:%M:%S"
-    times = {"started": now - datetime.timedelta(hours=1), "finished": now + datetime.timedelta(hours=1)}
+    times = {"started": now - datetime.timedelta(hours=40), "finished": now + datetime.timedelta(hours=28)}
     run.write(
         {
             "mode": "ins-dv",
@@ -233,6 +235,48 @@ def test_evaluate_and_ifir_runs_agree_on_a_row_written_while_the_run_trained(tmp
     run.update(finished=(now - datetime.timedelta(minutes=30)).strftime(fmt))  # the row is after its finish
     assert evaluate_models([run.path], **kw) == {}
     assert runs_table(tmp_path).set_index("run").loc["models/ins-dv", "eval:p_mrr"] == 1.0
+
+
+def test_rows_written_right_after_a_summer_run_are_its_rows_read_in_winter_or_west_of_it(tmp_path):
+    """A run's record holds naive local times. ``rows_of_run`` read them with today's UTC offset and
+    no slack: a run finished on 2026-07-01 at 12:00 in Berlin (summer time, 10:00 UTC) read in winter
+    (+1) seemed to end at 11:00 UTC, and read in UTC (a container west of the writer) at 12:00 UTC,
+    so the rows written right after training (no ``run_sha``: an older table) were another model's:
+    ``ifir evaluate`` evaluated the run again and ``ifir runs`` listed it without them. The times are
+    now read with the zone rules of their date, against ``max(started, finished - CLOCK_SLACK)``;
+    a row from before the run's start is still another model's."""
+    import time
+
+    folder = _set(tmp_path / "eval")
+    run = RunFolder(tmp_path / "models" / "ins-dv")
+    run.path.mkdir(parents=True)
+    record = {"mode": "ins-dv", "rng_seed": 0, "status": "finished"}
+    run.write({**record, "started": "2026-07-01T09:00:00", "finished": "2026-07-01T12:00:00"})
+    out = tmp_path / "r.csv"
+    row = dict(model=str(run.path), mode="ins-dv", rng_seed=0, data_sha=content_digest(load_followir(folder)))
+    R.save_result(fake_result("eval", [5.0]), out, run_id="before", **row)
+    R.save_result(fake_result("eval", [1.0]), out, run_id="after", **row)
+    rows = pd.read_csv(out)  # before its start (07:00 UTC), and 30 s after its finish (10:00 UTC)
+    rows["timestamp"] = rows["run_id"].map(
+        {"before": "2026-07-01T06:59:00+00:00", "after": "2026-07-01T10:00:30+00:00"}
+    )
+    rows.to_csv(out, index=False)
+    kw = dict(followir=[folder], results_csv=out, skip_done=True, bootstrap=0, style=None)
+    was = os.environ.get("TZ")
+    try:
+        for zone in ("Europe/Berlin", "UTC"):  # read in winter where it was written, and west of it
+            os.environ["TZ"] = zone
+            time.tzset()
+            assert evaluate_models([run.path], **kw) == {}, zone  # done: not evaluated again
+            listed = runs_table(tmp_path).set_index("run")
+            assert listed.loc["models/ins-dv", "eval:p_mrr"] == 1.0, zone
+            assert listed.loc[str(run.path), "eval:p_mrr"] == 5.0, zone  # before its start: another model
+    finally:
+        if was is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = was
+        time.tzset()
 
 
 def test_a_run_folder_not_finished_is_named_with_its_status(tmp_path, caplog):
