@@ -74,15 +74,32 @@ def batch_order(info: dict) -> int:
     return int(info.get("batch_order", 1))
 
 
+def past_first_epoch(info: dict) -> bool:
+    """Whether a run record shows training past its first epoch, the only batches the two batch
+    orders share (``samplers.epoch_rng``): False for a run of ``epochs`` <= 1 without ``max_steps``
+    (which overrides epochs), or one whose ``steps`` x ``batch_size`` x ``world_size`` examples fit
+    in its set (``data.examples``; each step takes at most that many, and the samplers keep the last
+    partial batch, so an epoch has at least that many steps). True when the record cannot tell."""
+    cfg, data = info.get("config") or {}, info.get("data") or {}
+    try:
+        if float(cfg.get("max_steps") or -1) <= 0 and cfg.get("epochs") is not None:
+            return float(cfg["epochs"]) > 1
+        steps, size, world = int(info["steps"]), int(cfg["batch_size"]), int(info.get("world_size") or 1)
+        return steps * size * world > int(data["examples"])
+    except (KeyError, TypeError, ValueError):
+        return True
+
+
 def mixed_batch_orders(records: dict[str, dict]) -> str:
     """``''`` when the run records ``records`` (``{name: ifir_run.json}``; ``{}``: no record, left
     out) name one batch order; else words that name how many runs of each order and which: runs
-    read together as replicates or compared though their epochs after the first saw other batches
-    (the same batches in epoch 0, so runs of one epoch do not differ). Old results stay usable; the
-    words say how to train the older runs again (docs/experiments.md, "Batch order")."""
+    read together as replicates or compared though their epochs after the first saw other batches.
+    Runs that did not train past their first epoch (``past_first_epoch``) saw the same batches under
+    both orders and are left out. Old results stay usable; the words say how to train the older
+    runs again (docs/experiments.md, "Batch order")."""
     by: dict[int, list[str]] = {}
     for name, info in records.items():
-        if info:
+        if info and past_first_epoch(info):
             by.setdefault(batch_order(info), []).append(str(name))
     if len(by) < 2:
         return ""

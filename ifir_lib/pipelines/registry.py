@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime
 import functools
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -314,13 +315,10 @@ def _eval_row(model: str, mode: str, rng_seed: str, grp: pd.DataFrame) -> dict:
 def format_runs(df: pd.DataFrame) -> str:
     """The listing ``ifir runs`` prints: one line per row, metrics with two decimals, '-' for none,
     then a line naming the metric of each metric column (``metric_legend``), and a warning line
-    when the finished runs listed were trained under several batch orders (``mixed_batch_orders``)."""
+    when replicates of one cell were trained under several batch orders (``_mixed_cells``)."""
     if df.empty:
         return "no runs or results found"
-    orders = ""
-    if "batch_order" in df.columns:
-        done = df[(df["kind"] == "train") & (df["status"] == "done")]
-        orders = mixed_batch_orders({r: {"batch_order": o} for r, o in zip(done["run"], done["batch_order"])})
+    orders = _mixed_cells(df)
     shown = df[[c for c in df.columns if c not in EXTRA_COLUMNS]].astype(object)
     for c in shown.columns:
         if ":" in c:  # metric columns, x100
@@ -328,6 +326,25 @@ def format_runs(df: pd.DataFrame) -> str:
     legend = metric_legend([c for c in shown.columns if ":" in c])
     listing = shown.where(shown.notna(), "-").to_string(index=False) + (f"\n{legend}" if legend else "")
     return listing + (f"\nwarning: {orders}" if orders else "")
+
+
+def _mixed_cells(df: pd.DataFrame) -> str:
+    """``mixed_batch_orders`` of the finished runs that are replicates of one cell under several
+    batch orders (``''``: none): one experiment (the folder above ``rng<k>/<mode>``, and its plan),
+    one mode, backbone, set, reversals and budget. Two experiments of one order each under one root
+    are not pooled anywhere, so they are not named; each cell's runs are read from their records."""
+    if "path" not in df.columns:
+        return ""
+    done = df[(df["kind"] == "train") & (df["status"] == "done")]
+    cells: dict[tuple, dict[str, dict]] = {}
+    for row in done.to_dict("records"):
+        info, path = RunFolder(row["path"]).info(), Path(row["path"])
+        folder = path.parent.parent if re.fullmatch(r"rng\d+", path.parent.name) else path.parent
+        plan = (info.get("data") or {}).get("plan")
+        key = (str(folder), plan, *(str(row[c]) for c in ("mode", "backbone", "data", "reversals", "budget")))
+        cells.setdefault(key, {})[row["run"]] = info
+    mixed = [recs for recs in cells.values() if mixed_batch_orders(recs)]
+    return mixed_batch_orders({name: info for recs in mixed for name, info in recs.items()})
 
 
 def metric_legend(columns) -> str:

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.config import BASE_MODE
+from ..core.config import BASE_MODE, REPO_DIR
 from ..core.errors import DataError
 from ..core.run_folder import RunFolder, mixed_batch_orders
 from ..evaluation.stats import holm, run_level_test, strata_of, two_stage_bootstrap
@@ -170,13 +170,25 @@ def _check_one_batch_order(read: pd.DataFrame, path: str) -> None:
     """One warning when the trained runs a comparison reads were trained under several batch
     orders (``run_folder.mixed_batch_orders``: an experiment resumed after the upgrade kept its
     finished order-1 runs and trained the rest under order 2): a mode's mean pooled both, and one
-    mode was compared with another across them. Runs whose folder is not found are not counted."""
+    mode was compared with another across them. A relative folder is looked up from the working
+    directory, the table's folder (where ``ifir evaluate`` ran) and the checkout (``backbone_of``);
+    runs whose folder is not found are not counted."""
     trained = read[read["mode"].astype(str) != BASE_MODE]
-    records = {m: RunFolder(m).info() for m in trained["model"].astype(str).drop_duplicates()}
+    records = {m: _record(m, path) for m in trained["model"].astype(str).drop_duplicates()}
     text = mixed_batch_orders(records)
     if text and text not in _WARNED_ORDERS:
         _WARNED_ORDERS.add(text)
         log.warning("%s: %s", path, text)
+
+
+def _record(model: str, table: str) -> dict:
+    """The run record of the folder ``model`` names (``{}``: none found), relative to the working
+    directory, then to ``table``'s folder, then to the checkout."""
+    p = Path(model)
+    for cand in [p] if p.is_absolute() else [p, Path(table).parent / p, REPO_DIR / p]:
+        if info := RunFolder(cand).info():
+            return info
+    return {}
 
 
 def _check_names(results: pd.DataFrame, modes=(), datasets=None, metrics=()) -> None:

@@ -316,7 +316,41 @@ def test_finished_runs_of_two_batch_orders_are_named_under_the_listing(root, tmp
     assert info.pop("batch_order") == 2  # as a run recorded before the field reads
     (out / "old" / "ifir_run.json").write_text(json.dumps(info))
     assert dict(zip(runs_table(out)["run"], runs_table(out)["batch_order"])) == {"new": 2, "old": 1}
+    # 1 step of 8 examples from 16: both trained within epoch 0, the batches both orders share
+    assert main(["runs", "--root", str(out)]) == 0 and "batch order" not in capsys.readouterr().out
+    for name in ("old", "new"):  # as runs of 5 steps (40 examples from 16: past their first epoch)
+        info = json.loads((out / name / "ifir_run.json").read_text())
+        (out / name / "ifir_run.json").write_text(json.dumps({**info, "steps": 5}))
     assert main(["runs", "--root", str(out)]) == 0
     said = capsys.readouterr().out.splitlines()[-1]
     assert said.startswith("warning: runs of 2 batch orders") and "order 1: 1 run(s) (old)" in said
     assert "order 2: 1 run(s) (new)" in said
+
+
+def test_two_experiments_of_one_batch_order_each_under_one_root_are_not_named(tmp_path, capsys):
+    """``ifir runs`` warned "not replicates of one condition" whenever the root held finished runs
+    of both orders, though an old experiment (order 1) beside a new one (order 2) pools nothing.
+    Only runs of one cell (experiment folder, plan, mode, backbone, set, reversals, budget) under
+    several orders are named."""
+    root = tmp_path / "out"
+
+    def run(exp, seed, mode="ins-dv", **order):
+        r = RunFolder(root / exp / "models" / f"rng{seed}" / mode)
+        r.path.mkdir(parents=True)
+        r.start({"mode": mode, "rng_seed": seed, "config": {"base_model": "minilm"}, **order}, "abc")
+        r.finish()  # no steps or batch size: the record cannot tell its epochs, so it counts
+
+    for seed in (0, 1):
+        run("exp_old", seed)
+        run("exp_new", seed, batch_order=2)
+    run("exp_new", 0, mode="all-dv")  # another mode of the new experiment, order 1
+    assert main(["runs", "--root", str(root)]) == 0
+    assert "batch order" not in capsys.readouterr().out
+    run("exp_new", 2)  # a replicate of exp_new's ins-dv cell under order 1
+    assert main(["runs", "--root", str(root)]) == 0
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert (
+        said.startswith("warning: runs of 2 batch orders")
+        and "order 1: 1 run(s) (exp_new/models/rng2/ins-dv)" in said
+    )
+    assert "order 2: 2 run(s) (exp_new/models/rng0/ins-dv, exp_new/models/rng1/ins-dv)" in said

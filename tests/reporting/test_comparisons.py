@@ -1,6 +1,7 @@
 """Mode tables and comparisons over runs x queries, read from a results table, and ``ifir compare``."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -365,3 +366,44 @@ def test_runs_of_two_batch_orders_pooled_by_a_comparison_are_named(tmp_path, cap
     with caplog.at_level("WARNING"):
         compare_modes(one, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=20)
     assert "batch orders" not in caplog.text
+
+
+def test_the_batch_order_check_finds_relative_runs_and_leaves_one_epoch_runs_out(
+    tmp_path, caplog, monkeypatch
+):
+    """Two misses of the batch-order warning: results naming runs by relative paths (as ``ifir
+    evaluate runs/...`` writes them) compared from another folder found no record and said nothing
+    (they are now looked up from the table's folder too); and runs that never passed epoch 0 (the
+    batches both orders share) were named and told to train again (now left out)."""
+    from ifir_lib.core.run_folder import RunFolder
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    csv = exp / "results.csv"
+    monkeypatch.chdir(exp)
+
+    def scored(model, mode, seed, shift):
+        pq = {"p_mrr": {f"q{i}": shift + i for i in range(4)}}
+        r = EvalResult("v1", model, {"p_mrr": M.mean(pq["p_mrr"])}, {}, pq)
+        save_result(r, csv, model=model, mode=mode, rng_seed=seed)
+
+    scored("minilm", "base", 0, 0.0)
+    for seed in (0, 1, 2):
+        run = RunFolder(Path(f"rng{seed}") / "ins-dv")
+        run.path.mkdir(parents=True)
+        order = {"batch_order": 2} if seed == 2 else {}
+        config = {"base_model": "minilm", "batch_size": 8, "epochs": 1.0, "max_steps": 4}
+        record = {"mode": "ins-dv", "rng_seed": seed, "config": config, "data": {"examples": 64}}
+        run.start({**record, **order}, "abc")
+        run.finish(steps=4)
+        scored(str(run.path), "ins-dv", seed, 1.0 + seed)
+    monkeypatch.chdir(tmp_path)  # compared from another folder than the one evaluate ran in
+    for steps, named in ((4, False), (9, True)):  # 4 x 8 of 64 examples: epoch 0; 9 x 8: past it
+        for seed in (0, 1, 2):
+            RunFolder(exp / f"rng{seed}" / "ins-dv").update(steps=steps)
+        results, per_query = load_tables(csv)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=20)
+        assert ("runs of 2 batch orders" in caplog.text) is named, steps
+    assert "order 1: 2 run(s) (rng0/ins-dv, rng1/ins-dv)" in caplog.text
