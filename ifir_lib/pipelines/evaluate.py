@@ -439,8 +439,9 @@ def _todo(label, path, condition, followir, named, done, digests, table) -> tupl
 def _warn_checkpoint(path, labels: dict) -> None:
     """Warn when ``path`` is a training checkpoint (``RUN/checkpoints/checkpoint-N``) of a run
     folder: it has no run record of its own, so its rows were labelled ``base``, rng_seed 0 (a
-    second base model beside the real one), and it reads the training length (``max_seq_length`` of
-    the run's config), not the length the run's saved model reads, without a word."""
+    second base model beside the real one), and it reads the training length (the record's
+    ``trained_max_seq_length``: the config's ``max_seq_length`` capped to the backbone's positions;
+    the config's for records before it), not the length the run's saved model reads, without a word."""
     p = Path(path).resolve()  # `checkpoint-2` given from inside RUN/checkpoints too
     run = RunFolder(p.parent.parent)
     if p.parent.name != "checkpoints" or not p.name.startswith("checkpoint-") or not run.is_run():
@@ -454,7 +455,7 @@ def _warn_checkpoint(path, labels: dict) -> None:
         run.path,
         info.get("mode"),
         info.get("rng_seed"),
-        (info.get("config") or {}).get("max_seq_length"),
+        info.get("trained_max_seq_length", (info.get("config") or {}).get("max_seq_length")),
         info.get("saved_max_seq_length", "its base model's length"),
         labels["mode"],
         labels["rng_seed"],

@@ -254,6 +254,8 @@ def _train(
         record.update(batch_order=BATCH_ORDER)
         run.start(record, git_commit(), resuming=resuming)
     model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device, world)
+    if rank == 0:  # the length it trains at: the config's as given (reruns compare it), capped
+        run.update(trained_max_seq_length=model.max_seq_length)
     if loss == "relation" and rank == 0:
         same_query_in_batch(examples, ds, sampler, cfg)
     args = _training_args(cfg, run, sampler, prompts, tracker_args, device)

@@ -279,6 +279,21 @@ def test_rows_written_right_after_a_summer_run_are_its_rows_read_in_winter_or_we
         time.tzset()
 
 
+def test_a_checkpoint_of_a_run_whose_length_was_capped_is_said_to_read_the_capped_length(tmp_path, caplog):
+    """A run asked for ``max_seq_length`` 1024 on MiniLM trains at 512 (its positions); the record's
+    config keeps 1024 (reruns compare it), and the checkpoint warning quoted it: "it reads 1024
+    tokens". It now quotes the length training used (``trained_max_seq_length``)."""
+    run = RunFolder(tmp_path / "run")
+    ckpt = run.path / "checkpoints" / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    config = {"base_model": "minilm", "max_seq_length": 1024}
+    run.write({"mode": "ins-dv", "rng_seed": 3, "status": "running", "started": "2026-12-01T09:00:00"})
+    run.update(config=config, trained_max_seq_length=512)
+    with caplog.at_level("WARNING"), pytest.raises(DataError, match="not a SentenceTransformer folder"):
+        evaluate_models([str(ckpt)], followir=[_set(tmp_path / "eval")], bootstrap=0, style=None, cache=False)
+    assert "it reads 512 tokens (the training length)" in caplog.text and "1024" not in caplog.text
+
+
 def test_a_run_folder_not_finished_is_named_with_its_status(tmp_path, caplog):
     """A run killed inside its final save (its record still ``running``), stopped or failed was
     scored and labelled as a finished run of its mode without a word (the folder may hold a half

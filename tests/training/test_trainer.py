@@ -636,6 +636,9 @@ def test_a_length_past_the_backbone_s_positions_is_capped_with_a_warning(tmp_pat
     assert "max_seq_length (training) 1024 is more than the backbone's 512 positions" in caplog.text
     info = RunFolder(res.run_dir).info()
     assert (
+        info["config"]["max_seq_length"] == 1024 and info["trained_max_seq_length"] == 512
+    )  # as given; used
+    assert (
         info["saved_max_seq_length"]
         == 512
         == SentenceTransformer(str(res.run_dir), device="cpu").max_seq_length
