@@ -242,7 +242,7 @@ def _train(
         log.warning("%s already finished; nothing to do", run.path)
         return TrainResult(run.path, run.info().get("steps", 0), 0.0, 0.0, run.read_log())
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    resuming = any((c / "trainer_state.json").is_file() for c in run.checkpoints())  # a whole one
+    resuming = any(not _missing_parts(c, world) for c in run.checkpoints())  # a whole one
     if resuming:
         _check_resume_world(run, world)
         _check_resume_order(run)
@@ -271,7 +271,7 @@ def _train(
         evaluator=HeldOutEvaluator(heldout) if cfg.eval_steps > 0 else None,
         callbacks=callbacks,
     )
-    resume = _resume_point(run, rank)
+    resume = _resume_point(run, rank, world)
     t0 = time.time()
     result = _fit(trainer, run, resume, rank)
     seconds = time.time() - t0
@@ -664,13 +664,14 @@ def _schedule(cfg: TrainConfig) -> dict:
     return {"lr_scheduler_type": "warmup_stable_decay", "lr_scheduler_kwargs": {"num_decay_steps": decay}}
 
 
-def _resume_point(run: RunFolder, rank: int) -> str | None:
-    """The latest checkpoint to resume from, or None; its later log lines are dropped (rank 0).
+def _resume_point(run: RunFolder, rank: int, world: int = 1) -> str | None:
+    """The latest checkpoint that all ``world`` processes wrote whole, or None; its later log lines
+    are dropped (rank 0).
 
     With no checkpoint (a run killed before its first) training starts again at step 0, so every
     log line an earlier start wrote is dropped (TensorBoard purges its events the same way:
     ``tracking.TensorBoardLog``)."""
-    ckpts = _complete_checkpoints(run, rank)
+    ckpts = _complete_checkpoints(run, rank, world)
     if not ckpts:
         if rank == 0 and run.last_step() is not None:
             log.warning("%s: no checkpoint to resume from; training starts again at step 0", run.path)
@@ -683,20 +684,30 @@ def _resume_point(run: RunFolder, rank: int) -> str | None:
     return str(ckpts[-1])
 
 
-def _complete_checkpoints(run: RunFolder, rank: int) -> list:
-    """The run's checkpoints that were written to the end (``trainer_state.json`` comes last): one
-    cut by a kill while it was saved made every rerun fail on its missing files. Rank 0 moves a
-    cut one aside (``checkpoints/.cut-checkpoint-N``), with a warning; the run resumes from the
-    one before."""
+def _missing_parts(ckpt: Path, world: int = 1) -> list[str]:
+    """The files ``ckpt`` lacks to be whole: ``trainer_state.json`` (rank 0 writes it last) and,
+    with ``world`` > 1 processes, each rank's own ``rng_state_<r>.pth``: rank 0 writes its state
+    without waiting for the others, so a rank killed while it saved left a checkpoint that resumed
+    as whole with that rank's random state not restored (transformers says so at INFO only)."""
+    names = ["trainer_state.json", *(f"rng_state_{r}.pth" for r in range(world) if world > 1)]
+    return [n for n in names if not (ckpt / n).is_file()]
+
+
+def _complete_checkpoints(run: RunFolder, rank: int, world: int = 1) -> list:
+    """The run's checkpoints that were written to the end by every one of ``world`` processes
+    (``_missing_parts``): one cut by a kill while it was saved made every rerun fail on its missing
+    files. Rank 0 moves a cut one aside (``checkpoints/.cut-checkpoint-N``), with a warning naming
+    what it lacks; the run resumes from the one before."""
     ckpts = run.checkpoints()
-    whole = [c for c in ckpts if (c / "trainer_state.json").is_file()]
+    whole = [c for c in ckpts if not _missing_parts(c, world)]
     for cut in (c for c in ckpts if c not in whole):
         if rank == 0:
+            missing = ", ".join(_missing_parts(cut, world))
             aside = cut.with_name(f".cut-{cut.name}")
             shutil.rmtree(aside, ignore_errors=True)
             cut.rename(aside)
             log.warning(
-                "%s: %s was cut while it was saved (no trainer_state.json); moved to %s", run.path, cut, aside
+                "%s: %s was cut while it was saved (no %s); moved to %s", run.path, cut, missing, aside
             )
     return whole
 

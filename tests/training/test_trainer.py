@@ -373,6 +373,29 @@ def test_a_checkpoint_cut_while_it_was_saved_is_set_aside_and_the_one_before_res
     assert "checkpoint-4 was cut while it was saved" in caplog.text
 
 
+def test_a_ddp_checkpoint_missing_another_rank_s_part_is_set_aside(tmp_path, caplog):
+    """Rank 0 writes ``trainer_state.json`` without waiting for the other ranks: a checkpoint whose
+    rank 1 was killed before its ``rng_state_1.pth`` resumed as whole, that rank's random state
+    silently not restored. Under 2 processes it is cut; one process never writes rank files."""
+    from ifir_lib.training.trainer import _resume_point
+
+    run = RunFolder(tmp_path / "run")
+    for step, files in ((2, ("rng_state_0.pth", "rng_state_1.pth")), (4, ("rng_state_0.pth",))):
+        ckpt = run.checkpoints_dir / f"checkpoint-{step}"
+        ckpt.mkdir(parents=True)
+        for name in ("trainer_state.json", *files):
+            (ckpt / name).write_text("{}")
+    with caplog.at_level("WARNING"):
+        assert _resume_point(run, rank=1, world=2) == str(run.checkpoints_dir / "checkpoint-2")
+        assert [c.name for c in run.checkpoints()] == ["checkpoint-2", "checkpoint-4"]  # rank 0 moves it
+        assert _resume_point(run, rank=0, world=2) == str(run.checkpoints_dir / "checkpoint-2")
+    assert [c.name for c in run.checkpoints()] == ["checkpoint-2"]
+    assert "checkpoint-4 was cut while it was saved (no rng_state_1.pth)" in caplog.text
+    (run.checkpoints_dir / "checkpoint-6").mkdir()
+    (run.checkpoints_dir / "checkpoint-6" / "trainer_state.json").write_text("{}")
+    assert _resume_point(run, rank=0) == str(run.checkpoints_dir / "checkpoint-6")  # one process
+
+
 def test_training_into_the_base_model_or_another_model_s_folder_is_refused(tmp_path, minilm):
     """``--base-model DIR --out DIR`` fine-tuned the base in place: every later run from DIR
     started from the fine-tuned model, and the run named itself as its base."""
