@@ -231,6 +231,7 @@ def _train(
 
     if cfg.eval_steps > 0 and not heldout:
         raise ConfigError("eval_steps > 0 needs held-out seeds (train(..., heldout=...))")
+    _check_precision(cfg)
     cfg = as_mnrl(cfg) if loss == "mnrl" else cfg
     cfg_dict = dataclasses.asdict(cfg)
     rank = int(os.environ.get("RANK", "0"))
@@ -299,6 +300,20 @@ def _check_distributed(args, world: int) -> None:
             f"WORLD_SIZE={world} processes, but training would not be distributed ({args.parallel_mode}): "
             "each would train the whole run alone into one folder. On CPUs set ACCELERATE_USE_CPU=true; "
             "on GPUs check that each process sees a GPU"
+        )
+
+
+def _check_precision(cfg: TrainConfig) -> None:
+    """A ``ConfigError`` when ``ACCELERATE_MIXED_PRECISION`` asks for another precision than the
+    config: ``accelerate launch`` exports its config file's ``mixed_precision`` (a default
+    accelerate config too), and transformers takes it whenever ``bf16`` is off, so a bf16=False
+    config (the ``cpu`` and ``smoke`` presets) trained under bf16 autocast, recorded as bf16=False."""
+    env = os.environ.get("ACCELERATE_MIXED_PRECISION", "no").strip().lower()
+    if env not in ("no", "bf16" if cfg.bf16 else "no"):
+        raise ConfigError(
+            f"ACCELERATE_MIXED_PRECISION={env} (accelerate launch's mixed_precision, or the environment) but "
+            f"the training config has bf16={cfg.bf16}: the run would train in {env} and record bf16={cfg.bf16}. "
+            f"Launch with mixed_precision {'bf16' if cfg.bf16 else 'no'!r}, or unset the variable"
         )
 
 

@@ -396,6 +396,26 @@ def test_a_ddp_checkpoint_missing_another_rank_s_part_is_set_aside(tmp_path, cap
     assert _resume_point(run, rank=0) == str(run.checkpoints_dir / "checkpoint-6")  # one process
 
 
+def test_a_launcher_s_mixed_precision_that_the_config_does_not_ask_for_is_refused(
+    tmp_path, monkeypatch, bundled_seeds
+):
+    """``accelerate launch --config_file launch/accelerate_ddp_8gpu.yaml`` exports its
+    ``mixed_precision: bf16``: a bf16=False config (smoke) trained under bf16 autocast, its record
+    saying bf16=False. A bf16 config under the same variable trains as it asks."""
+    cfg = TrainConfig.preset("smoke", max_steps=1)
+    ts = build_trainset("ins-dv", bundled_seeds, budget=16, num_negatives=cfg.num_negatives)
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    with pytest.raises(ConfigError, match=r"ACCELERATE_MIXED_PRECISION=bf16 .* bf16=False"):
+        train(ts.examples, tmp_path / "run", cfg, mode="ins-dv", manifest=ts.manifest(), report_to="none")
+    assert not (tmp_path / "run" / "train_log.jsonl").exists()
+    from ifir_lib.training.trainer import _check_precision
+
+    _check_precision(TrainConfig.preset("paper"))  # what the paper preset asks for
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")
+    with pytest.raises(ConfigError, match=r"=fp16 .* bf16=True"):
+        _check_precision(TrainConfig.preset("paper"))
+
+
 def test_training_into_the_base_model_or_another_model_s_folder_is_refused(tmp_path, minilm):
     """``--base-model DIR --out DIR`` fine-tuned the base in place: every later run from DIR
     started from the fine-tuned model, and the run named itself as its base."""
