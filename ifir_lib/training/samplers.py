@@ -127,3 +127,25 @@ class ShuffledBatchSampler(DefaultBatchSampler):
         order = torch.randperm(len(self.sampler), generator=g).tolist()
         for i in range(len(self)):
             yield order[i * self.batch_size : (i + 1) * self.batch_size]
+
+
+def sampler_epoch_callback():
+    """A ``TrainerCallback`` that sets each epoch on the run's batch sampler however deep accelerate
+    wrapped it. A DDP run resumed inside epoch 1 or later trained epoch 0's order: its loader is
+    ``SkipBatchSampler(BatchSamplerShard(sampler))`` there, which neither accelerate's ``set_epoch``
+    nor transformers' reach (one wrapper deep) gets through, so the fresh process's sampler stayed
+    at epoch 0, training some seeds twice in that epoch and others never. The epoch is
+    ``global_step // len(loader)``, as transformers counts the epochs a resume has done."""
+    from transformers import TrainerCallback
+
+    class SamplerEpoch(TrainerCallback):
+        def on_epoch_begin(self, args, state, control, train_dataloader=None, **kw):
+            steps = len(train_dataloader) if train_dataloader is not None else 0
+            if not steps:
+                return
+            inner, epoch = train_dataloader, state.global_step // steps
+            while (inner := getattr(inner, "batch_sampler", None)) is not None:
+                if isinstance(inner, DefaultBatchSampler):
+                    inner.set_epoch(epoch)
+
+    return SamplerEpoch()

@@ -42,7 +42,13 @@ from ..core.models import base_record, build_model, model_digest, model_fingerpr
 from ..core.progress import progress_enabled
 from ..core.run_folder import RUN_FILE, RunFolder
 from ..seeds.schema import normalized_text
-from .samplers import BATCH_ORDER, DualViewBatchSampler, ShuffledBatchSampler, SingleViewBatchSampler
+from .samplers import (
+    BATCH_ORDER,
+    DualViewBatchSampler,
+    ShuffledBatchSampler,
+    SingleViewBatchSampler,
+    sampler_epoch_callback,
+)
 from .trainsets import as_train_dataset
 
 log = logging.getLogger(__name__)
@@ -261,7 +267,7 @@ def _train(
         same_query_in_batch(examples, ds, sampler, cfg)
     args = _training_args(cfg, run, sampler, prompts, tracker_args, device)
     _check_distributed(args, world)
-    callbacks = [JsonlLog(run.train_log, run.heldout_log), *tracker_callbacks]
+    callbacks = [JsonlLog(run.train_log, run.heldout_log), sampler_epoch_callback(), *tracker_callbacks]
     if cfg.early_stopping_patience > 0:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
     trainer = SentenceTransformerTrainer(

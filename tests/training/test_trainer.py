@@ -254,6 +254,66 @@ def test_ddp_two_processes_on_cpu_train_one_run_together(tmp_path):
     assert model_fingerprint(saved) == prints[0]
 
 
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux ``/proc``)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+@pytest.mark.slow
+def test_ddp_run_resumed_in_a_later_epoch_trains_that_epochs_batches(tmp_path):
+    """A DDP run resumed inside epoch 1 trained epoch 0's batch order (accelerate wraps the sampler
+    twice on a resume, and nothing set its epoch): some seeds twice in that epoch, others never.
+    Resumed, every step's loss is the uninterrupted run's. 32 examples, 2 x 8 a step: 2 steps an
+    epoch, checkpoint-3 at epoch 1.5."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = {**ENV, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+
+    def cmd(out):
+        args = _train_args(out, 32, "--max-steps", "8", "--save-steps", "3")
+        return [str(torchrun), "--standalone", "--nproc_per_node", "2", *args]
+
+    def losses(out):
+        return [json.loads(x)["loss"] for x in (out / "train_log.jsonl").read_text().splitlines()]
+
+    whole, cut = tmp_path / "whole" / "run", tmp_path / "cut" / "run"
+    done = subprocess.run(cmd(whole), env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    proc = subprocess.Popen(
+        cmd(cut), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    ckpt, deadline = cut / "checkpoints" / "checkpoint-3", time.time() + 400
+    while not all((ckpt / f).exists() for f in ("trainer_state.json", "rng_state_1.pth")):
+        assert proc.poll() is None and time.time() < deadline, "run ended before checkpoint-3"
+        time.sleep(0.5)
+    time.sleep(1.0)  # let the checkpoint's files finish writing
+    workers = _children(proc.pid)  # torchrun's workers outlive a kill of its own process group
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    while any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in workers):
+        time.sleep(0.2)
+    assert not (cut / "modules.json").exists(), "the run finished before it was killed"
+    done = subprocess.run(cmd(cut), env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming" in done.stderr
+    assert losses(cut) == pytest.approx(losses(whole), rel=1e-4)
+
+
 def test_processes_that_would_not_train_together_and_resumes_under_another_count_are_refused(tmp_path):
     """torchrun on a CPU without ACCELERATE_USE_CPU: each process trained the whole run alone into
     one folder. A run resumed under another number of processes skips or repeats data."""
