@@ -249,10 +249,7 @@ def _train(
         log.warning("%s already finished; nothing to do", run.path)
         return TrainResult(run.path, run.info().get("steps", 0), 0.0, 0.0, run.read_log())
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    resuming = any(not _missing_parts(c, world) for c in run.checkpoints())  # a whole one
-    if resuming:
-        _check_resume_world(run, world)
-        _check_resume_order(run)
+    resuming = _resuming(run, world)
     if rank == 0:
         # ``base_model`` here is absolute for a local folder; ``config.base_model`` stays as given,
         # so what a rerun and a sibling compare (the config) is what finished runs recorded
@@ -293,6 +290,18 @@ def _train(
             _drop_checkpoints(run)
     eps = result.metrics.get("train_samples_per_second", 0.0)
     return TrainResult(run.path, trainer.state.global_step, seconds, eps, run.read_log(), resume)
+
+
+def _resuming(run: RunFolder, world: int) -> bool:
+    """Whether ``run`` resumes from a checkpoint rank 0 finished (its ``trainer_state.json``),
+    after checking that ``world`` processes and this batch order may resume it. Rank parts
+    (``_missing_parts``) are judged later by the world that resumes, so the world check comes first:
+    a folder written by another process count is refused, never set aside as cut."""
+    resuming = any((c / "trainer_state.json").is_file() for c in run.checkpoints())
+    if resuming:
+        _check_resume_world(run, world)
+        _check_resume_order(run)
+    return resuming
 
 
 def _check_distributed(args, world: int) -> None:

@@ -336,6 +336,25 @@ def test_processes_that_would_not_train_together_and_resumes_under_another_count
     _check_resume_world(run, 2)
 
 
+def test_a_whole_checkpoint_resumed_under_another_process_count_is_refused_not_set_aside(tmp_path):
+    """Rank parts are judged by the world that resumes: a 1-process checkpoint (``rng_state.pth``)
+    rerun under 2 processes lacks ``rng_state_0/1.pth``, and was moved aside as cut, the run
+    starting again at step 0, where the world check refuses it (review 49b)."""
+    from ifir_lib.training.trainer import _resuming
+
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+    run.start({"mode": "ins-dv", "world_size": 1}, "abc")
+    ckpt = run.checkpoints_dir / "checkpoint-2"
+    ckpt.mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text('{"global_step": 2}')
+    (ckpt / "rng_state.pth").write_bytes(b"x")
+    with pytest.raises(ValueError, match=r"written by 1 process\(es\); resume it with 1 \(now 2\)"):
+        _resuming(run, 2)
+    assert [c.name for c in run.checkpoints()] == ["checkpoint-2"]
+    assert _resuming(run, 1)
+
+
 def test_a_resumed_run_keeps_its_first_start_and_lists_the_resumes(tmp_path, caplog):
     """Resumed under newer code, the record said only the new commit and start time."""
     run = RunFolder(tmp_path / "run")
