@@ -10,6 +10,7 @@ SentenceTransformer model, the run record, training logs, checkpoints, TensorBoa
 - ``samplers``: batches that keep (or, as an ablation, split) a seed's two views.
 - ``loss``: ``RelationInfoNCELoss``, InfoNCE over a deduplicated, relation-labelled batch.
 - ``trainer``: ``TrainConfig`` with its presets and ``train`` (one run into one folder; resumes).
+- ``lengths``: what training reads of each example once cut at its length (views that read the same).
 - ``heldout``: held-out seeds that score checkpoints for early stopping.
 - ``tracking``: the JSONL training log and TensorBoard / W&B / MLflow.
 - ``dry_run`` and ``launch_check``: estimates and launch-file checks before GPU hours are spent.

@@ -42,6 +42,7 @@ from ..core.models import base_record, build_model, model_digest, model_fingerpr
 from ..core.progress import progress_enabled
 from ..core.run_folder import RUN_FILE, RunFolder
 from ..seeds.schema import normalized_text
+from .lengths import warn_cut_alike
 from .samplers import (
     BATCH_ORDER,
     DualViewBatchSampler,
@@ -260,6 +261,7 @@ def _train(
     model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device, world)
     if rank == 0:  # the length it trains at: the config's as given (reruns compare it), capped
         run.update(trained_max_seq_length=model.max_seq_length)
+        warn_cut_alike(model, examples)
     if loss == "relation" and rank == 0:
         same_query_in_batch(examples, ds, sampler, cfg)
     args = _training_args(cfg, run, sampler, prompts, tracker_args, device)

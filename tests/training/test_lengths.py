@@ -1,0 +1,42 @@
+"""What training reads: texts that differ but read the same once cut at the training length."""
+
+from ifir_lib.core.models import build_model
+from ifir_lib.testing.inputs import make_seed
+from ifir_lib.training.lengths import views_read_same
+from ifir_lib.training.trainer import TrainConfig, train
+from ifir_lib.training.trainsets import build_trainset
+
+# a FollowIR-style narrative's background (~120 words): the sentence that differs comes after it
+BACKGROUND = " ".join(
+    f"A relevant document number {k} discusses the topic in depth, with its causes, options and evidence."
+    for k in range(8)
+)
+
+
+def long_seeds(n: int = 6) -> list[dict]:
+    """Seeds whose instruction and reversal differ only after ``BACKGROUND`` (past 96 tokens)."""
+    seeds = [make_seed(i) for i in range(n)]
+    for s in seeds:
+        s["instruction"] = BACKGROUND + " " + s["instruction"]
+        s["reference_reversal"] = BACKGROUND + " " + s["reference_reversal"]
+    return seeds
+
+
+def test_training_warns_of_seeds_whose_two_views_read_the_same_at_its_length(tmp_path, caplog):
+    """At smoke's 96 tokens both views of each seed read the background only: one input with
+    swapped labels, which trained without a word."""
+    cfg = TrainConfig.preset("smoke", max_steps=1, num_negatives=2)
+    ts = build_trainset("ins-dv", long_seeds(), num_negatives=2, negative_audit=None)
+    with caplog.at_level("WARNING"):
+        train(ts.examples, tmp_path / "run", cfg, mode="ins-dv", manifest=ts.manifest(), device="cpu")
+    assert "6 seeds have two views (query + instruction) that read the same once cut" in caplog.text
+    assert "96 tokens" in caplog.text and "seed-0000" in caplog.text
+
+
+def test_views_that_differ_within_the_length_are_not_named():
+    long = build_trainset("ins-dv", long_seeds(), num_negatives=2, negative_audit=None).examples
+    short = build_trainset("ins-dv", [make_seed(i) for i in range(6)], num_negatives=2, negative_audit=None)
+    at_96 = build_model("minilm", max_seq_length=96, pooling="mean", device="cpu")
+    at_256 = build_model("minilm", max_seq_length=256, pooling="mean", device="cpu")
+    assert views_read_same(at_96, long) == [f"seed-{i:04d}" for i in range(6)]
+    assert views_read_same(at_256, long) == [] and views_read_same(at_96, short.examples) == []
