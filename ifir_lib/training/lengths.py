@@ -3,7 +3,9 @@ training length (``TrainConfig.max_seq_length``; docs/method.md §3).
 
 Two texts that differ can read the same once cut: a seed's two views when the instruction and
 its reversal differ only past the cut (a long narrative, or a query prompt that fills the length),
-so the dual view trains one input with swapped labels. ``warn_cut_alike`` names them before a run
+so the dual view trains one input with swapped labels; a positive and one of its negatives when
+they differ only past the cut (one source's long header in front of both), so the loss ranks a
+vector above itself. ``warn_cut_alike`` names them before a run
 trains, as the evaluation names FollowIR queries whose two instructions read the same
 (``evaluation.evaluator.changes_cut_off``). Examples given as a list are checked; a streamed Arrow
 set is not. Not handled here: building the examples (``trainsets``), training (``trainer``).
@@ -25,6 +27,8 @@ def read_ids(model, texts, kind: str) -> dict[str, tuple] | None:
     if tok is None or not callable(tok):
         return None
     unique = list(dict.fromkeys(texts))
+    if not unique:  # a tokenizer called on no text fails
+        return {}
     prompt = (getattr(model, "prompts", None) or {}).get(prompt_name(model, kind)) or ""
     ids = tok([prompt + t for t in unique], truncation=True, max_length=model.max_seq_length)["input_ids"]
     return {t: tuple(x) for t, x in zip(unique, ids)}
@@ -43,11 +47,37 @@ def views_read_same(model, examples) -> list[str]:
     return sorted(g for g, q in several.items() if len({ids[t] for t in q}) < len(q))
 
 
+def positives_read_as_negatives(model, examples) -> list[str]:
+    """The ids of ``examples`` whose positive differs as text from one of its negatives but reads
+    the same to ``model`` once cut (document prompt first)."""
+    texts = [p["text"] for e in examples for p in (e["positive"], *e["negatives"])]
+    ids = read_ids(model, texts, "document")
+    if ids is None:
+        return []
+    out = []
+    for e in examples:
+        pos = e["positive"]["text"]
+        if any(n["text"] != pos and ids[n["text"]] == ids[pos] for n in e["negatives"]):
+            out.append(e["id"])
+    return sorted(out)
+
+
 def warn_cut_alike(model, examples) -> list[str]:
-    """Warn about the seeds whose views read the same once cut at the training length (none: no
-    warning); returns their ids. A list of examples only (a streamed Arrow set is not checked)."""
+    """Warn about the seeds whose views read the same once cut at the training length, and the
+    examples whose positive reads as one of its negatives (none: no warning); returns the seeds'
+    ids. A list of examples only (a streamed Arrow set is not checked)."""
     if not isinstance(examples, list):
         return []
+    alike = positives_read_as_negatives(model, examples)
+    if alike:
+        log.warning(
+            "%d examples have a positive that reads the same as one of their negatives once cut at the "
+            "training length, %d tokens (document prompt included): the loss ranks one input above "
+            "itself. Train with a longer max_seq_length or passages that differ earlier: %s",
+            len(alike),
+            model.max_seq_length,
+            _preview(alike),
+        )
     same = views_read_same(model, examples)
     if same:
         log.warning(

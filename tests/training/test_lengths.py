@@ -40,3 +40,34 @@ def test_views_that_differ_within_the_length_are_not_named():
     at_256 = build_model("minilm", max_seq_length=256, pooling="mean", device="cpu")
     assert views_read_same(at_96, long) == [f"seed-{i:04d}" for i in range(6)]
     assert views_read_same(at_256, long) == [] and views_read_same(at_96, short.examples) == []
+
+
+def header_seeds(n: int = 6) -> list[dict]:
+    """Seeds whose positive and instruction negatives share ``BACKGROUND`` as a header (one source)."""
+    seeds = [make_seed(i) for i in range(n)]
+    for s in seeds:
+        for p in (s["positive"], *s["instruction_negatives"]):
+            p["text"] = BACKGROUND + " " + p["text"]
+    return seeds
+
+
+def test_training_warns_of_positives_that_read_as_one_of_their_negatives(tmp_path, caplog):
+    """At 96 tokens P+ and each instruction negative read the shared header only: the loss ranked
+    one input above itself, without a word."""
+    cfg = TrainConfig.preset("smoke", max_steps=1, num_negatives=2)
+    ts = build_trainset("ins-orig", header_seeds(), num_negatives=2, negative_audit=None)
+    with caplog.at_level("WARNING"):
+        train(ts.examples, tmp_path / "run", cfg, mode="ins-orig", manifest=ts.manifest(), device="cpu")
+    assert "6 examples have a positive that reads the same as one of their negatives once cut" in caplog.text
+    assert "seed-0000::orig" in caplog.text
+
+
+def test_positives_that_differ_within_the_length_are_not_named():
+    from ifir_lib.training.lengths import positives_read_as_negatives
+
+    ex = build_trainset("ins-orig", header_seeds(), num_negatives=2, negative_audit=None).examples
+    short = build_trainset("ins-orig", [make_seed(i) for i in range(6)], num_negatives=2, negative_audit=None)
+    at_96 = build_model("minilm", max_seq_length=96, pooling="mean", device="cpu")
+    at_256 = build_model("minilm", max_seq_length=256, pooling="mean", device="cpu")
+    assert len(positives_read_as_negatives(at_96, ex)) == 6
+    assert positives_read_as_negatives(at_256, ex) == positives_read_as_negatives(at_96, short.examples) == []
