@@ -516,6 +516,7 @@ def _model_and_data(cfg: TrainConfig, examples, loss: str, device: str | None, w
     model.max_seq_length = cap_to_positions(model, cfg.max_seq_length, "max_seq_length (training)")
     if world > 1:
         _freeze_unused_pooler(model)
+    _warn_saved_shorter(model, cfg)
     _warn_replaced_prompts(model, cfg)
     model.prompts = {QUERY_PROMPT_NAME: cfg.query_prompt, DOCUMENT_PROMPT_NAME: cfg.document_prompt}
     _drop_lost_default_prompt(model, cfg.base_model)
@@ -587,6 +588,29 @@ def same_query_in_batch(examples, ds, sampler, cfg: TrainConfig) -> int:
             total,
         )
     return pairs
+
+
+def saved_length(model, cfg: TrainConfig) -> int:
+    """The ``max_seq_length`` a run from ``model`` (``build_model``) is saved with, which every
+    evaluation reads: ``cfg.save_max_seq_length``, else the base model's own length."""
+    return cfg.save_max_seq_length or getattr(model, "native_max_seq_length", cfg.max_seq_length)
+
+
+def _warn_saved_shorter(model, cfg: TrainConfig) -> None:
+    """Warn when the run is saved reading fewer tokens than it trains on (the ``paper`` preset's 512
+    from MiniLM, saved at its 256, or mpnet's 384): every evaluation cuts what training read."""
+    saved = saved_length(model, cfg)
+    if saved < cfg.max_seq_length:
+        log.warning(
+            "%s trains reading up to %d tokens but is saved reading %d (%s): every evaluation reads "
+            "fewer tokens than training did; set save_max_seq_length (at most the model's positions) "
+            "or a max_seq_length of at most %d",
+            cfg.base_model,
+            cfg.max_seq_length,
+            saved,
+            "save_max_seq_length" if cfg.save_max_seq_length else "the base model's own length",
+            saved,
+        )
 
 
 def _warn_replaced_prompts(model, cfg: TrainConfig) -> None:
@@ -799,8 +823,7 @@ def _save_finished(trainer, model, run: RunFolder, cfg: TrainConfig, result, sec
     """Save the model (the best held-out checkpoint's with ``keep_best``, else the final step's)
     and mark the run finished; ``best_step`` is the held-out pick either way (the saved step is ``steps``
     when ``keep_best`` is False)."""
-    asked = cfg.save_max_seq_length or getattr(model, "native_max_seq_length", cfg.max_seq_length)
-    model.max_seq_length = cap_to_positions(model, asked, "save_max_seq_length")
+    model.max_seq_length = cap_to_positions(model, saved_length(model, cfg), "save_max_seq_length")
     model.save(str(run.path))
     steps, best = trainer.state.global_step, trainer.state.best_model_checkpoint
     run.finish(

@@ -1,6 +1,7 @@
 """What training reads: texts that differ but read the same once cut at the training length."""
 
 from ifir_lib.core.models import build_model
+from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.testing.inputs import make_seed
 from ifir_lib.training.lengths import views_read_same
 from ifir_lib.training.trainer import TrainConfig, train
@@ -71,3 +72,20 @@ def test_positives_that_differ_within_the_length_are_not_named():
     at_256 = build_model("minilm", max_seq_length=256, pooling="mean", device="cpu")
     assert len(positives_read_as_negatives(at_96, ex)) == 6
     assert positives_read_as_negatives(at_256, ex) == positives_read_as_negatives(at_96, short.examples) == []
+
+
+def test_a_run_saved_reading_fewer_tokens_than_it_trained_on_is_warned_about(tmp_path, caplog):
+    """MiniLM reads 256 tokens; a run trained at 300 (as the paper preset's 512) was saved at 256
+    and every evaluation cut what training read, without a word."""
+    cfg = TrainConfig.preset("smoke", max_steps=1, num_negatives=2, max_seq_length=300)
+    ts = build_trainset("ins-orig", [make_seed(i) for i in range(6)], num_negatives=2, negative_audit=None)
+    with caplog.at_level("WARNING"):
+        res = train(ts.examples, tmp_path / "run", cfg, mode="ins-orig", manifest=ts.manifest(), device="cpu")
+    assert "minilm trains reading up to 300 tokens but is saved reading 256" in caplog.text
+    assert RunFolder(res.run_dir).info()["saved_max_seq_length"] == 256
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # saved at the length it trains on: nothing to say
+        train(
+            ts.examples, tmp_path / "b", cfg.replace(save_max_seq_length=300), mode="ins-orig", device="cpu"
+        )
+    assert "but is saved reading" not in caplog.text
