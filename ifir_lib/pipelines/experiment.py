@@ -49,7 +49,7 @@ from ..reporting.results import per_query_path
 from ..seeds.forms import NARRATIVE_SHARE
 from ..seeds.schema import load_seeds
 from ..training.heldout import heldout_scores, split_heldout
-from ..training.trainer import TrainConfig
+from ..training.trainer import TrainConfig, saved_length
 from ..training.trainsets import seeds_for_budget
 from . import plan as P
 from .evaluate import evaluate_models
@@ -545,12 +545,15 @@ def _warn_raw_base(base: str, cfg: ExperimentConfig) -> None:
 
 
 def _heldout_base(cfg: ExperimentConfig) -> dict | None:
-    """The base model's held-out scores (orig, reversed, bare query), the runs' starting point."""
+    """The base model's held-out scores (orig, reversed, bare query), the runs' starting point,
+    read at the length the runs score theirs at (``saved_length``)."""
     if cfg.heldout_seeds <= 0:
         return None
     _, heldout = split_heldout(load_seeds(cfg.seeds_path(), stage="train"), cfg.heldout_seeds)  # as trained
     tcfg = TrainConfig.preset(cfg.train_preset)
-    return heldout_scores(build_model(cfg.base(), max_seq_length=tcfg.max_seq_length), heldout)
+    model = build_model(cfg.base(), max_seq_length=tcfg.max_seq_length)
+    model.max_seq_length = saved_length(model, tcfg)
+    return heldout_scores(model, heldout)
 
 
 def run_experiment(out_dir: str | Path = "out/experiment", cfg: ExperimentConfig | None = None, **kw) -> Path:

@@ -148,16 +148,26 @@ def heldout_scores(model, seeds: list[dict], batch_size: int = 64) -> dict[str, 
 
 
 class HeldOutEvaluator(SentenceEvaluator):
-    """The trainer's evaluator: ``heldout_scores`` on the held-out seeds; higher is better."""
+    """The trainer's evaluator: ``heldout_scores`` on the held-out seeds; higher is better.
 
-    def __init__(self, seeds: list[dict], name: str = "heldout"):
+    ``read_length``: the ``max_seq_length`` the model is scored at (restored after), the one the
+    run is saved with (``trainer.saved_length``): the model in training reads the training length,
+    and a checkpoint picked on what that reads was judged on another model than the one saved and
+    evaluated (a narrative pair read the same at 96 tokens and differed at 256). None: as it is."""
+
+    def __init__(self, seeds: list[dict], name: str = "heldout", read_length: int | None = None):
         super().__init__()
         if not seeds:
             raise ValueError("HeldOutEvaluator needs at least one held-out seed")
-        self.seeds, self.name = seeds, name
+        self.seeds, self.name, self.read_length = seeds, name, read_length
         self.primary_metric = "score"
 
     def __call__(self, model, output_path=None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
-        scores = heldout_scores(model, self.seeds)
+        training_length = model.max_seq_length
+        model.max_seq_length = self.read_length or training_length
+        try:
+            scores = heldout_scores(model, self.seeds)
+        finally:
+            model.max_seq_length = training_length
         metrics = {k.removeprefix("heldout_"): v for k, v in scores.items()}
         return self.prefix_name_to_metrics(metrics, self.name)

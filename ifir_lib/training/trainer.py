@@ -274,7 +274,9 @@ def _train(
         args=args,
         train_dataset=ds,
         loss=loss_fn,
-        evaluator=HeldOutEvaluator(heldout) if cfg.eval_steps > 0 else None,
+        evaluator=HeldOutEvaluator(heldout, read_length=saved_length(model, cfg))
+        if cfg.eval_steps > 0
+        else None,
         callbacks=callbacks,
     )
     resume = _resume_point(run, rank, world)

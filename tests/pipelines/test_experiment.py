@@ -652,3 +652,32 @@ def test_the_base_s_held_out_scores_read_own_seeds_as_training_did(tmp_path):
     cfg = dataclasses.replace(ExperimentConfig.preset("smoke"), seeds=str(path), heldout_seeds=4)
     scores = E._heldout_base(cfg)
     assert scores and all(isinstance(v, float) for v in scores.values())
+
+
+def _long_instruction_seeds(path, n: int = 12) -> Path:
+    """Seeds whose instruction and reversal differ only after ~120 words (past smoke's 96 tokens)."""
+    from ifir_lib.testing.inputs import make_seed
+
+    background = " ".join(
+        f"A relevant document number {k} discusses causes, options and evidence." for k in range(10)
+    )
+    rows = [make_seed(i) for i in range(n)]
+    for r in rows:
+        r["instruction"], r["reference_reversal"] = (
+            f"{background} {r[f]}" for f in ("instruction", "reference_reversal")
+        )
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_the_base_s_held_out_scores_are_read_at_the_length_the_runs_are_scored_at(tmp_path, minilm):
+    """Probe 49a: the base held-out line was read at the training length (96 tokens: each seed's
+    two instructions the same), the runs' held-out scores at the length they are saved with."""
+    from ifir_lib.seeds.schema import load_seeds
+    from ifir_lib.training.heldout import heldout_scores, split_heldout
+
+    path = _long_instruction_seeds(tmp_path / "long.jsonl")
+    cfg = dataclasses.replace(ExperimentConfig.preset("smoke"), seeds=str(path), heldout_seeds=4)
+    _, held = split_heldout(load_seeds(path, stage="train"), 4)
+    assert minilm.max_seq_length == 256
+    assert E._heldout_base(cfg) == pytest.approx(heldout_scores(minilm, held))

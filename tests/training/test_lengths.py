@@ -1,5 +1,7 @@
 """What training reads: texts that differ but read the same once cut at the training length."""
 
+import pytest
+
 from ifir_lib.core.models import build_model
 from ifir_lib.core.run_folder import RunFolder
 from ifir_lib.testing.inputs import make_seed
@@ -89,3 +91,23 @@ def test_a_run_saved_reading_fewer_tokens_than_it_trained_on_is_warned_about(tmp
             ts.examples, tmp_path / "b", cfg.replace(save_max_seq_length=300), mode="ins-orig", device="cpu"
         )
     assert "but is saved reading" not in caplog.text
+
+
+def test_the_held_out_score_is_that_of_the_model_as_saved(tmp_path):
+    """The held-out score picks the checkpoint (``keep_best``); it was computed at the training
+    length (96 tokens: each held-out seed's two long instructions read the same), while the
+    saved model reads 256: the pick was judged on another model than the one saved."""
+    from sentence_transformers import SentenceTransformer
+
+    from ifir_lib.training.heldout import heldout_scores
+
+    held = long_seeds(10)[6:]
+    cfg = TrainConfig.preset("smoke", max_steps=1, num_negatives=2, eval_steps=1)
+    ts = build_trainset("ins-orig", [make_seed(i) for i in range(6)], num_negatives=2, negative_audit=None)
+    res = train(ts.examples, tmp_path / "run", cfg, mode="ins-orig", heldout=held, device="cpu")
+    logged = RunFolder(res.run_dir).read_log("heldout")[-1]
+    saved = heldout_scores(SentenceTransformer(str(res.run_dir), device="cpu"), held)
+    assert saved["heldout_score"] == pytest.approx(logged["score"], abs=1e-6)
+    assert logged["orig_acc"] == pytest.approx(saved["orig_acc"]) and logged["rev_acc"] == pytest.approx(
+        saved["rev_acc"]
+    )
