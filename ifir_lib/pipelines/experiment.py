@@ -546,12 +546,13 @@ def _warn_raw_base(base: str, cfg: ExperimentConfig) -> None:
 
 def _heldout_base(cfg: ExperimentConfig) -> dict | None:
     """The base model's held-out scores (orig, reversed, bare query), the runs' starting point,
-    read at the length the runs score theirs at (``saved_length``)."""
+    read at the length the runs score theirs at (``saved_length``) and built with their pooling."""
     if cfg.heldout_seeds <= 0:
         return None
     _, heldout = split_heldout(load_seeds(cfg.seeds_path(), stage="train"), cfg.heldout_seeds)  # as trained
     tcfg = TrainConfig.preset(cfg.train_preset)
-    model = build_model(cfg.base(), max_seq_length=tcfg.max_seq_length)
+    # the preset's pooling, as the runs are built: a raw backbone was scored with build_model's CLS
+    model = build_model(cfg.base(), max_seq_length=tcfg.max_seq_length, pooling=tcfg.pooling)
     model.max_seq_length = saved_length(model, tcfg)
     return heldout_scores(model, heldout)
 

@@ -681,3 +681,22 @@ def test_the_base_s_held_out_scores_are_read_at_the_length_the_runs_are_scored_a
     _, held = split_heldout(load_seeds(path, stage="train"), 4)
     assert minilm.max_seq_length == 256
     assert E._heldout_base(cfg) == pytest.approx(heldout_scores(minilm, held))
+
+
+def test_the_base_s_held_out_scores_are_those_of_the_model_the_runs_start_from(tmp_path, minilm):
+    """Probe 49a: a raw transformers base was scored with CLS pooling for the base's held-out line,
+    while the cpu and smoke runs start from it with mean pooling (79.34 against 88.37)."""
+    from ifir_lib.core.models import build_model
+    from ifir_lib.seeds.schema import load_seeds
+    from ifir_lib.training.heldout import heldout_scores, split_heldout
+    from ifir_lib.training.trainer import saved_length
+
+    raw = tmp_path / "raw_minilm"
+    minilm[0].auto_model.save_pretrained(raw)
+    minilm.tokenizer.save_pretrained(raw)
+    cfg = dataclasses.replace(ExperimentConfig.preset("smoke", base_model=str(raw)), heldout_seeds=8)
+    tcfg = TrainConfig.preset(cfg.train_preset)
+    start = build_model(str(raw), max_seq_length=tcfg.max_seq_length, pooling=tcfg.pooling, device="cpu")
+    start.max_seq_length = saved_length(start, tcfg)
+    _, held = split_heldout(load_seeds(cfg.seeds_path(), stage="train"), 8)
+    assert tcfg.pooling == "mean" and E._heldout_base(cfg) == pytest.approx(heldout_scores(start, held))
