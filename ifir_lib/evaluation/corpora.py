@@ -13,7 +13,8 @@ qrels or with no relevant og document) are collected in ``FollowIRData.problems`
 logged as warnings, and the affected queries are dropped, never scored as zero; candidates
 missing from the corpus are reported and ignored. Changed documents outside a query's
 candidates (0 in p-MRR, as in mteb) and og-relevant documents with no changed judgment (counted
-as changed) are reported and kept (``changed_doc_gaps``). A malformed
+as changed) are reported and kept (``changed_doc_gaps``), and so are queries whose text already
+ends with one of their instructions (read twice; training refuses such a seed). A malformed
 line raises ``DataError`` naming file, line and field, and so do data that no choice of ours
 could score rightly: an ``_id`` given twice in corpus.jsonl or queries.jsonl, a document with
 neither text nor title, a (query, document) pair judged twice with different scores, a score
@@ -41,6 +42,7 @@ from ..core.config import FOLLOWIR_DIR
 from ..core.errors import DataError
 from ..core.jsonl import read_jsonl
 from ..core.models import format_query
+from ..seeds.schema import query_holds_instruction
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +286,21 @@ def _drop_unscorable(corpus, queries, qrels_og, qrels_changed, top, unknown_qrel
         "have the same original and changed instruction (p-MRR 0 by construction); excluded",
     )
     problems += _changed_doc_problems(queries, qrels_og, qrels_changed, top)
+    holds = [q for q, v in queries.items() if _holds_an_instruction(v)]
+    if holds:  # training refuses such a seed (``seeds.schema.validate_seed``); kept here, as mteb would
+        problems.append(
+            f"{len(holds)} queries hold their instruction in their text already (the text ends with it): "
+            "the model reads query + instruction + ' ' + instruction, the og one in both runs; give the "
+            f"bare query in 'text': {preview_ids(holds)}"
+        )
     return problems
+
+
+def _holds_an_instruction(query: dict) -> bool:
+    """Whether a query's ``text`` ends with its og or changed instruction (``query_holds_instruction``)."""
+    return any(
+        query_holds_instruction(query["text"], query[f]) for f in ("instruction_og", "instruction_changed")
+    )
 
 
 def same_instructions(query: dict) -> bool:

@@ -314,3 +314,21 @@ def test_a_query_id_with_a_slash_is_refused(fir):
     _rewrite(fir / "queries.jsonl", lambda r: [{**x, "_id": "topic/1"} if x["_id"] == "q1" else x for x in r])
     with pytest.raises(DataError, match=r"queries.jsonl:1: field '_id': query id 'topic/1' holds '/'"):
         load_followir(fir)
+
+
+def test_a_query_whose_text_already_holds_its_instruction_is_named(fir, caplog, followir_dir):
+    """Probe 49a: a folder whose query text ends with its og instruction (an export that folds it in,
+    as Promptriever's query column does) was scored without a word, the og instruction read in
+    both runs (bundled v1: p-MRR -5.03 became -3.58); training refuses such a seed."""
+    _rewrite(
+        fir / "queries.jsonl",
+        lambda r: [
+            {**x, "text": x["text"] + " " + x["instruction_og"]} if x["_id"] == "q2" else x for x in r
+        ],
+    )
+    with caplog.at_level(logging.WARNING):
+        data = load_followir(fir)
+    assert "q2" in data.queries  # kept, as mteb keeps it
+    said = [p for p in data.problems if "1 queries hold their instruction in their text already" in p]
+    assert said and said[0].endswith(": q2") and "q2" in caplog.text
+    assert not any("hold their instruction" in p for p in load_followir(followir_dir).problems)
