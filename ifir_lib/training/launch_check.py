@@ -21,14 +21,19 @@ documents to the contrastive loss (docs/method.md §3). Not handled here: launch
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import dataclasses
+import io
 import json
 import os
 import re
 import shlex
 from pathlib import Path
 
+from ..core.config import MODES, PRESET_ALIASES, PRESET_NAMES
 from ..core.errors import ConfigError, DataError
-from .trainer import TrainConfig
+from .trainer import TrainConfig, as_mnrl, mode_config
 
 # sentence-transformers#3173: DeepSpeed ZeRO-2 reduces each parameter's gradient once per
 # backward, while GradCache accumulates it over mini-batches ("Gradient computed twice for this
@@ -245,18 +250,6 @@ def _check_deepspeed(rep: _Report, cfg, world_size: int) -> dict:
     return {"zero_stage": stage, "bf16": bf16}
 
 
-# torchrun flags that change the process count, and ``ifir train`` flags that change the config
-_TRAIN_FLAGS = {
-    "--batch-size": ("batch_size", int),
-    "--mini-batch-size": ("mini_batch_size", int),
-    "--num-negatives": ("num_negatives", int),
-    "--max-steps": ("max_steps", int),
-    "--epochs": ("epochs", float),
-    "--learning-rate": ("learning_rate", float),
-    "--rng-seed": ("rng_seed", int),
-}
-
-
 def _shell_vars(text: str) -> dict[str, str | None]:
     """``NAME=${ENV:-default}`` / ``NAME=value`` assignments, resolved as bash would (env first);
     ``None`` for a value the script requires from the environment (``${ENV:?msg}``) and lacks."""
@@ -337,37 +330,80 @@ def _torchrun_command(rep: _Report) -> tuple[dict[str, str | None], list[str]]:
     return opts, rest
 
 
-_CHECKED_FIELDS = (
-    "batch_size",
-    "mini_batch_size",
-    "num_negatives",
-    "max_seq_length",
-    "bf16",
-    "max_steps",
-    "epochs",
-    "learning_rate",
-    "max_grad_norm",
-    "temperature",
+# ``ifir train``'s options as far as they make its config, read as its own parser reads them
+# (abbreviations too); the others are taken and left. tests/training/test_launch_check.py checks
+# that this knows every option ``ifir train`` has, with the same types.
+_CONFIG_FLAGS = (
+    ("max_steps", int),
+    ("epochs", float),
+    ("batch_size", int),
+    ("mini_batch_size", int),
+    ("num_negatives", int),
+    ("learning_rate", float),
+    ("save_steps", int),
+    ("train_top_layers", int),
+    ("lr_schedule", str),
+)
+_OTHER_FLAGS = {"--reversals": str, "--curation": str, "--budget": int, "--out": str}
+_OTHER_FLAGS.update(
+    {"--narrative-share": float, "--report-to": str, "--world-size": int, "--launch-config": str}
 )
 
 
-def _check_train_flags(rep: _Report, cfg, rest: list[str]) -> str:
-    """Compare the config ``ifir train`` builds from the script's flags with ``cfg``; returns the preset."""
-    flags: dict[str, str] = {}  # ``--flag value`` and ``--flag=value`` after ``train``
-    for j, word in enumerate(rest[2:], 2):
-        if word.startswith("--"):
-            key, eq, val = word.partition("=")
-            nxt = rest[j + 1] if j + 1 < len(rest) else ""
-            flags[key] = val if eq else ("" if nxt.startswith("-") else nxt)
-    preset = flags.get("--preset", "paper")  # what ``ifir train`` takes on a GPU node without --preset
+def _train_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ifir train", add_help=False)
+    p.add_argument("--seeds", "--data")
+    for flag, typ in _OTHER_FLAGS.items():
+        p.add_argument(flag, type=None if typ is str else typ)
+    for flag in ("--keep-checkpoints", "--dry-run", "--no-co-batch"):
+        p.add_argument(flag, action="store_true")
+    p.add_argument("--preset", choices=[*PRESET_NAMES, *PRESET_ALIASES])
+    p.add_argument("--mode", choices=MODES, default="ins-dv")
+    p.add_argument("--loss", choices=("relation", "mnrl"), default="relation")
+    p.add_argument("--base-model")
+    p.add_argument("--rng-seed", type=int, default=0)
+    for field, typ in _CONFIG_FLAGS:
+        p.add_argument("--" + field.replace("_", "-"), type=typ)
+    return p
+
+
+def _script_config(rep: _Report, words: list[str]) -> tuple[TrainConfig | None, str]:
+    """The config that ``ifir train`` builds from the script's ``words`` (after ``train``), and
+    the preset; ``None`` when they do not parse. ``"$@"`` (the caller's flags) is left out: those
+    are not in the file."""
+    err = io.StringIO()
     try:
-        theirs = TrainConfig.preset(
-            preset, **{f: typ(flags[k]) for k, (f, typ) in _TRAIN_FLAGS.items() if k in flags}
+        with contextlib.redirect_stderr(err):
+            a = _train_parser().parse_args([w for w in words if "$" not in w])
+    except SystemExit:
+        said = (err.getvalue().strip().splitlines() or ["?"])[-1]
+        rep.fail("train", f"`ifir train` refuses the script's flags: {said}")
+        return None, "?"
+    preset = a.preset or "paper"  # what ``ifir train`` takes on a GPU node without --preset
+    try:
+        cfg = TrainConfig.preset(
+            preset,
+            rng_seed=a.rng_seed,
+            base_model=a.base_model,
+            co_batch_views=False if a.no_co_batch else None,
+            **{f: getattr(a, f) for f, _ in _CONFIG_FLAGS},
         )
-    except (ConfigError, ValueError) as e:
+    except ConfigError as e:
         rep.fail("--preset", str(e), "preset")
-        theirs = cfg
-    for field in _CHECKED_FIELDS:
+        return None, preset
+    cfg = mode_config(cfg, a.mode)
+    return (as_mnrl(cfg) if a.loss == "mnrl" else cfg), preset
+
+
+def _check_train_flags(rep: _Report, cfg, rest: list[str]) -> str:
+    """Compare every field of the config ``ifir train`` builds from the script's flags (preset,
+    config flags, ``--rng-seed``, ``--no-co-batch``, ``--mode``, ``--loss``, ``--base-model``) with
+    ``cfg``; returns the preset. Only seven flags were read and ten fields compared, so a script
+    training another rng seed, lr schedule, batching or loss passed the dry run."""
+    theirs, preset = _script_config(rep, rest[2:])
+    if theirs is None:
+        return preset
+    for field in (f.name for f in dataclasses.fields(TrainConfig)):
         rep.checked.append(field)
         if getattr(theirs, field) != getattr(cfg, field):
             rep.fail(

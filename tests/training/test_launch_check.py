@@ -142,6 +142,42 @@ def test_torchrun_script_world_size_and_flags(tmp_path, monkeypatch):
         check_launch_file(script, PAPER, 32)
 
 
+def test_torchrun_script_flags_beyond_the_batch_and_length_are_checked(tmp_path):
+    """Only seven flags were read and ten fields compared: a script training rng seed 3, a WSD
+    schedule, views shuffled apart and plain MNRL passed the dry run of the paper preset."""
+    script = tmp_path / "run.sh"
+
+    def check(flags: str):
+        script.write_text(TORCHRUN.read_text().replace("--preset paper", f"--preset paper {flags}"))
+        return check_launch_file(script, PAPER, 16)
+
+    n = line_of(TORCHRUN, "set -euo", "ifir_lib train")
+    with pytest.raises(ConfigError) as e:
+        check("--rng-seed 3 --lr-schedule wsd --no-co-batch")
+    for field, says in (("rng_seed", "3"), ("lr_schedule", "'wsd'"), ("co_batch_views", "False")):
+        assert f"{script}:{n}: field '{field}': the script trains with {says}" in str(e.value)
+    with pytest.raises(ConfigError, match=r"field 'in_batch_negatives': the script trains with True"):
+        check("--loss mnrl")
+    with pytest.raises(ConfigError, match=r"field 'learning_rate': the script trains with 0.0001"):
+        check("--learning 1e-4")  # an abbreviation, as `ifir train` reads it
+    with pytest.raises(ConfigError, match=r"field 'train': `ifir train` refuses .*--bogus"):
+        check("--bogus 1")
+    assert check("--rng-seed 0 --mode ins-dv")["preset"] == "paper"  # what the dry run checks
+
+
+def test_the_launch_check_reads_every_ifir_train_option_as_ifir_train_does():
+    """The check parses the script's flags with a parser of its own (training may not import the
+    CLI): it must know each option of ``ifir train``, with the same type, or a new one goes unread."""
+    from ifir_lib.cli import build_parser
+    from ifir_lib.training.launch_check import _train_parser
+
+    def options(parser):
+        return {o: (a.type, a.nargs, a.const) for a in parser._actions for o in a.option_strings if o != "-h"}
+
+    train = next(a for a in build_parser()._actions if a.choices and "train" in a.choices).choices["train"]
+    assert options(_train_parser()) == {o: v for o, v in options(train).items() if o != "--help"}
+
+
 def _dry_run(world_size: int) -> list[str]:
     """``ifir train --dry-run`` of the paper preset against the DDP launch file."""
     return ["train", "--dry-run", "--preset", "paper", "--world-size", str(world_size)] + [
