@@ -64,7 +64,7 @@ class _Report:
         self.warnings: list[str] = []
         self.checked: list[str] = []
 
-    def fail(self, field: str, message: str, key: str | None = None):
+    def _line(self, field: str, key: str | None) -> int | None:
         line = _line_of(self.text, key or field)
         if line is None:  # a shell script: the first line, not a comment, that holds the word
             line = next(
@@ -75,7 +75,14 @@ class _Report:
                 ),
                 None,
             )
-        self.errors.append(str(DataError(self.path, line, message, field)))
+        return line
+
+    def fail(self, field: str, message: str, key: str | None = None):
+        self.errors.append(str(DataError(self.path, self._line(field, key), message, field)))
+
+    def note(self, field: str, message: str, key: str | None = None):
+        """A line for the ``warnings``, where a field cannot be checked: not a refusal."""
+        self.warnings.append(str(DataError(self.path, self._line(field, key), message, field)))
 
     def expect(self, field: str, value, wanted, what: str):
         """``value`` must be ``"auto"`` or ``wanted`` (``what`` names where ``wanted`` comes from)."""
@@ -284,16 +291,18 @@ def _check_torchrun(rep: _Report, cfg, world_size: int | None) -> dict:
             counts[flag] = int(raw)
     procs = counts["--nnodes"] * counts["--nproc-per-node"]
     _world(rep, "--nnodes x --nproc-per-node", procs, world_size, "torchrun")
-    if rest[:2] != ["ifir_lib", "train"] and not (
-        rest[:1] and rest[0].endswith("ifir") and rest[1:2] == ["train"]
+    raw = [w for w, _ in rest]
+    if raw[:2] != ["ifir_lib", "train"] and not (
+        raw[:1] and raw[0].endswith("ifir") and raw[1:2] == ["train"]
     ):
-        rep.fail("torchrun", f"runs {' '.join(rest[:2])!r}; expected `-m ifir_lib train` (or `ifir train`)")
+        rep.fail("torchrun", f"runs {' '.join(raw[:2])!r}; expected `-m ifir_lib train` (or `ifir train`)")
     preset = _check_train_flags(rep, cfg, rest)
     return {"kind": "torchrun", "world_size": procs, "nodes": counts["--nnodes"], "preset": preset}
 
 
-def _torchrun_command(rep: _Report) -> tuple[dict[str, str | None], list[str]]:
-    """``(torchrun options with shell variables expanded (None: unknown), the words after them)``."""
+def _torchrun_command(rep: _Report) -> tuple[dict[str, str | None], list[tuple[str, str | None]]]:
+    """``(torchrun options with shell variables expanded (None: unknown), the words after them as
+    (word, expanded word or None))``; a bare ``"$@"``/``"$*"`` (the caller's flags) is left out."""
     joined = re.sub(r"\\\n", " ", rep.text)
     cmd = next((ln for ln in joined.splitlines() if re.match(r"\s*(exec\s+)?torchrun\b", ln)), None)
     if cmd is None:
@@ -327,7 +336,7 @@ def _torchrun_command(rep: _Report) -> tuple[dict[str, str | None], list[str]]:
             val = args[i] if i < len(args) else ""
         opts[key.replace("_", "-")] = expand(val)
         i += 1
-    return opts, rest
+    return opts, [(w, expand(w)) for w in rest if w not in ("$@", "$*")]
 
 
 # ``ifir train``'s options as far as they make its config, read as its own parser reads them
@@ -367,18 +376,54 @@ def _train_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _script_config(rep: _Report, words: list[str]) -> tuple[TrainConfig | None, str]:
-    """The config that ``ifir train`` builds from the script's ``words`` (after ``train``), and
-    the preset; ``None`` when they do not parse. ``"$@"`` (the caller's flags) is left out: those
-    are not in the file."""
-    err = io.StringIO()
+def _known_words(parser, words: list[tuple[str, str | None]]) -> tuple[list[str], dict[str, str]]:
+    """The expanded ``words``, less each one holding a shell variable that cannot be resolved and
+    the flag it is the value of; returns ``(words left, {dropped flag: its dest})``."""
+    kept: list[str] = []
+    dropped: dict[str, str] = {}
+
+    def dest(flag: str) -> str:
+        acts = parser._option_string_actions
+        hits = [a for o, a in acts.items() if o == flag] or [a for o, a in acts.items() if o.startswith(flag)]
+        return hits[0].dest if len({a.dest for a in hits}) == 1 else "?"
+
+    for word, value in words:
+        if value is not None:
+            kept.append(value)
+        elif word.startswith("-"):  # --flag=$UNSET
+            dropped[word] = dest(word.partition("=")[0])
+        elif kept and kept[-1].startswith("-") and "=" not in kept[-1]:
+            flag = kept.pop()
+            dropped[flag] = dest(flag)
+    return kept, dropped
+
+
+_WHOLE_CONFIG = ("preset", "mode", "loss")  # flags that set every field
+
+
+def _script_config(rep: _Report, words) -> tuple[TrainConfig | None, str, set[str]]:
+    """The config that ``ifir train`` builds from the script's ``words`` (after ``train``, as
+    ``(word, expanded)``), the preset, and the fields a flag set from an unresolved shell variable
+    leaves not checkable (each given a warning line); ``None`` when the flags do not parse."""
+    parser, err = _train_parser(), io.StringIO()
+    known, dropped = _known_words(parser, words)
+    fields = [f.name for f in dataclasses.fields(TrainConfig)]
+    unchecked: set[str] = set()
+    for flag, dest in dropped.items():
+        dest = "co_batch_views" if dest == "no_co_batch" else dest
+        hit = fields if dest in _WHOLE_CONFIG else [dest] if dest in fields else []
+        for field in hit:
+            rep.note(
+                field, f"not checkable: the script's {flag} is a shell variable not resolved here", "train"
+            )
+        unchecked.update(hit)
     try:
         with contextlib.redirect_stderr(err):
-            a = _train_parser().parse_args([w for w in words if "$" not in w])
+            a = parser.parse_args(known)
     except SystemExit:
         said = (err.getvalue().strip().splitlines() or ["?"])[-1]
-        rep.fail("train", f"`ifir train` refuses the script's flags: {said}")
-        return None, "?"
+        rep.fail("train", f"`ifir train` refuses the script's flags: {said}", "train")
+        return None, "?", unchecked
     preset = a.preset or "paper"  # what ``ifir train`` takes on a GPU node without --preset
     try:
         cfg = TrainConfig.preset(
@@ -390,9 +435,9 @@ def _script_config(rep: _Report, words: list[str]) -> tuple[TrainConfig | None, 
         )
     except ConfigError as e:
         rep.fail("--preset", str(e), "preset")
-        return None, preset
+        return None, preset, unchecked
     cfg = mode_config(cfg, a.mode)
-    return (as_mnrl(cfg) if a.loss == "mnrl" else cfg), preset
+    return (as_mnrl(cfg) if a.loss == "mnrl" else cfg), preset, unchecked
 
 
 def _check_train_flags(rep: _Report, cfg, rest: list[str]) -> str:
@@ -400,10 +445,10 @@ def _check_train_flags(rep: _Report, cfg, rest: list[str]) -> str:
     config flags, ``--rng-seed``, ``--no-co-batch``, ``--mode``, ``--loss``, ``--base-model``) with
     ``cfg``; returns the preset. Only seven flags were read and ten fields compared, so a script
     training another rng seed, lr schedule, batching or loss passed the dry run."""
-    theirs, preset = _script_config(rep, rest[2:])
+    theirs, preset, unchecked = _script_config(rep, rest[2:])
     if theirs is None:
         return preset
-    for field in (f.name for f in dataclasses.fields(TrainConfig)):
+    for field in (f.name for f in dataclasses.fields(TrainConfig) if f.name not in unchecked):
         rep.checked.append(field)
         if getattr(theirs, field) != getattr(cfg, field):
             rep.fail(

@@ -142,14 +142,30 @@ def test_torchrun_script_world_size_and_flags(tmp_path, monkeypatch):
         check_launch_file(script, PAPER, 32)
 
 
-def test_torchrun_script_flags_beyond_the_batch_and_length_are_checked(tmp_path):
+def test_torchrun_script_flags_beyond_the_batch_and_length_are_checked(tmp_path, monkeypatch):
     """Only seven flags were read and ten fields compared: a script training rng seed 3, a WSD
-    schedule, views shuffled apart and plain MNRL passed the dry run of the paper preset."""
+    schedule, views shuffled apart and plain MNRL passed the dry run of the paper preset. The
+    words after ``train`` are expanded as torchrun's options are: a script passing ``--data
+    "$DATA" --out "$OUT"`` was refused (the words were dropped, and ``--data`` lost its value)."""
     script = tmp_path / "run.sh"
+    for name in ("DATA", "OUT", "SEED", "STEPS"):
+        monkeypatch.delenv(name, raising=False)
 
-    def check(flags: str):
-        script.write_text(TORCHRUN.read_text().replace("--preset paper", f"--preset paper {flags}"))
+    def check(flags: str, pre: str = ""):
+        text = TORCHRUN.read_text().replace("set -euo pipefail\n", "set -euo pipefail\n" + pre)
+        script.write_text(text.replace("--preset paper", f"--preset paper {flags}"))
         return check_launch_file(script, PAPER, 16)
+
+    pre = "DATA=${DATA:-/data/seeds.jsonl}\nOUT=${OUT:?set OUT}\n"
+    assert check('--data "$DATA" --out "$OUT"', pre)["warnings"] == []
+    with pytest.raises(ConfigError, match=r"field 'rng_seed': the script trains with 3"):
+        check('--rng-seed "$SEED"', "SEED=${SEED:-3}\n")
+    said = check('--rng-seed "$SEED" --save-steps=$STEPS', "SEED=${SEED:?set SEED}\n")
+    assert [w.split("field ")[1] for w in said["warnings"]] == [
+        "'rng_seed': not checkable: the script's --rng-seed is a shell variable not resolved here",
+        "'save_steps': not checkable: the script's --save-steps=$STEPS is a shell variable not resolved here",
+    ]
+    assert "rng_seed" not in said["checked"] and "batch_size" in said["checked"]
 
     n = line_of(TORCHRUN, "set -euo", "ifir_lib train")
     with pytest.raises(ConfigError) as e:
