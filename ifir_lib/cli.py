@@ -25,6 +25,7 @@ from .core import config as C
 from .core.errors import ConfigError, IfirError
 from .evaluation.backends import BACKENDS as EVAL_BACKENDS
 from .seeds.forms import NARRATIVE_SHARE
+from .training.flags import TRAIN_CONFIG_FLAGS
 
 
 class _FMT(argparse.ArgumentDefaultsHelpFormatter):
@@ -490,19 +491,6 @@ def _cmd_verify(a):
 
 
 # ---- training ------------------------------------------------------------------------------
-_TRAIN_FLAGS = (  # TrainConfig fields ``ifir train`` sets as --max-steps etc. (None: the preset's)
-    ("max_steps", int),
-    ("epochs", float),
-    ("batch_size", int),
-    ("mini_batch_size", int),
-    ("num_negatives", int),
-    ("learning_rate", float),
-    ("save_steps", int),
-    ("train_top_layers", int),
-    ("lr_schedule", str),
-)
-
-
 def _add_train(sub):
     p = add_parser(sub, "train", "fine-tune a bi-encoder on one mode (resumes when rerun)")
     p.add_argument(
@@ -524,7 +512,7 @@ def _add_train(sub):
     _preset_flag(p, "training")
     p.add_argument("--base-model", default=None, help="name or path; 'minilm' is the PyPI-shipped MiniLM")
     p.add_argument("--out", required=True, help="run directory (a SentenceTransformer folder when done)")
-    for field, typ in _TRAIN_FLAGS:
+    for field, typ in TRAIN_CONFIG_FLAGS:
         said = "default: the preset's" + (
             "; given without --max-steps it sets the length" if field == "epochs" else ""
         )
@@ -573,7 +561,7 @@ def _cmd_train(a):
 
     world = a.world_size or int(os.environ.get("WORLD_SIZE", 0)) or (None if a.launch_config else 1)
     fields = ("budget", "rng_seed", "narrative_share", "loss", "report_to", "base_model", "launch_config")
-    kw = {f: getattr(a, f) for f in (*fields, *(name for name, _ in _TRAIN_FLAGS))}
+    kw = {f: getattr(a, f) for f in (*fields, *(name for name, _ in TRAIN_CONFIG_FLAGS))}
     files = dict(seeds_path=a.seeds, reversals_path=a.reversals, curation_path=a.curation)
     co_batch = False if a.no_co_batch else None
     opts = dict(flat=True, preset=C.resolve_preset(a.preset, "training"), dry_run=a.dry_run, world_size=world)

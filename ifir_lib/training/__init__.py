@@ -14,6 +14,7 @@ SentenceTransformer model, the run record, training logs, checkpoints, TensorBoa
 - ``heldout``: held-out seeds that score checkpoints for early stopping.
 - ``tracking``: the JSONL training log and TensorBoard / W&B / MLflow.
 - ``dry_run`` and ``launch_check``: estimates and launch-file checks before GPU hours are spent.
+- ``flags``: ``ifir train``'s config flags, one table for the command line and ``launch_check``.
 - ``explain``: notebook 03's worked example, one tiny batch's relation matrix and loss.
 
 The one driver of training is ``pipelines.train.train_modes``. Imports: ``core``, ``seeds``,

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..core.config import MODES, PRESET_ALIASES, PRESET_NAMES
 from ..core.errors import ConfigError, DataError
+from .flags import TRAIN_CONFIG_FLAGS
 from .trainer import TrainConfig, as_mnrl, mode_config
 
 # sentence-transformers#3173: DeepSpeed ZeRO-2 reduces each parameter's gradient once per
@@ -339,20 +340,10 @@ def _torchrun_command(rep: _Report) -> tuple[dict[str, str | None], list[tuple[s
     return opts, [(w, expand(w)) for w in rest if w not in ("$@", "$*")]
 
 
-# ``ifir train``'s options as far as they make its config, read as its own parser reads them
-# (abbreviations too); the others are taken and left. tests/training/test_launch_check.py checks
-# that this knows every option ``ifir train`` has, with the same types.
-_CONFIG_FLAGS = (
-    ("max_steps", int),
-    ("epochs", float),
-    ("batch_size", int),
-    ("mini_batch_size", int),
-    ("num_negatives", int),
-    ("learning_rate", float),
-    ("save_steps", int),
-    ("train_top_layers", int),
-    ("lr_schedule", str),
-)
+# ``ifir train``'s options, read as its own parser reads them (abbreviations too): its config
+# flags (``TRAIN_CONFIG_FLAGS``, the table the CLI builds them from) and the others, taken and
+# left. tests/training/test_launch_check.py checks that this knows every option ``ifir train``
+# has, with the same type, dest, choices and (where they make the config) default.
 _OTHER_FLAGS = {"--reversals": str, "--curation": str, "--budget": int, "--out": str}
 _OTHER_FLAGS.update(
     {"--narrative-share": float, "--report-to": str, "--world-size": int, "--launch-config": str}
@@ -371,7 +362,7 @@ def _train_parser() -> argparse.ArgumentParser:
     p.add_argument("--loss", choices=("relation", "mnrl"), default="relation")
     p.add_argument("--base-model")
     p.add_argument("--rng-seed", type=int, default=0)
-    for field, typ in _CONFIG_FLAGS:
+    for field, typ in TRAIN_CONFIG_FLAGS:
         p.add_argument("--" + field.replace("_", "-"), type=typ)
     return p
 
@@ -431,7 +422,7 @@ def _script_config(rep: _Report, words) -> tuple[TrainConfig | None, str, set[st
             rng_seed=a.rng_seed,
             base_model=a.base_model,
             co_batch_views=False if a.no_co_batch else None,
-            **{f: getattr(a, f) for f, _ in _CONFIG_FLAGS},
+            **{f: getattr(a, f) for f, _ in TRAIN_CONFIG_FLAGS},
         )
     except ConfigError as e:
         rep.fail("--preset", str(e), "preset")

@@ -185,10 +185,20 @@ def test_the_launch_check_reads_every_ifir_train_option_as_ifir_train_does():
     """The check parses the script's flags with a parser of its own (training may not import the
     CLI): it must know each option of ``ifir train``, with the same type, or a new one goes unread."""
     from ifir_lib.cli import build_parser
+    from ifir_lib.training.flags import TRAIN_CONFIG_FLAGS
     from ifir_lib.training.launch_check import _train_parser
 
+    # the options that make the config: their defaults count too (the others' are not read)
+    config = {"--preset", "--mode", "--loss", "--base-model", "--rng-seed", "--no-co-batch"}
+    config.update("--" + f.replace("_", "-") for f, _ in TRAIN_CONFIG_FLAGS)
+
     def options(parser):
-        return {o: (a.type, a.nargs, a.const) for a in parser._actions for o in a.option_strings if o != "-h"}
+        return {
+            o: (a.type, a.nargs, a.const, a.dest, a.choices and list(a.choices), o in config and a.default)
+            for a in parser._actions
+            for o in a.option_strings
+            if o != "-h"
+        }
 
     train = next(a for a in build_parser()._actions if a.choices and "train" in a.choices).choices["train"]
     assert options(_train_parser()) == {o: v for o, v in options(train).items() if o != "--help"}
