@@ -1,5 +1,6 @@
 """Training: sampler invariants, a real CPU run, resume after a kill, NaN stop, DDP on 2 processes."""
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -273,6 +274,52 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _kill_tree(proc: subprocess.Popen, wait_s: float = 30.0) -> None:
+    """Kill ``proc``'s children (torchrun starts its workers in sessions of their own), then its
+    process group, and wait for them, ``wait_s`` at most."""
+    workers = _children(proc.pid)
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=wait_s)
+    deadline = time.time() + wait_s
+    while any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in workers):
+        assert time.time() < deadline, f"processes {workers} still alive {wait_s} s after SIGKILL"
+        time.sleep(0.2)
+
+
+def _run(cmd: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """``subprocess.run`` in a session of its own, whose processes are all killed when it times out
+    (``subprocess.run`` kills the command only, not torchrun's workers)."""
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.returncode is None:
+            _kill_tree(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def test_a_timed_out_command_s_processes_are_all_killed():
+    """The DDP test left torchrun's workers running when it failed or timed out: a child in a
+    session of its own (as torchrun's workers are) must go too."""
+    with pytest.raises(subprocess.TimeoutExpired):
+        _run(["bash", "-c", "setsid sleep 317 & sleep 317"], dict(os.environ), 3)
+    gone = [p for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline(p) == "sleep\x00317\x00"]
+    assert not [p for p in gone if "Z" not in _state(int(p.parent.name))]
+
+
+def _cmdline(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 @pytest.mark.slow
 def test_ddp_run_resumed_in_a_later_epoch_trains_that_epochs_batches(tmp_path):
     """A DDP run resumed inside epoch 1 trained epoch 0's batch order (accelerate wraps the sampler
@@ -290,25 +337,21 @@ def test_ddp_run_resumed_in_a_later_epoch_trains_that_epochs_batches(tmp_path):
         return [json.loads(x)["loss"] for x in (out / "train_log.jsonl").read_text().splitlines()]
 
     whole, cut = tmp_path / "whole" / "run", tmp_path / "cut" / "run"
-    done = subprocess.run(cmd(whole), env=env, capture_output=True, text=True, timeout=600)
+    done = _run(cmd(whole), env, 600)
     assert done.returncode == 0, done.stderr[-3000:]
     proc = subprocess.Popen(
         cmd(cut), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
-    ckpt, deadline = cut / "checkpoints" / "checkpoint-3", time.time() + 400
-    while not all((ckpt / f).exists() for f in ("trainer_state.json", "rng_state_1.pth")):
-        assert proc.poll() is None and time.time() < deadline, "run ended before checkpoint-3"
-        time.sleep(0.5)
-    time.sleep(1.0)  # let the checkpoint's files finish writing
-    workers = _children(proc.pid)  # torchrun's workers outlive a kill of its own process group
-    for pid in workers:
-        os.kill(pid, signal.SIGKILL)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    while any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in workers):
-        time.sleep(0.2)
+    try:
+        ckpt, deadline = cut / "checkpoints" / "checkpoint-3", time.time() + 400
+        while not all((ckpt / f).exists() for f in ("trainer_state.json", "rng_state_1.pth")):
+            assert proc.poll() is None and time.time() < deadline, "run ended before checkpoint-3"
+            time.sleep(0.5)
+        time.sleep(1.0)  # let the checkpoint's files finish writing
+    finally:
+        _kill_tree(proc)  # torchrun's workers outlive a kill of its own process group
     assert not (cut / "modules.json").exists(), "the run finished before it was killed"
-    done = subprocess.run(cmd(cut), env=env, capture_output=True, text=True, timeout=600)
+    done = _run(cmd(cut), env, 600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming" in done.stderr
     assert losses(cut) == pytest.approx(losses(whole), rel=1e-4)
