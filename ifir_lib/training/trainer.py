@@ -328,12 +328,19 @@ def _check_precision(cfg: TrainConfig) -> None:
     accelerate config too), and transformers takes it whenever ``bf16`` is off, so a bf16=False
     config (the ``cpu`` and ``smoke`` presets) trained under bf16 autocast, recorded as bf16=False."""
     env = os.environ.get("ACCELERATE_MIXED_PRECISION", "no").strip().lower()
-    if env not in ("no", "bf16" if cfg.bf16 else "no"):
-        raise ConfigError(
-            f"ACCELERATE_MIXED_PRECISION={env} (accelerate launch's mixed_precision, or the environment) but "
-            f"the training config has bf16={cfg.bf16}: the run would train in {env} and record bf16={cfg.bf16}. "
-            f"Launch with mixed_precision {'bf16' if cfg.bf16 else 'no'!r}, or unset the variable"
-        )
+    if env in ("no", "bf16" if cfg.bf16 else "no"):
+        return
+    # a bf16 config overrides the variable on a GPU with bf16; on the CPU or an older GPU it does not
+    would = (
+        f"on a GPU without bf16, or on the CPU, it would train in {env} and record bf16=True"
+        if cfg.bf16
+        else f"the run would train in {env} and record bf16=False"
+    )
+    raise ConfigError(
+        f"ACCELERATE_MIXED_PRECISION={env or '(empty)'} (accelerate launch's mixed_precision, or the "
+        f"environment) asks for {env or 'nothing'} but the training config for bf16={cfg.bf16}: {would}. "
+        f"Launch with mixed_precision {'bf16' if cfg.bf16 else 'no'!r}, or unset the variable"
+    )
 
 
 def _check_resume_world(run: RunFolder, world: int) -> None:

@@ -534,8 +534,10 @@ def test_a_launcher_s_mixed_precision_that_the_config_does_not_ask_for_is_refuse
 
     _check_precision(TrainConfig.preset("paper"))  # what the paper preset asks for
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")
-    with pytest.raises(ConfigError, match=r"=fp16 .* bf16=True"):
+    with pytest.raises(ConfigError, match=r"=fp16 .* bf16=True") as e:
         _check_precision(TrainConfig.preset("paper"))
+    # on a GPU with bf16 a bf16 config overrides the variable: the refusal says where it would not
+    assert "on a GPU without bf16, or on the CPU, it would train in fp16 and record bf16=True" in str(e.value)
 
 
 def test_training_into_the_base_model_or_another_model_s_folder_is_refused(tmp_path, minilm):
