@@ -36,10 +36,12 @@ def read_ids(model, texts, kind: str) -> dict[str, tuple] | None:
 
 def views_read_same(model, examples) -> list[str]:
     """The groups (seed ids) of ``examples`` with two views whose queries (``query + " " +
-    instruction``) differ as text but read the same to ``model`` once cut."""
+    instruction``) differ as text but read the same to ``model`` once cut. An example without a
+    ``group`` (made by hand, for the mnrl loss) has no views to compare and is skipped."""
     queries: dict[str, set[str]] = {}
     for e in examples:
-        queries.setdefault(e["group"], set()).add(format_query(e["query"], e["instruction"]))
+        if "group" in e:
+            queries.setdefault(e["group"], set()).add(format_query(e["query"], e["instruction"]))
     several = {g: q for g, q in queries.items() if len(q) > 1}
     ids = read_ids(model, [t for q in several.values() for t in q], "query")
     if ids is None:

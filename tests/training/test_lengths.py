@@ -111,3 +111,16 @@ def test_the_held_out_score_is_that_of_the_model_as_saved(tmp_path):
     assert logged["orig_acc"] == pytest.approx(saved["orig_acc"]) and logged["rev_acc"] == pytest.approx(
         saved["rev_acc"]
     )
+
+
+def test_examples_without_a_group_are_checked_for_positives_only(caplog):
+    """Hand-made examples for the mnrl loss carry no ``group``: the view check raised KeyError on
+    them (train() failed); they have no views to compare, and the positive check still runs."""
+    from ifir_lib.training.lengths import warn_cut_alike
+
+    ex = build_trainset("ins-orig", header_seeds(), num_negatives=2, negative_audit=None).examples
+    ex = [{k: v for k, v in e.items() if k != "group"} for e in ex]
+    at_96 = build_model("minilm", max_seq_length=96, pooling="mean", device="cpu")
+    with caplog.at_level("WARNING"):
+        assert warn_cut_alike(at_96, ex) == []
+    assert "6 examples have a positive that reads the same as one of their negatives" in caplog.text
