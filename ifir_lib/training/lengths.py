@@ -49,28 +49,31 @@ def views_read_same(model, examples) -> list[str]:
     return sorted(g for g, q in several.items() if len({ids[t] for t in q}) < len(q))
 
 
-def positives_read_as_negatives(model, examples) -> list[str]:
-    """The ids of ``examples`` whose positive differs as text from one of its negatives but reads
-    the same to ``model`` once cut (document prompt first)."""
-    texts = [p["text"] for e in examples for p in (e["positive"], *e["negatives"])]
+def positives_read_as_negatives(model, examples, num_negatives: int | None = None) -> list[str]:
+    """The ids of ``examples`` whose positive differs as text from one of its negatives that train
+    (the first ``num_negatives``, as ``trainsets.to_dataset`` keeps; None: all) but reads the same
+    to ``model`` once cut (document prompt first)."""
+    negatives = [e["negatives"][:num_negatives] for e in examples]
+    texts = [p["text"] for e, negs in zip(examples, negatives) for p in (e["positive"], *negs)]
     ids = read_ids(model, texts, "document")
     if ids is None:
         return []
     out = []
-    for e in examples:
+    for e, negs in zip(examples, negatives):
         pos = e["positive"]["text"]
-        if any(n["text"] != pos and ids[n["text"]] == ids[pos] for n in e["negatives"]):
+        if any(n["text"] != pos and ids[n["text"]] == ids[pos] for n in negs):
             out.append(e["id"])
     return sorted(out)
 
 
-def warn_cut_alike(model, examples) -> list[str]:
+def warn_cut_alike(model, examples, num_negatives: int | None = None) -> list[str]:
     """Warn about the seeds whose views read the same once cut at the training length, and the
-    examples whose positive reads as one of its negatives (none: no warning); returns the seeds'
-    ids. A list of examples only (a streamed Arrow set is not checked)."""
+    examples whose positive reads as one of the negatives that train (the first ``num_negatives``)
+    (none: no warning); returns the seeds' ids. A list of examples only (a streamed Arrow set is
+    not checked)."""
     if not isinstance(examples, list):
         return []
-    alike = positives_read_as_negatives(model, examples)
+    alike = positives_read_as_negatives(model, examples, num_negatives)
     if alike:
         log.warning(
             "%d examples have a positive that reads the same as one of their negatives once cut at the "

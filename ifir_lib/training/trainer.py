@@ -261,7 +261,7 @@ def _train(
     model, ds, loss_fn, sampler, prompts = _model_and_data(cfg, examples, loss, device, world)
     if rank == 0:  # the length it trains at: the config's as given (reruns compare it), capped
         run.update(trained_max_seq_length=model.max_seq_length)
-        warn_cut_alike(model, examples)
+        warn_cut_alike(model, examples, cfg.num_negatives)
     if loss == "relation" and rank == 0:
         same_query_in_batch(examples, ds, sampler, cfg)
     args = _training_args(cfg, run, sampler, prompts, tracker_args, device)

@@ -124,3 +124,19 @@ def test_examples_without_a_group_are_checked_for_positives_only(caplog):
     with caplog.at_level("WARNING"):
         assert warn_cut_alike(at_96, ex) == []
     assert "6 examples have a positive that reads the same as one of their negatives" in caplog.text
+
+
+def test_only_the_negatives_that_train_are_compared_with_the_positive(tmp_path, caplog):
+    """A set stored with more negatives than the run trains (``--num-negatives 2`` on a built set
+    of more): a negative past the second is never read, yet reading as the positive was warned
+    about as "the loss ranks one input above itself"."""
+    ex = build_trainset(
+        "ins-orig", [make_seed(i) for i in range(6)], num_negatives=2, negative_audit=None
+    ).examples
+    for e in ex:
+        e["positive"] = {**e["positive"], "text": BACKGROUND + " " + e["positive"]["text"]}
+        e["negatives"] = [*e["negatives"][:2], {"text": BACKGROUND + " another ending"}]
+    cfg = TrainConfig.preset("smoke", max_steps=1, num_negatives=2)
+    with caplog.at_level("WARNING"):
+        train(ex, tmp_path / "run", cfg, mode="ins-orig", device="cpu")
+    assert "reads the same as one of their negatives" not in caplog.text
