@@ -607,17 +607,22 @@ def saved_length(model, cfg: TrainConfig) -> int:
 
 def _warn_saved_shorter(model, cfg: TrainConfig) -> None:
     """Warn when the run is saved reading fewer tokens than it trains on (the ``paper`` preset's 512
-    from MiniLM, saved at its 256, or mpnet's 384): every evaluation cuts what training read."""
+    from MiniLM, saved at its 256, or mpnet's 384): every evaluation cuts what training read.
+    Logged once, by rank 0 (each DDP rank builds the model). Both lengths are Python-API settings
+    (``TrainConfig``); ``ifir train`` has no flag for either, so the CLI's advice is another base."""
     saved = saved_length(model, cfg)
-    if saved < cfg.max_seq_length:
+    if saved < cfg.max_seq_length and int(os.environ.get("RANK", "0")) == 0:
         log.warning(
             "%s trains reading up to %d tokens but is saved reading %d (%s): every evaluation reads "
-            "fewer tokens than training did; set save_max_seq_length (at most the model's positions) "
-            "or a max_seq_length of at most %d",
+            "fewer tokens than training did. From the CLI (ifir train has no length flag) train from "
+            "a base that reads at least %d tokens (--base-model) or a shorter --preset; from Python set "
+            "TrainConfig.save_max_seq_length (at most the model's positions) or "
+            "TrainConfig.max_seq_length of at most %d",
             cfg.base_model,
             cfg.max_seq_length,
             saved,
             "save_max_seq_length" if cfg.save_max_seq_length else "the base model's own length",
+            cfg.max_seq_length,
             saved,
         )
 

@@ -140,3 +140,25 @@ def test_only_the_negatives_that_train_are_compared_with_the_positive(tmp_path, 
     with caplog.at_level("WARNING"):
         train(ex, tmp_path / "run", cfg, mode="ins-orig", device="cpu")
     assert "reads the same as one of their negatives" not in caplog.text
+
+
+def test_the_saved_shorter_warning_says_what_a_cli_user_can_do_and_is_logged_by_rank_0_only(
+    monkeypatch, caplog
+):
+    """Its advice named save_max_seq_length and max_seq_length, neither an ``ifir train`` flag, and
+    every DDP rank logged it (8 lines on 8 GPUs)."""
+    from types import SimpleNamespace
+
+    from ifir_lib.training.trainer import _warn_saved_shorter
+
+    model = SimpleNamespace(native_max_seq_length=256)
+    cfg = TrainConfig.preset("smoke", max_seq_length=512)
+    monkeypatch.setenv("RANK", "1")
+    with caplog.at_level("WARNING"):
+        _warn_saved_shorter(model, cfg)
+    assert "but is saved reading" not in caplog.text
+    monkeypatch.setenv("RANK", "0")
+    with caplog.at_level("WARNING"):
+        _warn_saved_shorter(model, cfg)
+    assert caplog.text.count("but is saved reading 256") == 1
+    assert "--base-model" in caplog.text and "TrainConfig.save_max_seq_length" in caplog.text
