@@ -162,3 +162,21 @@ def test_the_saved_shorter_warning_says_what_a_cli_user_can_do_and_is_logged_by_
         _warn_saved_shorter(model, cfg)
     assert caplog.text.count("but is saved reading 256") == 1
     assert "--base-model" in caplog.text and "TrainConfig.save_max_seq_length" in caplog.text
+
+
+def test_the_length_check_keeps_digests_and_checks_a_fixed_sample_above_its_bound(monkeypatch, caplog):
+    """The check (rank 0, other ranks waiting) kept every text's token ids (~6.5 KiB a passage)
+    and read every example: ~45 GiB and ~30 min at 480k examples. It keeps a digest per text and,
+    above ``MAX_CHECKED`` examples, checks a fixed sample, saying how many of how many."""
+    from ifir_lib.training import lengths
+
+    at_96 = build_model("minilm", max_seq_length=96, pooling="mean", device="cpu")
+    ids = lengths.read_ids(at_96, [BACKGROUND, "short"], "document")
+    assert all(isinstance(v, bytes) and len(v) == 16 for v in ids.values())
+    ex = build_trainset("ins-orig", header_seeds(), num_negatives=2, negative_audit=None).examples
+    monkeypatch.setattr(lengths, "MAX_CHECKED", 4)
+    with caplog.at_level("INFO"):
+        lengths.warn_cut_alike(at_96, ex)
+    assert "4 examples have a positive that reads the same" in caplog.text
+    assert "checked 4 of 6 examples" in caplog.text
+    assert lengths.checked_sample(ex) == lengths.checked_sample(list(ex))  # the same sample each time
