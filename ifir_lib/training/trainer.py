@@ -599,10 +599,15 @@ def same_query_in_batch(examples, ds, sampler, cfg: TrainConfig) -> int:
     return pairs
 
 
-def saved_length(model, cfg: TrainConfig) -> int:
+def saved_length(model, cfg: TrainConfig, *, warn: bool = False) -> int:
     """The ``max_seq_length`` a run from ``model`` (``build_model``) is saved with, which every
-    evaluation reads: ``cfg.save_max_seq_length``, else the base model's own length."""
-    return cfg.save_max_seq_length or getattr(model, "native_max_seq_length", cfg.max_seq_length)
+    evaluation reads: ``cfg.save_max_seq_length``, else the base model's own length, at most the
+    backbone's positions (``cap_to_positions``, which warns with ``warn``: the save does)."""
+    asked = cfg.save_max_seq_length or getattr(model, "native_max_seq_length", cfg.max_seq_length)
+    if warn:
+        return cap_to_positions(model, asked, "save_max_seq_length")
+    most = max_positions(model)
+    return asked if most is None else min(asked, most)
 
 
 def _warn_saved_shorter(model, cfg: TrainConfig) -> None:
@@ -610,8 +615,8 @@ def _warn_saved_shorter(model, cfg: TrainConfig) -> None:
     from MiniLM, saved at its 256, or mpnet's 384): every evaluation cuts what training read.
     Logged once, by rank 0 (each DDP rank builds the model). Both lengths are Python-API settings
     (``TrainConfig``); ``ifir train`` has no flag for either, so the CLI's advice is another base."""
-    saved = saved_length(model, cfg)
-    if saved < cfg.max_seq_length and int(os.environ.get("RANK", "0")) == 0:
+    saved, trained = saved_length(model, cfg), model.max_seq_length  # both capped to the positions
+    if saved < trained and int(os.environ.get("RANK", "0")) == 0:
         log.warning(
             "%s trains reading up to %d tokens but is saved reading %d (%s): every evaluation reads "
             "fewer tokens than training did. From the CLI (ifir train has no length flag) train from "
@@ -619,10 +624,10 @@ def _warn_saved_shorter(model, cfg: TrainConfig) -> None:
             "TrainConfig.save_max_seq_length (at most the model's positions) or "
             "TrainConfig.max_seq_length of at most %d",
             cfg.base_model,
-            cfg.max_seq_length,
+            trained,
             saved,
             "save_max_seq_length" if cfg.save_max_seq_length else "the base model's own length",
-            cfg.max_seq_length,
+            trained,
             saved,
         )
 
@@ -837,7 +842,7 @@ def _save_finished(trainer, model, run: RunFolder, cfg: TrainConfig, result, sec
     """Save the model (the best held-out checkpoint's with ``keep_best``, else the final step's)
     and mark the run finished; ``best_step`` is the held-out pick either way (the saved step is ``steps``
     when ``keep_best`` is False)."""
-    model.max_seq_length = cap_to_positions(model, saved_length(model, cfg), "save_max_seq_length")
+    model.max_seq_length = saved_length(model, cfg, warn=True)
     model.save(str(run.path))
     steps, best = trainer.state.global_step, trainer.state.best_model_checkpoint
     run.finish(

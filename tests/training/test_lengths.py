@@ -147,11 +147,9 @@ def test_the_saved_shorter_warning_says_what_a_cli_user_can_do_and_is_logged_by_
 ):
     """Its advice named save_max_seq_length and max_seq_length, neither an ``ifir train`` flag, and
     every DDP rank logged it (8 lines on 8 GPUs)."""
-    from types import SimpleNamespace
-
     from ifir_lib.training.trainer import _warn_saved_shorter
 
-    model = SimpleNamespace(native_max_seq_length=256)
+    model = build_model("minilm", max_seq_length=512, pooling="mean", device="cpu")  # reads 256 on its own
     cfg = TrainConfig.preset("smoke", max_seq_length=512)
     monkeypatch.setenv("RANK", "1")
     with caplog.at_level("WARNING"):

@@ -817,3 +817,8 @@ def test_a_length_past_the_backbone_s_positions_is_capped_with_a_warning(tmp_pat
     from ifir_lib.training.trainer import max_positions
 
     assert max_positions([types.SimpleNamespace(auto_model=RobertaModel(tiny))]) == 512
+    from ifir_lib.core.models import build_model
+    from ifir_lib.training.trainer import saved_length
+
+    at_128 = build_model("minilm", max_seq_length=128, pooling="mean", device="cpu")
+    assert saved_length(at_128, cfg) == 512  # what the held-out evaluations read: capped as the save is
