@@ -332,6 +332,13 @@ def test_runs_of_two_base_models_pooled_by_a_comparison_are_named(tmp_path, capl
     assert row["diff"] == pytest.approx(1.0) and "base models" not in caplog.text
 
 
+def _scored(csv, model: str, mode: str, seed: int, shift: float) -> None:
+    """A p-MRR row of ``model`` (four queries, ``shift`` apart from the base's) saved to ``csv``."""
+    pq = {"p_mrr": {f"q{i}": shift + i for i in range(4)}}
+    r = EvalResult("v1", model, {"p_mrr": M.mean(pq["p_mrr"])}, {}, pq)
+    save_result(r, csv, model=model, mode=mode, rng_seed=seed)
+
+
 def test_runs_of_two_batch_orders_pooled_by_a_comparison_are_named(tmp_path, caplog):
     """An experiment resumed after the batch-order upgrade kept its finished order-1 runs (records
     without ``batch_order``) and trained the missing replicate under order 2: ``compare`` pooled
@@ -341,18 +348,13 @@ def test_runs_of_two_batch_orders_pooled_by_a_comparison_are_named(tmp_path, cap
 
     csv = tmp_path / "results.csv"
 
-    def scored(model, mode, seed, shift):
-        pq = {"p_mrr": {f"q{i}": shift + i for i in range(4)}}
-        r = EvalResult("v1", model, {"p_mrr": M.mean(pq["p_mrr"])}, {}, pq)
-        save_result(r, csv, model=model, mode=mode, rng_seed=seed)
-
-    scored("minilm", "base", 0, 0.0)
+    _scored(csv, "minilm", "base", 0, 0.0)
     for seed in (0, 1, 2):
         run = RunFolder(tmp_path / f"rng{seed}" / "ins-dv")
         run.path.mkdir(parents=True)
         order = {"batch_order": 2} if seed == 2 else {}  # rng0, rng1: recorded before the field
         run.start({"mode": "ins-dv", "rng_seed": seed, "config": {"base_model": "minilm"}, **order}, "abc")
-        scored(str(run.path), "ins-dv", seed, 1.0 + seed)
+        _scored(csv, str(run.path), "ins-dv", seed, 1.0 + seed)
     results, per_query = load_tables(csv)
     with caplog.at_level("WARNING"):
         compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=20)
@@ -382,12 +384,7 @@ def test_the_batch_order_check_finds_relative_runs_and_leaves_one_epoch_runs_out
     csv = exp / "results.csv"
     monkeypatch.chdir(exp)
 
-    def scored(model, mode, seed, shift):
-        pq = {"p_mrr": {f"q{i}": shift + i for i in range(4)}}
-        r = EvalResult("v1", model, {"p_mrr": M.mean(pq["p_mrr"])}, {}, pq)
-        save_result(r, csv, model=model, mode=mode, rng_seed=seed)
-
-    scored("minilm", "base", 0, 0.0)
+    _scored(csv, "minilm", "base", 0, 0.0)
     for seed in (0, 1, 2):
         run = RunFolder(Path(f"rng{seed}") / "ins-dv")
         run.path.mkdir(parents=True)
@@ -396,7 +393,7 @@ def test_the_batch_order_check_finds_relative_runs_and_leaves_one_epoch_runs_out
         record = {"mode": "ins-dv", "rng_seed": seed, "config": config, "data": {"examples": 64}}
         run.start({**record, **order}, "abc")
         run.finish(steps=4)
-        scored(str(run.path), "ins-dv", seed, 1.0 + seed)
+        _scored(csv, str(run.path), "ins-dv", seed, 1.0 + seed)
     monkeypatch.chdir(tmp_path)  # compared from another folder than the one evaluate ran in
     for steps, named in ((4, False), (9, True)):  # 4 x 8 of 64 examples: epoch 0; 9 x 8: past it
         for seed in (0, 1, 2):
