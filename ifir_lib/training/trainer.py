@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -346,12 +347,32 @@ def _check_precision(cfg: TrainConfig) -> None:
 def _check_resume_world(run: RunFolder, world: int) -> None:
     """Checkpoints resume only under the number of processes that wrote them: a step is
     ``world x batch_size`` examples, so another number would skip or repeat data."""
-    was = run.info().get("world_size")  # None: recorded before runs kept it
+    was = _written_by(run)
     if was is not None and was != world:
         raise ConfigError(
             f"{run.run_file}: its checkpoints were written by {was} process(es); resume it with {was} "
             f"(now {world}), or use a new --out"
         )
+
+
+def _written_by(run: RunFolder) -> int | None:
+    """How many processes wrote ``run``'s checkpoints: its record's ``world_size``; for a record
+    from before runs kept it, the latest checkpoint's random states (``rng_state.pth``: one process;
+    ``rng_state_<r>.pth``: the highest ``r`` plus one); None when neither tells."""
+    was = run.info().get("world_size")
+    if was is not None:
+        return int(was)
+    for ckpt in reversed(run.checkpoints()):
+        ranks = [
+            int(m.group(1))
+            for f in ckpt.glob("rng_state_*.pth")
+            if (m := re.fullmatch(r"rng_state_(\d+)\.pth", f.name))
+        ]
+        if ranks:
+            return max(ranks) + 1
+        if (ckpt / "rng_state.pth").is_file():
+            return 1
+    return None
 
 
 def _check_resume_order(run: RunFolder) -> None:

@@ -396,6 +396,13 @@ def test_a_whole_checkpoint_resumed_under_another_process_count_is_refused_not_s
         _resuming(run, 2)
     assert [c.name for c in run.checkpoints()] == ["checkpoint-2"]
     assert _resuming(run, 1)
+    run.write({"mode": "ins-dv"})  # a record from before runs kept their world size: its files tell
+    with pytest.raises(ValueError, match=r"written by 1 process\(es\)"):
+        _resuming(run, 2)
+    (ckpt / "rng_state.pth").unlink()
+    for r in (0, 1):
+        (ckpt / f"rng_state_{r}.pth").write_bytes(b"x")
+    assert _resuming(run, 2)
 
 
 def test_a_resumed_run_keeps_its_first_start_and_lists_the_resumes(tmp_path, caplog):
