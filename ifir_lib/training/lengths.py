@@ -53,8 +53,9 @@ def read_ids(model, texts, kind: str) -> dict[str, bytes] | None:
 
 
 def checked_sample(examples: list, limit: int | None = None) -> list:
-    """``examples``, or above ``limit`` (``MAX_CHECKED``) that many of them: whole seeds (an
-    example's ``group``, else its id) in an order drawn with seed 0, so a seed's views stay together."""
+    """``examples``, or above ``limit`` (``MAX_CHECKED``) about that many of them: whole seeds (an
+    example's ``group``, else its id) in an order drawn with seed 0 until ``limit`` is reached, so a
+    seed's views stay together (the last seed is taken whole, past ``limit`` by at most its views)."""
     limit = MAX_CHECKED if limit is None else limit
     if len(examples) <= limit:
         return examples
@@ -68,7 +69,7 @@ def checked_sample(examples: list, limit: int | None = None) -> list:
         if len(out) >= limit:
             break
         out.extend(by_seed[k])
-    return out[:limit]
+    return out
 
 
 def views_read_same(model, examples) -> list[str]:

@@ -178,3 +178,7 @@ def test_the_length_check_keeps_digests_and_checks_a_fixed_sample_above_its_boun
     assert "4 examples have a positive that reads the same" in caplog.text
     assert "checked 4 of 6 examples" in caplog.text
     assert lengths.checked_sample(ex) == lengths.checked_sample(list(ex))  # the same sample each time
+    dv = build_trainset("ins-dv", [make_seed(i) for i in range(6)], num_negatives=2, negative_audit=None)
+    sample = lengths.checked_sample(dv.examples, limit=3)  # two views a seed: the last one is not split
+    views = {g: sum(e["group"] == g for e in dv.examples) for g in {e["group"] for e in sample}}
+    assert len(sample) == 4 and all(sum(e["group"] == g for e in sample) == n for g, n in views.items())
