@@ -163,11 +163,8 @@ def _check_one_backbone(read: pd.DataFrame, path: str) -> None:
         )
 
 
-_WARNED_ORDERS: set[str] = set()  # the batch-order warnings given: once per process, not per table
-
-
 def _check_one_batch_order(read: pd.DataFrame, path: str) -> None:
-    """One warning when the trained runs a comparison reads were trained under several batch
+    """A warning (``warn_once``) when the trained runs a comparison reads were trained under several batch
     orders (``run_folder.mixed_batch_orders``: an experiment resumed after the upgrade kept its
     finished order-1 runs and trained the rest under order 2): a mode's mean pooled both, and one
     mode was compared with another across them. A relative folder is looked up from the working
@@ -175,10 +172,8 @@ def _check_one_batch_order(read: pd.DataFrame, path: str) -> None:
     runs whose folder is not found are not counted."""
     trained = read[read["mode"].astype(str) != BASE_MODE]
     records = {m: _record(m, path) for m in trained["model"].astype(str).drop_duplicates()}
-    text = mixed_batch_orders(records)
-    if text and text not in _WARNED_ORDERS:
-        _WARNED_ORDERS.add(text)
-        log.warning("%s: %s", path, text)
+    if text := mixed_batch_orders(records):
+        warn_once(log, "%s: %s", path, text)  # once per warnings_once block (a report, a command)
 
 
 def _record(model: str, table: str) -> dict:

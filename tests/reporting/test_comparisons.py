@@ -20,7 +20,13 @@ from ifir_lib.reporting.comparisons import (
     load_tables,
     mode_table,
 )
-from ifir_lib.reporting.results import RESULT_COLUMNS, append_results, per_query_path, save_result
+from ifir_lib.reporting.results import (
+    RESULT_COLUMNS,
+    append_results,
+    per_query_path,
+    save_result,
+    warnings_once,
+)
 from ifir_lib.reporting.summaries import summarize
 
 N_Q = 40
@@ -342,8 +348,8 @@ def _scored(csv, model: str, mode: str, seed: int, shift: float) -> None:
 def test_runs_of_two_batch_orders_pooled_by_a_comparison_are_named(tmp_path, caplog):
     """An experiment resumed after the batch-order upgrade kept its finished order-1 runs (records
     without ``batch_order``) and trained the missing replicate under order 2: ``compare`` pooled
-    them as "3 runs of ins-dv" without a word. One warning names each order's runs, however many
-    tables read them; runs of one order are quiet."""
+    them as "3 runs of ins-dv" without a word. One warning names each order's runs, once in a
+    report (``warnings_once``); runs of one order are quiet."""
     from ifir_lib.core.run_folder import RunFolder
 
     csv = tmp_path / "results.csv"
@@ -356,7 +362,7 @@ def test_runs_of_two_batch_orders_pooled_by_a_comparison_are_named(tmp_path, cap
         run.start({"mode": "ins-dv", "rng_seed": seed, "config": {"base_model": "minilm"}, **order}, "abc")
         _scored(csv, str(run.path), "ins-dv", seed, 1.0 + seed)
     results, per_query = load_tables(csv)
-    with caplog.at_level("WARNING"):
+    with caplog.at_level("WARNING"), warnings_once():  # one report: said once
         compare_modes(results, per_query, "ins-dv", "base", metric="p_mrr", dataset="v1", n_boot=20)
         mode_table(results, per_query, metrics=["p_mrr"], n_boot=20)
     said = [r.getMessage() for r in caplog.records if "batch orders" in r.getMessage()]
